@@ -1,0 +1,502 @@
+"""Record a real Kafka trace: KRaft cluster (1 controller + 3 brokers) + real Java clients + injected faults.
+
+    python -m lab.record_trace --kafka-version 3.9.1 --duration-s 180 --out data/samples/lab-3.9.1-utc
+
+Output (an input folder for ``ackreplay run --input``)::
+
+    <out>/manifest.json
+    <out>/<cluster>/topics.txt                          kafka-topics --describe (all topics, at the end)
+    <out>/<cluster>/broker-<id>/kafka-request.log*.gz   server.log*.gz  state-change.log*.gz  controller.log*.gz
+    <out>/<cluster>/controller-<id>/...                 the dedicated KRaft controller's logs
+    <out>/<cluster>/metrics/broker-<id>.prom            JMX-exporter scrapes, one timestamp (ms) per sample
+    <out>/client/batches-<client>.csv.gz                every batch the clients got acknowledged
+
+Every process the lab starts is stopped by it (also on error, Ctrl-C, SIGTERM and when the run exceeds
+``--max-run-s``); paused brokers are SIGCONTed first.  Ports are a free block on 127.0.0.1 and data
+lives in a fresh temp dir that is removed afterwards (``--keep-work`` keeps it).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gzip
+import json
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from . import jars
+from .check import check_trace
+from .cluster import CONTROLLER_ID, ClusterSpec, LabCluster, LabError, parse_describe, rmtree_quiet
+
+TOPIC = "ackreplay-lab"
+
+
+class Abort(BaseException):
+    """Raised in the main thread by SIGINT/SIGTERM/SIGHUP or the run-time watchdog."""
+
+
+def utc_iso(t: float | None = None) -> str:
+    t = time.time() if t is None else t
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def log(msg: str) -> None:
+    print(f"[{utc_iso()}] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# fault schedule
+
+
+def make_schedule(args, brokers: list[int]) -> list[dict]:
+    """Faults at offsets (s) from workload start; never overlapping, all done before the tail."""
+    rnd = random.Random(args.seed)
+    d = args.duration_s
+    warm = min(15.0, max(8.0, 0.15 * d))
+    tail = min(25.0, max(8.0, 0.15 * d))
+    long_ms = args.long_stall_ms or (2 * args.replica_lag_ms + 500)
+    events: list[dict] = []
+    busy: list[tuple[float, float]] = []
+    t = max(warm + 2, 0.2 * d)
+    for i in range(args.long_stalls):
+        b = rnd.choice(brokers)
+        events.append({"kind": "long_stall", "broker": b, "at_s": round(t, 1), "duration_ms": long_ms,
+                       "signal": "SIGSTOP/SIGCONT"})
+        busy.append((t - 2, t + long_ms / 1000 + 6))
+        t += long_ms / 1000 + 6
+    t = max(t, 0.45 * d)
+    for i in range(args.leader_changes):
+        events.append({"kind": "leader_stop_restart", "partition": i % args.partitions, "at_s": round(t, 1),
+                       "down_s": args.leader_down_s, "signal": "SIGTERM (controlled shutdown), then restart"})
+        busy.append((t - 2, t + args.leader_down_s + 15))
+        t += args.leader_down_s + 14
+    if t > d - tail:
+        raise SystemExit(f"--duration-s {d} is too short for the requested faults (need about {t + tail:.0f}s)")
+    n_short = args.short_stalls if args.short_stalls is not None else max(2, int(d / 15))
+    lo, hi = warm, d - tail
+    placed = 0
+    tries = 0
+    while placed < n_short and tries < 1000:
+        tries += 1
+        at = round(rnd.uniform(lo, hi), 1)
+        ms = rnd.randint(args.short_stall_ms_min, args.short_stall_ms_max)
+        span = (at - 1.5, at + ms / 1000 + 1.5)
+        if any(not (span[1] < a or span[0] > b) for a, b in busy):
+            continue
+        busy.append(span)
+        events.append({"kind": "short_stall", "broker": rnd.choice(brokers), "at_s": at, "duration_ms": ms,
+                       "signal": "SIGSTOP/SIGCONT"})
+        placed += 1
+    return sorted(events, key=lambda e: e["at_s"])
+
+
+# ---------------------------------------------------------------------------------------------
+# metrics scraper
+
+
+class Scraper:
+    """Scrape each broker's JMX exporter every ``interval`` s; append ``kafka_*`` samples with a ms timestamp."""
+
+    def __init__(self, cluster: LabCluster, out_dir: Path, interval: float) -> None:
+        self.cluster, self.out_dir, self.interval = cluster, out_dir, interval
+        self.stop_ev = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(b,), daemon=True) for b in cluster.broker_ids]
+        self.scrapes = {b: 0 for b in cluster.broker_ids}
+        self.failures = {b: 0 for b in cluster.broker_ids}
+
+    def start(self) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        for t in self.threads:
+            t.start()
+
+    def stop(self) -> None:
+        self.stop_ev.set()
+        for t in self.threads:
+            t.join(timeout=5)
+
+    def _run(self, b: int) -> None:
+        url = f"http://127.0.0.1:{self.cluster.metrics_ports[b]}/metrics"
+        path = self.out_dir / f"broker-{b}.prom"
+        seen_meta: set[str] = set()
+        nxt = time.monotonic()
+        with open(path, "a") as out:
+            while not self.stop_ev.is_set():
+                nxt += self.interval
+                if self.cluster.running(b):
+                    try:
+                        body = urllib.request.urlopen(url, timeout=min(0.9, self.interval)).read().decode()
+                        ts = int(time.time() * 1000)
+                        lines = []
+                        for line in body.splitlines():
+                            if line.startswith("# "):
+                                parts = line.split(" ", 3)
+                                if len(parts) > 2 and parts[2].startswith("kafka_") and line not in seen_meta:
+                                    seen_meta.add(line)
+                                    lines.append(line)
+                            elif line.startswith("kafka_"):
+                                lines.append(f"{line} {ts}")
+                        out.write("\n".join(lines) + "\n")
+                        out.flush()
+                        self.scrapes[b] += 1
+                    except Exception:
+                        self.failures[b] += 1  # paused or restarting broker: a real gap
+                self.stop_ev.wait(max(0.0, nxt - time.monotonic()))
+
+
+# ---------------------------------------------------------------------------------------------
+# capture
+
+
+def gzip_file(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with open(src, "rb") as fi, open(dst, "wb") as raw:
+        with gzip.GzipFile(filename=src.name, mode="wb", fileobj=raw, compresslevel=9, mtime=0) as fo:
+            shutil.copyfileobj(fi, fo)
+
+
+CAPTURED_LOGS = ("kafka-request.log", "server.log", "state-change.log", "controller.log")
+
+
+def capture_logs(cluster: LabCluster, cdir: Path) -> dict:
+    files = {}
+    for node in [*cluster.broker_ids, CONTROLLER_ID]:
+        name = f"controller-{node}" if node == CONTROLLER_ID else f"broker-{node}"
+        for f in sorted(cluster.logs_dir(node).iterdir()):
+            if not f.name.startswith(CAPTURED_LOGS) or f.stat().st_size == 0:
+                continue
+            gzip_file(f, cdir / name / (f.name + ".gz"))
+            files.setdefault(name, []).append({"file": f.name + ".gz", "bytes_raw": f.stat().st_size})
+    return files
+
+
+# ---------------------------------------------------------------------------------------------
+# main
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m lab.record_trace", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kafka-version", required=True, help="e.g. 3.9.1 or 4.1.1 (from Maven Central)")
+    p.add_argument("--duration-s", type=float, default=180, help="workload duration")
+    p.add_argument("--out", required=True, type=Path, help="trace folder to write (must not exist or be empty)")
+    p.add_argument("--cluster-name", help="default lab-<version>")
+    p.add_argument("--timezone", default="UTC", help="broker JVM -Duser.timezone (log line times)")
+    p.add_argument("--rate", type=float, default=300, help="records/s over all producers")
+    p.add_argument("--acks1-share", type=float, default=0.15, help="share of records sent by the acks=1 producer")
+    p.add_argument("--size", type=int, default=512, help="mean value size in bytes (uniform size/2..3size/2)")
+    p.add_argument("--keys", type=int, default=1000)
+    p.add_argument("--linger-ms", type=int, default=5)
+    p.add_argument("--partitions", type=int, default=6)
+    p.add_argument("--no-consumer", action="store_true")
+    p.add_argument("--replica-lag-ms", type=int, default=3000, help="replica.lag.time.max.ms")
+    p.add_argument("--session-timeout-ms", type=int, default=15000, help="broker.session.timeout.ms (controller)")
+    p.add_argument("--replica-fetch-wait-max-ms", type=int, default=500)
+    p.add_argument("--short-stalls", type=int, default=None, help="default: one per 15 s of workload")
+    p.add_argument("--short-stall-ms-min", type=int, default=200)
+    p.add_argument("--short-stall-ms-max", type=int, default=800)
+    p.add_argument("--long-stalls", type=int, default=1)
+    p.add_argument("--long-stall-ms", type=int, default=None, help="default 2*replica-lag-ms+500")
+    p.add_argument("--leader-changes", type=int, default=1)
+    p.add_argument("--leader-down-s", type=float, default=10)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--no-metrics", action="store_true", help="no JMX exporter / scrapes")
+    p.add_argument("--scrape-interval-s", type=float, default=1.0)
+    p.add_argument("--work-dir", type=Path, default=None, help="parent of the temp data dir")
+    p.add_argument("--keep-work", action="store_true")
+    p.add_argument("--max-run-s", type=float, default=None, help="hard bound on the whole run (default duration+600)")
+    a = p.parse_args(argv)
+    if a.long_stall_ms is None:
+        a.long_stall_ms = 2 * a.replica_lag_ms + 500
+    if a.long_stalls and a.long_stall_ms + a.replica_lag_ms // 2 + 2000 >= a.session_timeout_ms:
+        p.error("--long-stall-ms must stay well below --session-timeout-ms (else the controller fences the broker)")
+    if a.long_stalls and a.long_stall_ms <= a.replica_lag_ms * 1.5:
+        p.error("--long-stall-ms must exceed 1.5 x replica.lag.time.max.ms so the ISR shrinks")
+    return a
+
+
+def run(args) -> dict:
+    t_begin = time.monotonic()
+    max_run = args.max_run_s or (args.duration_s + 600)
+    out: Path = args.out
+    if out.exists() and any(out.iterdir()):
+        raise SystemExit(f"{out} exists and is not empty")
+    cluster_name = args.cluster_name or f"lab-{args.kafka_version}"
+
+    # ---- signals and watchdog: turn them into Abort in the main thread --------------------
+    aborting = threading.Event()
+
+    def on_signal(signum, frame):
+        if aborting.is_set():
+            return
+        aborting.set()
+        raise Abort(f"signal {signal.Signals(signum).name}")
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    done = threading.Event()
+
+    def watchdog():
+        if not done.wait(max_run):
+            log(f"run exceeded --max-run-s={max_run:.0f}s: aborting")
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watchdog, daemon=True).start()
+
+    # ---- everything that can fail before processes exist ----------------------------------
+    libs = jars.resolve_kafka(args.kafka_version, log=log)
+    classes = jars.compile_workload(args.kafka_version, libs, log=log)
+    spec = ClusterSpec(version=args.kafka_version, timezone=args.timezone,
+                       replica_lag_time_max_ms=args.replica_lag_ms,
+                       broker_session_timeout_ms=args.session_timeout_ms,
+                       replica_fetch_wait_max_ms=args.replica_fetch_wait_max_ms,
+                       jmx_exporter=not args.no_metrics)
+    work = Path(tempfile.mkdtemp(prefix="ackreplay-lab-", dir=args.work_dir))
+    cluster = LabCluster(spec, work, log=log)
+    schedule = make_schedule(args, cluster.broker_ids)
+    staging = Path(tempfile.mkdtemp(prefix="capture-", dir=work))
+    cdir = staging / cluster_name
+    scraper = None
+    manifest: dict = {}
+    try:
+        log(f"work dir {work}; ports {cluster.controller_port}..{max(cluster.metrics_ports.values())}")
+        cluster.start()
+        log("cluster started")
+        cluster.create_topic(TOPIC, args.partitions, 3, {"min.insync.replicas": 2})
+        desc_start = cluster.describe()
+        if not args.no_metrics:
+            scraper = Scraper(cluster, cdir / "metrics", args.scrape_interval_s)
+            scraper.start()
+
+        client_dir = work / "client"
+        wl_cmd = cluster._jvm(None, "512m") + [
+            "-cp", f"{classes}{os.pathsep}{cluster.cp}", "LabWorkload",
+            "--bootstrap", cluster.bootstrap, "--topic", TOPIC, "--duration-s", str(args.duration_s),
+            "--rate", str(args.rate), "--acks1-share", str(args.acks1_share), "--size", str(args.size),
+            "--keys", str(args.keys), "--linger-ms", str(args.linger_ms),
+            "--consumer", "false" if args.no_consumer else "true", "--out", str(client_dir),
+        ]
+        wl = cluster.reg.start("workload", wl_cmd, work / "workload.out")
+        t0_wall, t0 = time.time(), time.monotonic()
+        log(f"workload started ({args.rate}/s for {args.duration_s}s); {len(schedule)} faults scheduled")
+
+        for ev in schedule:
+            wait = t0 + ev["at_s"] - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            if wl.poll() is not None:
+                raise LabError(f"workload exited early rc={wl.returncode}: "
+                               f"{(work / 'workload.out').read_text()[-2000:]}")
+            run_fault(cluster, ev, args)
+
+        rc = wl.wait(timeout=max(5.0, t0 + args.duration_s + 180 - time.monotonic()))
+        cluster.reg.forget("workload")
+        if rc != 0:
+            raise LabError(f"workload failed rc={rc}: {(work / 'workload.out').read_text()[-3000:]}")
+        t_end_wall = time.time()
+        summary = json.loads((client_dir / "summary.json").read_text())
+        log("workload done: " + json.dumps(summary))
+        time.sleep(2)
+        desc_end = cluster.describe()
+        if scraper:
+            scraper.stop()
+        cluster.stop()
+        log("cluster stopped")
+
+        # ---- capture ---------------------------------------------------------------------
+        cdir.mkdir(parents=True, exist_ok=True)
+        (cdir / "topics.txt").write_text(desc_end)
+        files = capture_logs(cluster, cdir)
+        for f in sorted(client_dir.glob("batches-*.csv")):
+            gzip_file(f, staging / "client" / (f.name + ".gz"))
+        report = check_trace(staging, TOPIC)
+        manifest = build_manifest(args, cluster, cluster_name, spec, schedule, summary, report, files,
+                                  desc_start, desc_end, t0_wall, t_end_wall, scraper)
+        (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        out.mkdir(parents=True, exist_ok=True)
+        for item in staging.iterdir():
+            shutil.move(str(item), out / item.name)
+        log(f"trace written to {out} ({du(out) / 1e6:.2f} MB)")
+        return manifest
+    finally:
+        done.set()
+        if scraper:
+            scraper.stop()
+        cluster.stop()  # SIGCONT + SIGTERM + SIGKILL fallback, idempotent
+        cluster.reg.stop_all()
+        for s, h in old.items():
+            signal.signal(s, h)
+        if args.keep_work:
+            log(f"kept work dir {work}")
+        else:
+            rmtree_quiet(work)
+        log(f"run took {time.monotonic() - t_begin:.0f}s")
+
+
+def run_fault(cluster: LabCluster, ev: dict, args) -> None:
+    kind = ev["kind"]
+    if kind in ("short_stall", "long_stall"):
+        b = ev["broker"]
+        pid = cluster.pid(b)
+        ev["pid"] = pid
+        ev["start_utc"] = utc_iso()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(ev["duration_ms"] / 1000)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        ev["end_utc"] = utc_iso()
+        log(f"{kind}: broker {b} paused {ev['duration_ms']} ms")
+    elif kind == "leader_stop_restart":
+        desc = parse_describe(cluster.describe())
+        part = desc[TOPIC]["partitions"][ev["partition"]]
+        b = part["leader"]
+        ev["broker"] = b
+        ev["leader_before"] = part
+        ev["stop_utc"] = utc_iso()
+        rc = cluster.stop_node(b, timeout=60)
+        ev["exited_utc"] = utc_iso()
+        ev["exit_code"] = rc
+        log(f"leader change: broker {b} (leader of {TOPIC}-{ev['partition']}) stopped rc={rc}")
+        time.sleep(ev["down_s"])
+        size = cluster.server_log_size(b)
+        ev["restart_utc"] = utc_iso()
+        cluster.start_node(b)
+        cluster.wait_started(b, since_bytes=size)
+        ev["ready_utc"] = utc_iso()
+        log(f"leader change: broker {b} restarted")
+    else:
+        raise LabError(f"unknown fault {kind}")
+
+
+def du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def leaders(desc: dict) -> dict:
+    return {str(p): v for p, v in sorted(desc.get(TOPIC, {}).get("partitions", {}).items())}
+
+
+def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summary, report, files,
+                   desc_start, desc_end, t0_wall, t_end_wall, scraper) -> dict:
+    ds, de = parse_describe(desc_start), parse_describe(desc_end)
+    by_acks: dict = {}
+    for p in summary["producers"]:
+        a = "all" if p["acks"] in ("all", "-1") else p["acks"]
+        by_acks[f"acks={a}"] = {
+            "client_id": p["client_id"],
+            "records_sent": p["records_sent"],
+            "records_acked": p["records_acked"],
+            "records_failed": p["records_failed"],
+            "batches_acked": p["batches_acked"],
+            "value_bytes_acked": p["value_bytes_acked"],
+            "errors": p["errors"],
+        }
+    cl = report["clusters"][cluster_name]
+    return {
+        "format": "ackreplay-lab-trace/1",
+        "created_utc": utc_iso(),
+        "kafka_version": args.kafka_version,
+        "cluster": cluster_name,
+        "cluster_id": cluster.cluster_id,
+        "jars": "Maven Central: org.apache.kafka:kafka_2.13, kafka-tools, kafka-clients "
+                f"{args.kafka_version} (+ logging backend as shipped in the release)",
+        "java": java_version(),
+        "jvm_time_zone": spec.timezone,
+        "log_time_note": "log lines carry the broker JVM's local time without offset; fault times here are UTC",
+        "topology": {
+            "controllers": [CONTROLLER_ID],
+            "brokers": cluster.broker_ids,
+            "mode": "KRaft, one dedicated controller (process.roles=controller) + 3 brokers "
+                    "(process.roles=broker); pausing a broker never costs the metadata quorum",
+            "listeners": {"client": "CLIENT (PLAINTEXT)", "inter_broker": "REPLICATION (PLAINTEXT)",
+                          "controller": "CONTROLLER (PLAINTEXT)"},
+        },
+        "configs": {
+            "broker": spec.broker_props_that_matter(),
+            "topic": {"name": TOPIC, "partitions": args.partitions, "replication_factor": 3,
+                      "min.insync.replicas": 2},
+            "broker_jvm": {"heap": spec.heap, "gc": "G1, MaxGCPauseMillis=20"},
+            "loggers": {"kafka.request.logger": "DEBUG", "state.change.logger": "INFO",
+                        "root (server.log)": "INFO", "org.apache.kafka.controller": "INFO"},
+            "log4j": "log4j2.yaml" if jars.major(args.kafka_version) >= 4 else "log4j.properties",
+        },
+        "workload": {
+            "client": f"Apache Kafka Java client {args.kafka_version} (lab/java/LabWorkload.java)",
+            "duration_s": args.duration_s,
+            "rate_records_per_s": args.rate,
+            "acks_mix": {"acks=all": round(1 - args.acks1_share, 3), "acks=1": args.acks1_share},
+            "producers": {
+                "lab-producer-acks-all": {"acks": "all", "enable.idempotence": True},
+                "lab-producer-acks-1": {"acks": "1", "enable.idempotence": False},
+            },
+            "producer_configs": {"linger.ms": args.linger_ms, "compression.type": "none",
+                                 "request.timeout.ms": 30000, "delivery.timeout.ms": 120000},
+            "value_size_bytes": {"mean": args.size, "min": args.size // 2, "max": args.size + args.size // 2},
+            "keys": args.keys,
+            "partitioning": "keyed (default partitioner, murmur2 hash)",
+            "consumer": None if args.no_consumer else {"group": "lab-consumer-group", "client_id": "lab-consumer"},
+            "start_utc": utc_iso(t0_wall),
+            "end_utc": utc_iso(t_end_wall),
+        },
+        "faults": schedule,
+        "counts": {
+            "client": by_acks,
+            "records_consumed": summary.get("records_consumed"),
+            "request_log": {b: {"lines": v["lines"], "parsed": v["parsed"], "unparsed": v["unparsed"],
+                                "api": v["api"], "follower_fetch": v["follower_fetch"],
+                                "consumer_fetch": v["consumer_fetch"],
+                                "produce_partitions": v["produce_partitions"]}
+                            for b, v in cl["brokers"].items()},
+            "produce_log": cl["produce_log"],
+            "isr": cl["isr"],
+            "leader_epoch_lines": {b: v["leader_epoch_lines"] for b, v in cl["brokers"].items()},
+            "metrics_scrapes": dict(scraper.scrapes) if scraper else None,
+            "metrics_scrape_failures": dict(scraper.failures) if scraper else None,
+        },
+        "consistency_check": {
+            "counted_as": "record batches: one (acks, partition, baseOffset) per successful PRODUCE partition "
+                          "response of the lab producers vs. one per batch acknowledged to the client",
+            "complete": report["complete"],
+            **report.get("produce_check", {}),
+        },
+        "leaders": {
+            "start": leaders(ds),
+            "end": leaders(de),
+            "topic_id": de.get(TOPIC, {}).get("topic_id"),
+        },
+        "files": files,
+        "command": "python -m lab.record_trace " + " ".join(sys.argv[1:]),
+    }
+
+
+def java_version() -> str:
+    import subprocess
+
+    r = subprocess.run(["java", "-version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return r.stdout.splitlines()[0] if r.stdout else "unknown"
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        m = run(args)
+    except Abort as e:
+        log(f"aborted: {e}")
+        return 130
+    except LabError as e:
+        log(f"lab failed: {e}")
+        return 1
+    ok = m["consistency_check"].get("equal") and m["consistency_check"]["complete"]
+    log(f"consistency check: {'OK' if ok else 'MISMATCH'}")
+    return 0 if ok else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
