@@ -1,0 +1,93 @@
+"""`ackreplay` console command: one subcommand per stage, `run` for all stages in order, `export`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+
+from ackreplay.config import ConfigError, load_config
+from ackreplay.inputs import InputError
+
+log = logging.getLogger("ackreplay")
+
+STAGES = ("ingest",)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ackreplay",
+        description="Replay Kafka produce requests from broker telemetry under alternative ack policies.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--conf", help="YAML configuration (conf/local.yaml, conf/cluster.yaml); default: built-in local")
+        p.add_argument("--lakehouse", help="lakehouse root folder or URI (default: `lakehouse` from the conf)")
+        p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+    run = sub.add_parser("run", help="run every stage in order on an input folder")
+    run.add_argument("--input", required=True, help="input folder: <cluster>/broker-<id>/kafka-request.log*, ...")
+    common(run)
+    ingest = sub.add_parser("ingest", help="raw logs -> bronze request_log_lines/quarantine -> silver tables")
+    ingest.add_argument("--input", required=True, help="input folder in the layout of the README")
+    common(ingest)
+    export = sub.add_parser("export", help="write a table as CSV or Parquet for other tools")
+    export.add_argument("table", help="table name, e.g. produce_requests")
+    export.add_argument("--format", choices=("csv", "parquet"), required=True)
+    export.add_argument("--out", required=True, help="output folder (Spark writes part files into it)")
+    common(export)
+    return parser
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("py4j", "urllib3", "great_expectations", "matplotlib"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _configure_logging(args.verbose)
+    try:
+        config = load_config(args.conf)  # validated before Spark starts
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    lakehouse = args.lakehouse or config.lakehouse
+
+    from ackreplay.session import build_spark_session
+
+    started = time.monotonic()
+    try:
+        spark = build_spark_session(config.spark)
+        if args.command in ("run", "ingest"):
+            from ackreplay.ingest import run_ingest
+
+            report = run_ingest(spark, config, args.input, lakehouse)
+            print("\n".join(report.summary_lines()))
+        elif args.command == "export":
+            from ackreplay.export import export_table
+
+            export_table(spark, lakehouse, args.table, args.format, args.out)
+            print(f"exported {args.table} to {args.out} ({args.format})")
+    except (InputError, FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a scheduler needs a non-zero exit and the reason on one line
+        log.debug("ackreplay %s failed", args.command, exc_info=True)
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"error: ackreplay {args.command} failed: {type(exc).__name__}: {first_line}", file=sys.stderr)
+        print("(run again with -v for the full trace)", file=sys.stderr)
+        return 1
+    print(f"done in {time.monotonic() - started:.1f} s; lakehouse: {lakehouse}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

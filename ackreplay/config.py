@@ -1,0 +1,112 @@
+"""Pipeline configuration: one YAML file per environment (conf/local.yaml, conf/cluster.yaml).
+
+Validated strictly before Spark starts: an unknown key or a value of the wrong type is an error that
+names the key, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+DELTA_VERSION = "4.4.0"
+
+
+class ConfigError(ValueError):
+    """A configuration file is missing, unreadable or invalid."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class SparkSettings(_Strict):
+    """How the SparkSession is built."""
+
+    master: str | None = "local[*]"  # None: leave it to spark-submit --master
+    app_name: str = "ackreplay"
+    # Maven coordinates of Delta; None derives them from the installed pyspark/delta-spark pair.
+    delta_package: str | None = None
+    # Local jar files used instead of resolving packages (offline machines, `mvn dependency:copy`).
+    jars: list[str] = Field(default_factory=list)
+    conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    log_level: str = "WARN"
+
+
+class ClusterSettings(_Strict):
+    """Facts about one Kafka cluster that its logs do not carry."""
+
+    # Log4j prints `[%d]` in the broker JVM's default zone with no offset.
+    log_timezone: str = "UTC"
+    # Added to a broker's log times to correct its clock: t_true = t_logged - offset.
+    broker_clock_offsets_ms: dict[int, float] = Field(default_factory=dict)
+    # Broker-level min.insync.replicas, used when topics.txt shows no topic override.
+    default_min_insync_replicas: int = 1
+
+    @field_validator("log_timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
+
+
+class IngestSettings(_Strict):
+    """Reading raw files."""
+
+    read_chunk_bytes: int = Field(default=16 * 1024 * 1024, ge=4096)
+    # Longer lines are quarantined (their first max_line_bytes kept) instead of blowing up a task.
+    max_line_bytes: int = Field(default=1024 * 1024, ge=1024)
+
+
+class AppConfig(_Strict):
+    """The whole configuration of one environment."""
+
+    lakehouse: str = "lakehouse"
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    default_cluster: ClusterSettings = Field(default_factory=ClusterSettings)
+    clusters: dict[str, ClusterSettings] = Field(default_factory=dict)
+
+    def cluster(self, name: str) -> ClusterSettings:
+        """Settings of one cluster, falling back to `default_cluster`."""
+        return self.clusters.get(name, self.default_cluster)
+
+
+def parse_config(raw: dict[str, Any] | None, source: str = "<dict>") -> AppConfig:
+    """Validate a configuration mapping (as read from YAML, or built in a notebook)."""
+    try:
+        return AppConfig.model_validate(raw or {})
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            key = ".".join(str(part) for part in err["loc"]) or "<root>"
+            if err["type"] == "extra_forbidden":
+                problems.append(f"unknown key '{key}'")
+            else:
+                problems.append(f"key '{key}': {err['msg']} (got {err.get('input')!r})")
+        raise ConfigError(f"invalid configuration {source}: " + "; ".join(problems)) from None
+
+
+def load_config(path: str | Path | None) -> AppConfig:
+    """Load and validate a YAML configuration file; None gives the built-in local defaults."""
+    if path is None:
+        return AppConfig()
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read configuration file {path}: {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"configuration file {path} is not valid YAML: {exc}") from None
+    if raw is not None and not isinstance(raw, dict):
+        raise ConfigError(f"configuration file {path} must hold a mapping at the top level")
+    return parse_config(raw, source=str(path))

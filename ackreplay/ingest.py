@@ -1,0 +1,217 @@
+"""The ingest stage: raw files -> bronze `request_log_lines`, `quarantine` -> silver `produce_requests`,
+`follower_fetches`, `partitions`.
+
+A run replaces exactly the rows that came from the files it read (rows are keyed by their source
+file, relative to the input root), so rerunning on the same files leaves identical tables, a later
+run with new files adds to them, and a file that grew (the live `kafka-request.log`) is replaced.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ackreplay.config import AppConfig
+from ackreplay.inputs import InputFile, InputInventory, discover_inputs
+from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists
+from ackreplay.line_reader import read_lines
+from schemas import tables
+from transforms.common import conform
+from transforms.follower_fetches import build_follower_fetches
+from transforms.request_log import (
+    explode_produce_partitions,
+    with_event_time,
+    with_line_status,
+    with_log_fields,
+    with_parsed_json,
+)
+from transforms.topics import build_partitions, with_topics_line_kind
+
+log = logging.getLogger(__name__)
+
+
+class ReconciliationError(RuntimeError):
+    """Counts between stages do not add up: something would have been lost silently."""
+
+
+@dataclass
+class IngestReport:
+    run_id: str
+    request_log_files: int
+    topics_files: int
+    ignored_files: list[str]
+    line_status: dict[str, int] = field(default_factory=dict)  # parsed / quarantined / unused
+    unused_detail: dict[str, int] = field(default_factory=dict)
+    quarantine_reasons: dict[str, int] = field(default_factory=dict)
+    rows_written: dict[str, int] = field(default_factory=dict)
+    topics_lines: dict[str, int] = field(default_factory=dict)  # header / partition / blank / unrecognised
+
+    @property
+    def total_lines(self) -> int:
+        return sum(self.line_status.values())
+
+    def summary_lines(self) -> list[str]:
+        status = self.line_status
+        out = [
+            f"ingest run {self.run_id}: {self.request_log_files} request-log files, {self.topics_files} topics.txt",
+            f"  request-log lines: {self.total_lines:,} = parsed {status.get('parsed', 0):,}"
+            f" + quarantined {status.get('quarantined', 0):,} + unused {status.get('unused', 0):,}",
+        ]
+        for detail, n in sorted(self.unused_detail.items(), key=lambda kv: -kv[1]):
+            out.append(f"    unused   {n:>10,}  {detail}")
+        for reason, n in sorted(self.quarantine_reasons.items(), key=lambda kv: -kv[1]):
+            out.append(f"    quarantined {n:>7,}  {reason}")
+        for table, n in self.rows_written.items():
+            out.append(f"  {table}: {n:,} rows written")
+        if self.ignored_files:
+            out.append(f"  {len(self.ignored_files)} files outside the input layout ignored, e.g. {self.ignored_files[0]}")
+        return out
+
+
+def _source_predicate(files: list[InputFile]) -> str:
+    clusters = sorted({f.cluster for f in files})
+    sources = sorted(f.source_file for f in files)
+    return (
+        f"cluster IN ({', '.join(map(sql_string, clusters))}) "
+        f"AND source_file IN ({', '.join(map(sql_string, sources))})"
+    )
+
+
+def _rows_written(spark: SparkSession, lakehouse: str, table: str) -> int:
+    from delta.tables import DeltaTable
+
+    from ackreplay.lakehouse import table_path
+
+    last = DeltaTable.forPath(spark, table_path(lakehouse, table)).history(1).select("operationMetrics").first()
+    return int(last["operationMetrics"].get("numOutputRows", "0"))
+
+
+def _counts(df: DataFrame, *keys: str) -> dict:
+    """A small grouped count (bounded by the number of distinct keys) as a dict."""
+    rows = df.groupBy(*keys).count().collect()
+    return {tuple(r[k] for k in keys) if len(keys) > 1 else r[keys[0]]: r["count"] for r in rows}
+
+
+def ingest_topics(
+    spark: SparkSession, config: AppConfig, files: list[InputFile], lakehouse: str, run_id: str, report: IngestReport
+) -> None:
+    lines = with_topics_line_kind(
+        read_lines(spark, files, config.ingest.read_chunk_bytes, config.ingest.max_line_bytes).withColumn(
+            "ingest_run_id", F.lit(run_id)
+        )
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        default_min_isr = {f.cluster: config.cluster(f.cluster).default_min_insync_replicas for f in files}
+        predicate = _source_predicate(files)
+        replace_rows(build_partitions(lines, default_min_isr), lakehouse, "partitions", predicate, run_id)
+        quarantine = lines.filter(F.col("line_kind") == "unrecognised").withColumns(
+            {
+                "stage": F.lit("topics"),
+                "reason": F.coalesce(F.col("read_error"), F.lit("unrecognised kafka-topics --describe line")),
+                "event_date": F.lit(None).cast("date"),
+            }
+        )
+        replace_rows(
+            conform(quarantine, tables.QUARANTINE), lakehouse, "quarantine", predicate + " AND stage = 'topics'", run_id
+        )
+        report.rows_written["partitions"] = _rows_written(spark, lakehouse, "partitions")
+        report.topics_lines = _counts(lines, "line_kind")
+        if report.topics_lines.get("partition", 0) != report.rows_written["partitions"]:
+            raise ReconciliationError(
+                f"topics.txt: {report.topics_lines.get('partition', 0)} partition lines but "
+                f"{report.rows_written['partitions']} partitions rows written"
+            )
+    finally:
+        lines.unpersist()
+
+
+def _topic_ids(spark: SparkSession, lakehouse: str, clusters: list[str]) -> dict[str, str]:
+    """"cluster/topicId" -> topic name, from the partitions table (metadata: one row per topic)."""
+    if not table_exists(spark, lakehouse, "partitions"):
+        return {}
+    partitions = read_table(spark, lakehouse, "partitions").filter(F.col("cluster").isin(clusters))
+    rows = partitions.filter(F.col("topic_id").isNotNull()).select("cluster", "topic_id", "topic").distinct().collect()
+    return {f"{r['cluster']}/{r['topic_id']}": r["topic"] for r in rows}
+
+
+def classify_request_log_lines(lines_df: DataFrame, config: AppConfig, topic_ids: dict[str, str]) -> DataFrame:
+    """Raw numbered lines -> lines with log fields, UTC times, parsed JSON and a status (no I/O)."""
+    clusters = sorted({r for r in config.clusters})
+    zones = {name: config.cluster(name).log_timezone for name in clusters}
+    offsets = {
+        f"{name}/{broker}": ms
+        for name in clusters
+        for broker, ms in config.cluster(name).broker_clock_offsets_ms.items()
+    }
+    return (
+        lines_df.transform(with_log_fields)
+        .transform(with_event_time, zones, config.default_cluster.log_timezone, offsets)
+        .transform(with_parsed_json)
+        .transform(with_line_status, topic_ids)
+    )
+
+
+def ingest_request_logs(
+    spark: SparkSession, config: AppConfig, files: list[InputFile], lakehouse: str, run_id: str, report: IngestReport
+) -> None:
+    clusters = sorted({f.cluster for f in files})
+    topic_ids = _topic_ids(spark, lakehouse, clusters)
+    lines = read_lines(spark, files, config.ingest.read_chunk_bytes, config.ingest.max_line_bytes).withColumn(
+        "ingest_run_id", F.lit(run_id)
+    )
+    classified = classify_request_log_lines(lines, config, topic_ids).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        predicate = _source_predicate(files)
+        log.info("writing request_log_lines")
+        replace_rows(conform(classified, tables.REQUEST_LOG_LINES), lakehouse, "request_log_lines", predicate, run_id)
+        quarantine = classified.filter(F.col("status") == "quarantined").withColumns(
+            {"stage": F.lit("request_log"), "reason": F.col("detail")}
+        )
+        replace_rows(
+            conform(quarantine, tables.QUARANTINE),
+            lakehouse,
+            "quarantine",
+            predicate + " AND stage = 'request_log'",
+            run_id,
+        )
+        log.info("writing produce_requests")
+        replace_rows(explode_produce_partitions(classified, topic_ids), lakehouse, "produce_requests", predicate, run_id)
+        log.info("writing follower_fetches")
+        replace_rows(build_follower_fetches(classified, topic_ids), lakehouse, "follower_fetches", predicate, run_id)
+        by_status = _counts(classified, "status", "detail")
+    finally:
+        classified.unpersist()
+    for (status, detail), n in by_status.items():
+        report.line_status[status] = report.line_status.get(status, 0) + n
+        if status == "unused":
+            report.unused_detail[detail] = n
+        elif status == "quarantined":
+            report.quarantine_reasons[detail] = n
+    for table in ("request_log_lines", "produce_requests", "follower_fetches"):
+        report.rows_written[table] = _rows_written(spark, lakehouse, table)
+    if report.rows_written["request_log_lines"] != report.total_lines:
+        raise ReconciliationError(
+            f"{report.total_lines} request-log lines classified but {report.rows_written['request_log_lines']} "
+            "bronze rows written"
+        )
+
+
+def run_ingest(spark: SparkSession, config: AppConfig, input_root: str, lakehouse: str) -> IngestReport:
+    """Ingest every request log and topics.txt under `input_root` into `lakehouse`."""
+    inventory: InputInventory = discover_inputs(input_root)
+    run_id = "ingest-" + inventory.fingerprint(("request_log", "topics"))
+    request_files = inventory.of_kind("request_log")
+    topics_files = inventory.of_kind("topics")
+    report = IngestReport(run_id, len(request_files), len(topics_files), list(inventory.ignored))
+    missing_topics = sorted({f.cluster for f in request_files} - {f.cluster for f in topics_files})
+    for cluster in missing_topics:
+        log.warning("cluster %s has no topics.txt: topic ids cannot be resolved and RF/min ISR are unknown", cluster)
+    if topics_files:
+        ingest_topics(spark, config, topics_files, lakehouse, run_id, report)
+    if request_files:
+        ingest_request_logs(spark, config, request_files, lakehouse, run_id, report)
+    return report

@@ -1,0 +1,123 @@
+"""Discovering input files in the input layout of design.md.
+
+    <input>/<cluster>/broker-<id>/kafka-request.log*   (plain or gzip, rotated names)
+    <input>/<cluster>/broker-<id>/server.log*
+    <input>/<cluster>/broker-<id>/state-change.log*
+    <input>/<cluster>/topics.txt
+    <input>/<cluster>/metrics/*.prom
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from pyarrow import fs as pafs
+
+_BROKER_DIR = re.compile(r"^broker-(\d+)$")
+_KINDS = (
+    ("request_log", re.compile(r"^kafka-request\.log(\..+)?$")),
+    ("server_log", re.compile(r"^server\.log(\..+)?$")),
+    ("state_change_log", re.compile(r"^state-change\.log(\..+)?$")),
+)
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class InputError(ValueError):
+    """The input folder is missing, empty or unreadable."""
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One raw file. `source_file` is its path relative to the input root: the identity used in tables."""
+
+    cluster: str
+    broker_id: int | None
+    kind: str
+    source_file: str
+    uri: str
+    size: int
+    mtime_ns: int
+    compression: str  # "gzip" or "none", from the file's magic bytes, not its name
+
+
+@dataclass(frozen=True)
+class InputInventory:
+    files: tuple[InputFile, ...]
+    ignored: tuple[str, ...]  # paths under the root that are not in the layout
+
+    def of_kind(self, kind: str) -> list[InputFile]:
+        return [f for f in self.files if f.kind == kind]
+
+    def fingerprint(self, kinds: tuple[str, ...] | None = None) -> str:
+        """A stable id of the input set (names, sizes, mtimes): the same files give the same id."""
+        digest = hashlib.sha256()
+        for f in sorted(self.files, key=lambda f: f.source_file):
+            if kinds is None or f.kind in kinds:
+                digest.update(f"{f.source_file}\0{f.size}\0{f.mtime_ns}\n".encode())
+        return digest.hexdigest()[:16]
+
+
+def _filesystem(root: str) -> tuple[pafs.FileSystem, str]:
+    try:
+        return pafs.FileSystem.from_uri(root)
+    except Exception:  # a plain relative or absolute local path
+        import os
+
+        return pafs.LocalFileSystem(), os.path.abspath(root)
+
+
+def _kind_of(cluster_rel: list[str]) -> tuple[str | None, int | None]:
+    if cluster_rel == ["topics.txt"]:
+        return "topics", None
+    if len(cluster_rel) == 2 and cluster_rel[0] == "metrics" and cluster_rel[1].endswith(".prom"):
+        return "metrics", None
+    if len(cluster_rel) == 2 and (m := _BROKER_DIR.match(cluster_rel[0])):
+        for kind, pattern in _KINDS:
+            if pattern.match(cluster_rel[1]):
+                return kind, int(m.group(1))
+    return None, None
+
+
+def discover_inputs(root: str) -> InputInventory:
+    """List the input files under `root`, check each can be opened, and detect its compression."""
+    filesystem, base = _filesystem(root)
+    info = filesystem.get_file_info(base)
+    if info.type != pafs.FileType.Directory:
+        raise InputError(f"input folder {root} does not exist or is not a folder")
+    files, ignored = [], []
+    selector = pafs.FileSelector(base, recursive=True)
+    for entry in sorted(filesystem.get_file_info(selector), key=lambda e: e.path):
+        if entry.type != pafs.FileType.File:
+            continue
+        rel = entry.path[len(base.rstrip("/")) + 1 :]
+        parts = rel.split("/")
+        kind, broker_id = _kind_of(parts[1:]) if len(parts) >= 2 else (None, None)
+        if kind is None:
+            ignored.append(rel)
+            continue
+        try:
+            with filesystem.open_input_stream(entry.path, compression=None) as stream:
+                magic = stream.read(2)
+        except OSError as exc:
+            raise InputError(f"cannot read input file {entry.path}: {exc}") from None
+        uri = entry.path if isinstance(filesystem, pafs.LocalFileSystem) else f"{root.split('://')[0]}://{entry.path}"
+        files.append(
+            InputFile(
+                cluster=parts[0],
+                broker_id=broker_id,
+                kind=kind,
+                source_file=rel,
+                uri=uri,
+                size=entry.size,
+                mtime_ns=entry.mtime_ns or 0,
+                compression="gzip" if magic == _GZIP_MAGIC else "none",
+            )
+        )
+    if not files:
+        raise InputError(
+            f"no input files under {root}: expected <cluster>/broker-<id>/kafka-request.log* "
+            f"and <cluster>/topics.txt (see README, 'Input layout')"
+        )
+    return InputInventory(tuple(files), tuple(ignored))

@@ -1,0 +1,84 @@
+"""Where the tables live and how they are written: path-based Delta tables under one lakehouse root.
+
+Every write is one atomic Delta commit that replaces exactly the rows of the inputs a run covers
+(`replaceWhere`), so a rerun on the same files leaves identical tables and a run killed midway
+leaves the previous table version intact.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table of the lakehouse: its medallion layer and partition columns."""
+
+    name: str
+    layer: str
+    partition_by: tuple[str, ...] = ()
+
+
+TABLES: dict[str, TableSpec] = {
+    spec.name: spec
+    for spec in (
+        TableSpec("request_log_lines", "bronze", ("cluster", "event_date")),
+        TableSpec("quarantine", "bronze", ("cluster",)),
+        TableSpec("produce_requests", "silver", ("cluster", "event_date")),
+        TableSpec("follower_fetches", "silver", ("cluster", "event_date")),
+        TableSpec("partitions", "silver", ("cluster",)),
+    )
+}
+
+
+def table_spec(name: str) -> TableSpec:
+    try:
+        return TABLES[name]
+    except KeyError:
+        raise ValueError(f"unknown table {name!r}; known tables: {', '.join(sorted(TABLES))}") from None
+
+
+def table_path(lakehouse: str, name: str) -> str:
+    spec = table_spec(name)
+    return f"{lakehouse.rstrip('/')}/{spec.layer}/{spec.name}"
+
+
+def table_exists(spark: SparkSession, lakehouse: str, name: str) -> bool:
+    from delta.tables import DeltaTable
+
+    return DeltaTable.isDeltaTable(spark, table_path(lakehouse, name))
+
+
+def read_table(spark: SparkSession, lakehouse: str, name: str) -> DataFrame:
+    """Read a table; a table that was never written is an error naming it."""
+    if not table_exists(spark, lakehouse, name):
+        raise FileNotFoundError(f"table {name} does not exist in lakehouse {lakehouse} (run `ackreplay run` first)")
+    return spark.read.format("delta").load(table_path(lakehouse, name))
+
+
+def sql_string(value: str) -> str:
+    """A SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def replace_rows(df: DataFrame, lakehouse: str, name: str, predicate: str, run_id: str) -> None:
+    """Atomically replace the rows matching `predicate` with `df` (creating the table if needed).
+
+    Every row of `df` must match `predicate`; Delta checks it and fails the commit otherwise.
+    """
+    spec = table_spec(name)
+    writer = (
+        df.write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", predicate)
+        .option("userMetadata", run_id)
+    )
+    if spec.partition_by:
+        writer = writer.partitionBy(*spec.partition_by)
+    writer.save(table_path(lakehouse, name))
+    log.debug("replaced rows of %s where %s", name, predicate)

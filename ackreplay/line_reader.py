@@ -1,0 +1,193 @@
+"""Reading raw text files into numbered lines, on the executors.
+
+Spark's text source does not number lines, and a gzip file that ends mid-stream makes it fail the
+whole job. This reader runs as `mapInArrow` over a one-row-per-file DataFrame: each task streams one
+file with pyarrow (gzip detected by magic bytes), splits lines in C, and emits Arrow batches of
+(file, line number, text). Problems stay attached to the line they concern (`read_error`) so that
+the ingestion can quarantine them instead of losing them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ackreplay.inputs import InputFile
+
+LINES_SCHEMA = pa.schema(
+    [
+        ("cluster", pa.string()),
+        ("broker_id", pa.int32()),
+        ("source_file", pa.string()),
+        ("line_number", pa.int64()),
+        ("line", pa.string()),
+        ("line_bytes", pa.int32()),
+        ("read_error", pa.string()),
+        ("first_log_time", pa.string()),
+    ]
+)
+LINES_DDL = (
+    "cluster string, broker_id int, source_file string, line_number bigint, line string, "
+    "line_bytes int, read_error string, first_log_time string"
+)
+_LOG_TIME = re.compile(rb"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]", re.MULTILINE)
+
+
+def _open(uri: str, compression: str):
+    from pyarrow import fs as pafs
+
+    try:
+        filesystem, path = pafs.FileSystem.from_uri(uri)
+    except Exception:
+        filesystem, path = pafs.LocalFileSystem(), uri
+    try:
+        raw = filesystem.open_input_stream(path, compression=None)
+    except OSError as exc:
+        raise OSError(f"cannot read input file {uri}: {exc}") from None
+    return pa.CompressedInputStream(raw, "gzip") if compression == "gzip" else raw
+
+
+def _decode(lines: list[bytes], max_line_bytes: int) -> tuple[pa.Array, pa.Array, list[str | None]]:
+    """Arrow text, byte lengths and per-line errors for a list of raw lines (terminator removed)."""
+    raw = pa.array(lines, type=pa.binary())
+    lengths = pc.binary_length(raw).cast(pa.int32())
+    errors: list[str | None] = [None] * len(lines)
+    oversized = pc.greater(lengths, max_line_bytes)
+    clean = not pc.any(oversized).as_py()
+    if clean:
+        try:
+            text = raw.cast(pa.string())  # validates UTF-8 in C
+        except pa.ArrowInvalid:
+            clean = False
+    if not clean:
+        decoded = []
+        for i, line in enumerate(lines):
+            if len(line) > max_line_bytes:
+                errors[i] = f"line of {len(line)} bytes exceeds ingest.max_line_bytes={max_line_bytes}; first bytes kept"
+                line = line[:max_line_bytes]
+            try:
+                decoded.append(line.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                decoded.append(line.decode("utf-8", errors="replace"))
+                errors[i] = errors[i] or f"invalid UTF-8 at byte {exc.start}"
+        text = pa.array(decoded, type=pa.string())
+    if pc.any(pc.ends_with(text, "\r")).as_py():  # CRLF files
+        text = pc.utf8_rtrim(text, characters="\r")
+    return text, lengths, errors
+
+
+def iter_file_lines(
+    file_row: dict, chunk_bytes: int, max_line_bytes: int, batch_lines: int = 65536
+) -> Iterator[pa.RecordBatch]:
+    """Stream one file as Arrow batches of numbered lines (1-based line numbers)."""
+    stream = _open(file_row["uri"], file_row["compression"])
+    carry = b""
+    carry_overflow = 0  # bytes of an oversized line dropped beyond max_line_bytes
+    next_line = 1
+    first_log_time: str | None = None
+    read_error: str | None = None
+
+    def batch(lines: list[bytes], errors_extra: dict[int, str] | None = None) -> pa.RecordBatch:
+        nonlocal next_line
+        text, lengths, errors = _decode(lines, max_line_bytes)
+        for i, err in (errors_extra or {}).items():
+            errors[i] = err
+        n = len(lines)
+        numbers = pa.array(range(next_line, next_line + n), type=pa.int64())
+        next_line += n
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array([file_row["cluster"]] * n, pa.string()),
+                pa.array([file_row["broker_id"]] * n, pa.int32()),
+                pa.array([file_row["source_file"]] * n, pa.string()),
+                numbers,
+                text,
+                lengths,
+                pa.array(errors, pa.string()),
+                pa.array([first_log_time] * n, pa.string()),
+            ],
+            schema=LINES_SCHEMA,
+        )
+
+    try:
+        while True:
+            chunk = stream.read(chunk_bytes)
+            if not chunk:
+                break
+            if first_log_time is None and (m := _LOG_TIME.search(carry + chunk[:65536])):
+                first_log_time = m.group(1).decode()
+            if carry_overflow and b"\n" not in chunk:
+                carry_overflow += len(chunk)
+                continue
+            parts = (carry + chunk).split(b"\n")
+            carry = parts.pop()
+            extra: dict[int, str] = {}
+            if carry_overflow and parts:
+                extra[0] = (
+                    f"line of {len(parts[0]) + carry_overflow} bytes exceeds "
+                    f"ingest.max_line_bytes={max_line_bytes}; first bytes kept"
+                )
+                parts[0] = parts[0][:max_line_bytes]
+                carry_overflow = 0
+            if len(carry) > max_line_bytes:
+                carry_overflow = len(carry) - max_line_bytes
+                carry = carry[:max_line_bytes]
+            for start in range(0, len(parts), batch_lines):
+                piece = parts[start : start + batch_lines]
+                piece_extra = {i - start: e for i, e in extra.items() if start <= i < start + batch_lines}
+                yield batch(piece, piece_extra)
+    except OSError as exc:  # e.g. a gzip stream cut short: keep what was read, flag the tail
+        read_error = f"file unreadable after line {next_line - 1 + (1 if carry else 0)}: {exc}"
+    finally:
+        stream.close()
+    if carry or carry_overflow or read_error:
+        extra = {}
+        if read_error:
+            extra[0] = read_error
+        elif carry_overflow:
+            extra[0] = (
+                f"line of {len(carry) + carry_overflow} bytes exceeds ingest.max_line_bytes={max_line_bytes}; "
+                "first bytes kept"
+            )
+        yield batch([carry], extra)
+
+
+def read_lines(
+    spark: SparkSession, files: Sequence[InputFile], chunk_bytes: int, max_line_bytes: int
+) -> DataFrame:
+    """A DataFrame of every line of `files`, one Spark task per file."""
+    if not files:
+        return spark.createDataFrame([], LINES_DDL)
+    file_structs = F.array(
+        *[
+            F.struct(
+                F.lit(f.cluster).alias("cluster"),
+                F.lit(f.broker_id).cast("int").alias("broker_id"),
+                F.lit(f.source_file).alias("source_file"),
+                F.lit(f.uri).alias("uri"),
+                F.lit(f.compression).alias("compression"),
+            )
+            for f in files
+        ]
+    )
+    # One partition per file (biggest first so the longest task starts first).
+    ordered = sorted(files, key=lambda f: -f.size)
+    index = {f.source_file: i for i, f in enumerate(files)}
+    order = F.array(*[F.lit(index[f.source_file]) for f in ordered])
+    files_df = (
+        spark.range(0, len(files), 1, numPartitions=len(files))
+        .select(F.element_at(file_structs, F.element_at(order, F.col("id").cast("int") + 1) + 1).alias("f"))
+        .select("f.*")
+    )
+
+    def read_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for file_batch in batches:
+            for row in file_batch.to_pylist():
+                yield from iter_file_lines(row, chunk_bytes, max_line_bytes)
+
+    return files_df.mapInArrow(read_partition, LINES_DDL)

@@ -1,0 +1,49 @@
+"""The one SparkSession factory used by every job, test helper and notebook."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from ackreplay.config import SparkSettings
+
+log = logging.getLogger(__name__)
+
+# Settings the pipeline relies on whatever the environment: times are UTC microseconds.
+_FIXED_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def build_spark_session(settings: SparkSettings, app_name: str | None = None) -> SparkSession:
+    """Build (or reuse) a SparkSession with Delta configured from `settings`.
+
+    On `local[...]` masters the Delta jars are resolved from Maven Central by Spark's own resolver
+    (cached under ~/.ivy2.5.2) unless `settings.jars` lists local jar files. Under spark-submit the
+    JVM already runs, so pass the same coordinates with `--packages` (see README).
+    """
+    from delta import configure_spark_with_delta_pip
+
+    builder = SparkSession.builder.appName(app_name or settings.app_name)
+    if settings.master:
+        builder = builder.master(settings.master)
+        if settings.master.startswith("local"):
+            # Python workers must run this interpreter (the venv), not whatever `python3` is first on PATH.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    for key, value in {**settings.conf, **_FIXED_CONF}.items():
+        builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
+    if settings.jars:
+        builder = builder.config("spark.jars", ",".join(settings.jars))
+    elif settings.delta_package:
+        builder = builder.config("spark.jars.packages", settings.delta_package)
+    else:
+        builder = configure_spark_with_delta_pip(builder)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(settings.log_level)
+    log.info("Spark %s session %s (master %s)", spark.version, spark.sparkContext.appName, spark.sparkContext.master)
+    return spark

@@ -1,0 +1,1 @@
+"""Table and input contracts (StructTypes and the request-log JSON schema)."""

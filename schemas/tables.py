@@ -1,0 +1,145 @@
+"""Column contracts of the lakehouse tables (see design.md, "Data flow").
+
+Times are TIMESTAMP (UTC, microseconds); durations are DOUBLE milliseconds.
+"""
+
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DateType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+
+def _schema(*fields: tuple) -> StructType:
+    return StructType([StructField(name, dtype, nullable) for name, dtype, nullable in fields])
+
+
+_LINE_ORIGIN = (
+    ("source_file", StringType(), False),
+    ("line_number", LongType(), False),
+    ("event_date", DateType(), True),
+    ("ingest_run_id", StringType(), False),
+)
+
+REQUEST_LOG_LINES = _schema(
+    ("cluster", StringType(), False),
+    ("broker_id", IntegerType(), False),
+    ("source_file", StringType(), False),
+    ("line_number", LongType(), False),
+    ("line", StringType(), True),
+    ("line_bytes", IntegerType(), True),
+    ("status", StringType(), False),  # parsed | quarantined | unused
+    ("detail", StringType(), True),  # quarantine reason, or what an unused line is
+    ("api_key_name", StringType(), True),
+    ("t_log", TimestampType(), True),
+    ("event_date", DateType(), True),
+    ("ingest_run_id", StringType(), False),
+)
+
+QUARANTINE = _schema(
+    ("cluster", StringType(), False),
+    ("broker_id", IntegerType(), True),
+    ("stage", StringType(), False),  # request_log | topics
+    ("source_file", StringType(), False),
+    ("line_number", LongType(), False),
+    ("line", StringType(), True),
+    ("reason", StringType(), False),
+    ("event_date", DateType(), True),
+    ("ingest_run_id", StringType(), False),
+)
+
+_TIMING = (
+    ("t_log", TimestampType(), False),
+    ("t_start", TimestampType(), False),
+    ("t_dequeue", TimestampType(), False),
+    ("t_local_done", TimestampType(), False),
+)
+_RAW_TIMES = (
+    ("total_time_ms", DoubleType(), False),
+    ("request_queue_time_ms", DoubleType(), False),
+    ("local_time_ms", DoubleType(), False),
+    ("remote_time_ms", DoubleType(), False),
+    ("throttle_time_ms", LongType(), True),
+    ("response_queue_time_ms", DoubleType(), False),
+    ("send_time_ms", DoubleType(), False),
+)
+
+PRODUCE_REQUESTS = _schema(
+    ("cluster", StringType(), False),
+    ("broker_id", IntegerType(), False),  # the leader that logged it
+    ("topic", StringType(), False),
+    ("topic_id", StringType(), True),
+    ("partition", IntegerType(), False),
+    ("api_version", IntegerType(), False),
+    ("client_id", StringType(), True),
+    ("correlation_id", IntegerType(), False),
+    ("transactional_id", StringType(), True),
+    ("acks", IntegerType(), False),
+    ("timeout_ms", IntegerType(), False),
+    ("records_size_bytes", IntegerType(), True),
+    ("error_code", IntegerType(), True),  # null for acks=0 (no response)
+    ("error_message", StringType(), True),
+    ("base_offset", LongType(), True),  # null for acks=0, -1 on errors
+    ("log_append_time_ms", LongType(), True),
+    ("log_start_offset", LongType(), True),
+    *_TIMING,
+    ("t_ack_observed", TimestampType(), True),  # the broker's own ack time, recorded acks=all only
+    *_RAW_TIMES,
+    ("principal", StringType(), True),
+    ("listener", StringType(), True),
+    ("client_software_name", StringType(), True),
+    ("client_software_version", StringType(), True),
+    *_LINE_ORIGIN,
+)
+
+FOLLOWER_FETCHES = _schema(
+    ("cluster", StringType(), False),
+    ("broker_id", IntegerType(), False),  # the leader that logged it
+    ("follower_id", IntegerType(), False),
+    ("topic", StringType(), False),
+    ("topic_id", StringType(), True),
+    ("partition", IntegerType(), False),
+    ("fetch_offset", LongType(), False),  # the follower's LEO as the leader learns it at t_dequeue
+    ("current_leader_epoch", IntegerType(), True),
+    ("last_fetched_epoch", IntegerType(), True),
+    ("follower_log_start_offset", LongType(), True),
+    ("carried_over", BooleanType(), False),  # absent from an incremental request: offset unchanged
+    ("session_id", IntegerType(), True),
+    ("session_epoch", IntegerType(), True),
+    ("request_error_code", IntegerType(), True),
+    ("partition_error_code", IntegerType(), True),  # null when the response omitted the partition
+    ("high_watermark", LongType(), True),
+    ("diverging_epoch", BooleanType(), False),
+    ("api_version", IntegerType(), False),
+    ("correlation_id", IntegerType(), False),
+    ("max_wait_ms", IntegerType(), True),
+    *_TIMING,
+    ("total_time_ms", DoubleType(), False),
+    *_LINE_ORIGIN,
+)
+
+PARTITIONS = _schema(
+    ("cluster", StringType(), False),
+    ("topic", StringType(), False),
+    ("topic_id", StringType(), True),
+    ("partition", IntegerType(), False),
+    ("replicas", ArrayType(IntegerType()), False),  # assignment order (election preference)
+    ("replication_factor", IntegerType(), False),
+    ("min_insync_replicas", IntegerType(), False),
+    ("min_insync_replicas_source", StringType(), False),  # topic | cluster_default
+    ("leader_at_describe", IntegerType(), True),
+    ("isr_at_describe", ArrayType(IntegerType()), True),
+    ("elr_at_describe", ArrayType(IntegerType()), True),
+    ("topic_configs", MapType(StringType(), StringType()), True),
+    ("source_file", StringType(), False),
+    ("line_number", LongType(), False),
+    ("ingest_run_id", StringType(), False),
+)

@@ -1,0 +1,1 @@
+"""Pure DataFrame -> DataFrame transformations: no reads, writes, actions or SparkSession."""
