@@ -1,0 +1,58 @@
+import pytest
+
+from ackreplay.config import AppConfig, ConfigError, load_config, parse_config
+
+
+def test_defaults_are_local():
+    config = parse_config({})
+    assert config.spark.master == "local[*]"
+    assert config.lakehouse == "lakehouse"
+    assert config.cluster("any").log_timezone == "UTC"
+
+
+def test_repository_confs_load():
+    local = load_config("conf/local.yaml")
+    assert local.cluster("lab-4.1.1").log_timezone == "Europe/Berlin"
+    assert local.cluster("unknown").log_timezone == "UTC"
+    cluster = load_config("conf/cluster.yaml")
+    assert cluster.spark.master is None
+    assert cluster.spark.delta_package == "io.delta:delta-spark_4.1_2.13:4.4.0"
+
+
+def test_unknown_key_is_named():
+    with pytest.raises(ConfigError, match=r"unknown key 'spark.mastr'"):
+        parse_config({"spark": {"mastr": "local[1]"}})
+
+
+def test_wrong_type_is_named():
+    with pytest.raises(ConfigError, match=r"key 'ingest.max_line_bytes'"):
+        parse_config({"ingest": {"max_line_bytes": "big"}})
+
+
+def test_unknown_time_zone_is_named():
+    with pytest.raises(ConfigError, match=r"key 'clusters.c1.log_timezone'.*unknown time zone 'Mars/Base'"):
+        parse_config({"clusters": {"c1": {"log_timezone": "Mars/Base"}}})
+
+
+def test_clock_offsets_accept_integers():
+    config = parse_config({"clusters": {"c1": {"broker_clock_offsets_ms": {1: 250, 2: -1.5}}}})
+    assert config.cluster("c1").broker_clock_offsets_ms == {1: 250.0, 2: -1.5}
+
+
+def test_unreadable_and_invalid_files(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read configuration file"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("spark: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="mapping at the top level"):
+        load_config(listed)
+
+
+def test_config_is_immutable():
+    config = AppConfig()
+    with pytest.raises(Exception):
+        config.lakehouse = "elsewhere"

@@ -1,0 +1,75 @@
+"""The file reader, tested as plain Python (it runs inside mapInArrow on the executors)."""
+
+import gzip
+
+import pyarrow as pa
+
+from ackreplay.line_reader import LINES_SCHEMA, iter_file_lines
+
+
+def _read(path, compression="none", chunk_bytes=64, max_line_bytes=1024):
+    row = {"cluster": "c1", "broker_id": 1, "source_file": "c1/broker-1/f", "uri": str(path), "compression": compression}
+    batches = list(iter_file_lines(row, chunk_bytes, max_line_bytes))
+    return pa.Table.from_batches(batches, schema=LINES_SCHEMA).to_pylist()
+
+
+def test_lines_are_numbered_across_chunks(tmp_path):
+    path = tmp_path / "kafka-request.log"
+    lines = [f"[2026-11-20 13:00:00,{i:03d}] DEBUG line {i}" for i in range(50)]
+    path.write_text("\n".join(lines) + "\n")
+    rows = _read(path, chunk_bytes=100)
+    assert [r["line"] for r in rows] == lines
+    assert [r["line_number"] for r in rows] == list(range(1, 51))
+    assert {r["read_error"] for r in rows} == {None}
+    assert rows[0]["first_log_time"] == "2026-11-20 13:00:00,000"
+    assert rows[3]["line_bytes"] == len(lines[3])
+
+
+def test_last_line_without_newline_and_crlf(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"a\r\nbb\r\nccc")
+    rows = _read(path)
+    assert [(r["line_number"], r["line"]) for r in rows] == [(1, "a"), (2, "bb"), (3, "ccc")]
+
+
+def test_gzip_and_truncated_gzip(tmp_path):
+    text = "".join(f"line {i}\n" for i in range(5000)).encode()
+    whole = gzip.compress(text)
+    full = tmp_path / "full.gz"
+    full.write_bytes(whole)
+    rows = _read(full, "gzip", chunk_bytes=4096)
+    assert len(rows) == 5000 and rows[-1]["line"] == "line 4999"
+    cut = tmp_path / "cut.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    rows = _read(cut, "gzip", chunk_bytes=4096)
+    errors = [r for r in rows if r["read_error"]]
+    assert len(errors) == 1
+    assert errors[0] is rows[-1]
+    assert "file unreadable after line" in errors[0]["read_error"]
+    assert "Truncated" in errors[0]["read_error"]
+    # every line before the cut is intact and numbered
+    assert [r["line"] for r in rows[:-1]] == [f"line {i}" for i in range(len(rows) - 1)]
+
+
+def test_oversized_line_is_kept_truncated_and_flagged(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"short\n" + b"x" * 5000 + b"\nafter\n")
+    rows = _read(path, chunk_bytes=256, max_line_bytes=1024)
+    assert [r["line_number"] for r in rows] == [1, 2, 3]
+    assert rows[1]["line"] == "x" * 1024
+    assert rows[1]["read_error"] == "line of 5000 bytes exceeds ingest.max_line_bytes=1024; first bytes kept"
+    assert rows[2]["line"] == "after" and rows[2]["read_error"] is None
+
+
+def test_invalid_utf8_is_flagged_not_fatal(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"good\n\xff\xfe garbage\nalso good\n")
+    rows = _read(path)
+    assert [r["read_error"] for r in rows] == [None, "invalid UTF-8 at byte 0", None]
+    assert rows[1]["line"].endswith(" garbage")
+
+
+def test_empty_file_has_no_lines(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"")
+    assert _read(path) == []

@@ -1,0 +1,160 @@
+"""Request-log lines: classification, event times, PRODUCE rows (chispa)."""
+
+from datetime import datetime
+
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
+from ackreplay.kafka_lines import (
+    Client,
+    FetchPartition,
+    FetchTopic,
+    ProducePartition,
+    Timing,
+    fetch_body,
+    other_body,
+    produce_body,
+    request_log_line,
+)
+from tests.helpers import TOPIC_ID, TOPIC_IDS, lines_frame
+from transforms.request_log import (
+    explode_produce_partitions,
+    with_event_time,
+    with_line_status,
+    with_log_fields,
+    with_parsed_json,
+)
+
+T0 = datetime(2026, 11, 20, 13, 0, 0, 317000)
+UNKNOWN_ID = "ZZZZZZZZZZZZZZZZZZZZZZ"
+
+
+def classify(df, zones=None, offsets=None):
+    return (
+        df.transform(with_log_fields)
+        .transform(with_event_time, zones or {}, "UTC", offsets or {})
+        .transform(with_parsed_json)
+        .transform(with_line_status, TOPIC_IDS)
+    )
+
+
+def fetch(version, replica_id, topic="orders", topic_id=TOPIC_ID):
+    return request_log_line(
+        T0, fetch_body(version, 7, replica_id, [FetchTopic(topic, topic_id, [FetchPartition(0, 10)])], Timing())
+    )
+
+
+def test_every_line_gets_a_status_and_reason(spark):
+    produce = lambda **kw: request_log_line(  # noqa: E731
+        T0, produce_body(kw.pop("version", 9), 1, kw.pop("acks", -1), "orders", [ProducePartition(0, 100, 5)], Timing(), **kw)
+    )
+    lines = [
+        produce(),  # 1 Produce v9, topic name
+        produce(version=13, topic_id=TOPIC_ID),  # 2 Produce v13, topic id
+        produce(version=13, topic_id=UNKNOWN_ID),  # 3 unknown topic id
+        produce(acks=0),  # 4 acks=0: "response":""
+        fetch(12, 2),  # 5 follower, replicaId
+        fetch(17, 3),  # 6 follower, replicaState
+        fetch(17, -1),  # 7 consumer, no replicaState
+        fetch(11, -1),  # 8 consumer, replicaId -1
+        fetch(16, 1, "__cluster_metadata", "AAAAAAAAAAAAAAAAAAAAAQ"),  # 9 KRaft metadata log
+        request_log_line(T0, other_body("METADATA", 3, 12, 9)),  # 10
+        produce()[:200],  # 11 cut mid-JSON
+        "\x00\x01binary garbage",  # 12
+        "[2026-11-20 13:00:00,317] TRACE Processor 3 received request: x (kafka.network.RequestChannel$)",  # 13
+        "[2026-11-20 13:00:00,317] INFO Something else (kafka.server.KafkaApis)",  # 14
+        "[2026-11-20 13:00:00,317] DEBUG Completed request:RequestHeader(apiKey=PRODUCE, apiVersion=8) -- "
+        "{acks=-1,timeout=30000,numPartitions=1} (kafka.request.logger)",  # 15
+        produce().replace('"correlationId":1', '"correlationId":"one"'),  # 16
+        fetch(13, 2, topic_id=UNKNOWN_ID),  # 17
+        produce(),  # 18 (flagged by the reader)
+    ]
+    df = classify(lines_frame(spark, lines, errors={18: "invalid UTF-8 at byte 3"}))
+    actual = df.select("line_number", "status", "detail", "api_key_name", "follower_id")
+    expected = spark.createDataFrame(
+        [
+            (1, "parsed", None, "PRODUCE", None),
+            (2, "parsed", None, "PRODUCE", None),
+            (3, "quarantined", "unknown topic id (not in topics.txt)", "PRODUCE", None),
+            (4, "parsed", None, "PRODUCE", None),
+            (5, "parsed", None, "FETCH", 2),
+            (6, "parsed", None, "FETCH", 3),
+            (7, "unused", "FETCH from a consumer", "FETCH", None),
+            (8, "unused", "FETCH from a consumer", "FETCH", -1),
+            (9, "unused", "FETCH of __cluster_metadata", "FETCH", 1),
+            (10, "unused", "METADATA", "METADATA", None),
+            (11, "quarantined", "malformed or truncated JSON", None, None),
+            (12, "quarantined", "not a log4j line '[yyyy-MM-dd HH:mm:ss,SSS] LEVEL message (logger)'", None, None),
+            (13, "unused", "RequestChannel trace line", None, None),
+            (14, "quarantined", "not a 'Completed request:' line", None, None),
+            (15, "quarantined", "pre-2.8 text request log format is not supported", None, None),
+            (16, "quarantined", "JSON field of an unexpected type", "PRODUCE", None),
+            (17, "quarantined", "unknown topic id (not in topics.txt)", "FETCH", 2),
+            (18, "quarantined", "invalid UTF-8 at byte 3", "PRODUCE", None),
+        ],
+        "line_number bigint, status string, detail string, api_key_name string, follower_id int",
+    )
+    assert_df_equality(actual, expected, ignore_nullable=True)  # nullability follows the expressions
+
+
+def test_log_time_is_converted_from_the_cluster_zone_and_broker_clock(spark):
+    line = request_log_line(T0, other_body("METADATA", 3, 12, 9))
+    df = lines_frame(spark, [line, line], broker_id=1).unionByName(lines_frame(spark, [line], broker_id=2))
+    out = classify(df, zones={"c1": "Europe/Berlin"}, offsets={"c1/1": 250.0})
+    actual = out.select("broker_id", "line_number", "t_log", "event_date")
+    expected = spark.createDataFrame(
+        [
+            (1, 1, datetime(2026, 11, 20, 12, 0, 0, 67000), datetime(2026, 11, 20).date()),
+            (1, 2, datetime(2026, 11, 20, 12, 0, 0, 67000), datetime(2026, 11, 20).date()),
+            (2, 1, datetime(2026, 11, 20, 12, 0, 0, 317000), datetime(2026, 11, 20).date()),
+        ],
+        "broker_id int, line_number bigint, t_log timestamp, event_date date",
+    )
+    assert_df_equality(actual, expected, ignore_nullable=True)
+
+
+def test_undated_lines_take_the_date_of_the_files_first_line(spark):
+    df = lines_frame(spark, ["garbage"]).withColumn("first_log_time", F.lit("2026-11-19 23:30:00,000"))
+    out = classify(df, zones={"c1": "America/New_York"})
+    row = out.select("t_log", "event_date").first()
+    assert row["t_log"] is None
+    assert str(row["event_date"]) == "2026-11-20"  # 23:30 in New York is 04:30 UTC the next day
+
+
+def test_produce_rows_carry_offsets_errors_and_derived_times(spark):
+    timing = Timing(request_queue=0.081, local=0.934, remote=6.201, response_queue=0.043, send=0.153)
+    lines = [
+        request_log_line(
+            T0,
+            produce_body(
+                9,
+                48213,
+                -1,
+                "orders",
+                [ProducePartition(3, 15872, 1842213), ProducePartition(4, 100, error_code=19)],
+                timing,
+                Client(client_id="order-svc"),
+            ),
+        ),
+        request_log_line(T0, produce_body(13, 2, 1, "orders", [ProducePartition(0, 50, 7)], Timing(), topic_id=TOPIC_ID)),
+        request_log_line(T0, produce_body(9, 3, 0, "orders", [ProducePartition(1, 60)], Timing())),
+    ]
+    out = explode_produce_partitions(classify(lines_frame(spark, lines)), TOPIC_IDS)
+    actual = out.select(
+        "line_number", "topic", "topic_id", "partition", "acks", "records_size_bytes", "error_code", "base_offset",
+        "t_start", "t_dequeue", "t_local_done", "t_ack_observed",
+    )
+    ts = lambda us: datetime(2026, 11, 20, 13, 0, 0, us)  # noqa: E731
+    expected = spark.createDataFrame(
+        [
+            # total 7.412 ms before 13:00:00.317; +0.081 queue; +0.934 local; +6.201 remote
+            (1, "orders", None, 3, -1, 15872, 0, 1842213, ts(309588), ts(309669), ts(310603), ts(316804)),
+            (1, "orders", None, 4, -1, 100, 19, -1, ts(309588), ts(309669), ts(310603), ts(316804)),
+            (2, "orders", TOPIC_ID, 0, 1, 50, 0, 7, ts(316320), ts(316370), ts(316870), None),
+            (3, "orders", None, 1, 0, 60, None, None, ts(316320), ts(316370), ts(316870), None),
+        ],
+        "line_number bigint, topic string, topic_id string, partition int, acks int, records_size_bytes int, "
+        "error_code int, base_offset bigint, t_start timestamp, t_dequeue timestamp, t_local_done timestamp, "
+        "t_ack_observed timestamp",
+    )
+    assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
