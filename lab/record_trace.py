@@ -76,7 +76,7 @@ def make_schedule(args, brokers: list[int]) -> list[dict]:
     for i in range(args.leader_changes):
         events.append({"kind": "leader_stop_restart", "partition": i % args.partitions, "at_s": round(t, 1),
                        "down_s": args.leader_down_s, "signal": "SIGTERM (controlled shutdown), then restart"})
-        busy.append((t - 2, t + args.leader_down_s + 15))
+        busy.append((t - 2, t + args.leader_down_s + 30))  # describe + shutdown + restart + catch-up
         t += args.leader_down_s + 14
     if t > d - tail:
         raise SystemExit(f"--duration-s {d} is too short for the requested faults (need about {t + tail:.0f}s)")
