@@ -257,9 +257,13 @@ def run(args) -> dict:
                        broker_session_timeout_ms=args.session_timeout_ms,
                        replica_fetch_wait_max_ms=args.replica_fetch_wait_max_ms,
                        jmx_exporter=not args.no_metrics)
+    schedule = make_schedule(args, list(range(1, spec.brokers + 1)))
     work = Path(tempfile.mkdtemp(prefix="ackreplay-lab-", dir=args.work_dir))
-    cluster = LabCluster(spec, work, log=log)
-    schedule = make_schedule(args, cluster.broker_ids)
+    try:
+        cluster = LabCluster(spec, work, log=log)
+    except BaseException:
+        rmtree_quiet(work)
+        raise
     staging = Path(tempfile.mkdtemp(prefix="capture-", dir=work))
     cdir = staging / cluster_name
     scraper = None
