@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -34,6 +35,16 @@ class LabError(RuntimeError):
 # processes
 
 
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    """Linux: SIGKILL this child if the lab process dies without cleaning up (e.g. kill -9)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
 class ProcessRegistry:
     """Every child the lab starts; ``stop_all`` ends them (idempotent, safe from finally/atexit)."""
 
@@ -47,7 +58,8 @@ class ProcessRegistry:
         out = open(log_path, "ab")
         try:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=env, cwd=cwd, start_new_session=True)
+                                    env=env, cwd=cwd, start_new_session=True,
+                                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         finally:
             out.close()
         with self._lock:
