@@ -111,7 +111,10 @@ FOLLOWER_FETCHES = _schema(
     ("current_leader_epoch", IntegerType(), True),
     ("last_fetched_epoch", IntegerType(), True),
     ("follower_log_start_offset", LongType(), True),
-    ("carried_over", BooleanType(), False),  # absent from an incremental request: offset unchanged
+    # Later requests of the same incremental fetch session that omitted the partition: the leader kept
+    # this offset for them, until `carried_until` (= t_dequeue when none).
+    ("carried_requests", IntegerType(), False),
+    ("carried_until", TimestampType(), False),
     ("session_id", IntegerType(), True),
     ("session_epoch", IntegerType(), True),
     ("request_error_code", IntegerType(), True),

@@ -2,8 +2,9 @@
 
 Replica fetchers use incremental fetch sessions (KIP-227): a request lists only partitions whose fetch
 position changed, and the leader keeps serving the others at their cached `fetchOffset`. So a
-partition absent from an incremental request still has a (carried-over) row at that request, with the
-offset of its latest listing in the same session; a new session (epoch 0) lists everything again.
+partition absent from an incremental request keeps the offset of its latest listing in the same
+session (recorded on that listing as `carried_requests`/`carried_until`); a new session (epoch 0)
+lists everything again.
 Requests are ordered within a session by `sessionEpoch`, which the client increments by one per
 request, so the order does not depend on log timestamps.
 """
@@ -54,7 +55,7 @@ def with_fetch_session(fetch_lines_df: DataFrame) -> DataFrame:
 
 
 def explode_listed_partitions(fetch_requests_df: DataFrame, topic_ids: dict[str, str]) -> DataFrame:
-    """One row per partition listed in a follower FETCH request (`carried_over` = false)."""
+    """One row per partition listed in a follower FETCH request."""
     ids = literal_map(topic_ids)
     req = F.col("req")
     exploded = fetch_requests_df.select(
@@ -82,7 +83,6 @@ def explode_listed_partitions(fetch_requests_df: DataFrame, topic_ids: dict[str,
             "current_leader_epoch": pp["currentLeaderEpoch"],
             "last_fetched_epoch": pp["lastFetchedEpoch"],
             "follower_log_start_offset": pp["logStartOffset"],
-            "carried_over": F.lit(False),
             "partition_error_code": response_partition["errorCode"],
             "high_watermark": response_partition["highWatermark"],
             "diverging_epoch": response_partition["divergingEpoch"].isNotNull(),
@@ -108,91 +108,65 @@ def explode_forgotten_partitions(fetch_requests_df: DataFrame, topic_ids: dict[s
     )
 
 
-_CARRIED_VALUES = ["topic_id", "fetch_offset", "current_leader_epoch", "last_fetched_epoch", "follower_log_start_offset"]
-_REQUEST_COLUMNS = [
-    "session_epoch",
-    "request_error_code",
-    "api_version",
-    "correlation_id",
-    "max_wait_ms",
-    "t_log",
-    "t_start",
-    "t_dequeue",
-    "t_local_done",
-    "total_time_ms",
-    "source_file",
-    "line_number",
-    "event_date",
-    "ingest_run_id",
-]
-
-
-def with_carried_over_partitions(
+def with_carried_over_span(
     fetch_requests_df: DataFrame, listed_df: DataFrame, forgotten_df: DataFrame
 ) -> DataFrame:
-    """`listed_df` plus a carried-over row for every session partition an incremental request omits."""
+    """Each listed partition plus how long the leader kept using its offset without it being re-sent.
+
+    `carried_requests` counts the later requests of the same session that omitted the partition (the
+    leader kept the listed `fetchOffset` for them); `carried_until` is the `t_dequeue` of the last of
+    them (the listing's own `t_dequeue` when none). The span ends at the next listing of the partition,
+    when a request forgets it, or with the session. Encoding carry-over as a span instead of one row per
+    omitted partition keeps the table linear in the log size: a fetch session can hold hundreds of idle
+    partitions, each omitted from every request.
+    """
     in_session = listed_df.filter(F.col("session_id") != 0)
-    members = in_session.select(*_SESSION_KEY, "topic", "partition").distinct()
-    incremental = fetch_requests_df.filter((F.col("session_id") != 0) & (F.col("session_epoch") > 0)).select(
-        *_SESSION_KEY, *_REQUEST_COLUMNS
+    events = in_session.select(*_PARTITION_KEY, "session_epoch", F.lit(False).alias("forgotten")).unionByName(
+        forgotten_df.select(*_PARTITION_KEY, "session_epoch", F.lit(True).alias("forgotten"))
     )
-    candidates = incremental.join(members, on=_SESSION_KEY, how="inner").withColumns(
-        {"is_event": F.lit(False), "forgotten": F.lit(False), **{c: F.lit(None) for c in _CARRIED_VALUES}}
+    next_event = F.lead("session_epoch").over(Window.partitionBy(*_PARTITION_KEY).orderBy("session_epoch"))
+    session_requests = fetch_requests_df.filter(F.col("session_id") != 0).select(
+        *_SESSION_KEY, "session_epoch", "t_dequeue"
     )
-    listings = in_session.select(
-        *_PARTITION_KEY, "session_epoch", *_CARRIED_VALUES, F.lit(True).alias("is_event"), F.lit(False).alias("forgotten")
-    )
-    forgets = forgotten_df.select(
-        *_PARTITION_KEY,
-        "session_epoch",
-        *[F.lit(None).alias(c) for c in _CARRIED_VALUES],
-        F.lit(True).alias("is_event"),
-        F.lit(True).alias("forgotten"),
-    )
-    events = listings.unionByName(forgets)
-    timeline = candidates.unionByName(events, allowMissingColumns=True)
-    # Events sort before a candidate of the same epoch, so a candidate sees the latest event up to it.
-    window = (
-        Window.partitionBy(*_PARTITION_KEY)
-        .orderBy("session_epoch", F.col("is_event").desc())
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    carried = (
-        timeline.withColumns(
-            {
-                "last_event_epoch": F.last(F.when(F.col("is_event"), F.col("session_epoch")), ignorenulls=True).over(
-                    window
-                ),
-                "last_forgotten": F.last(F.when(F.col("is_event"), F.col("forgotten")), ignorenulls=True).over(window),
-                **{
-                    f"last_{c}": F.last(F.when(F.col("is_event"), F.col(c)), ignorenulls=True).over(window)
-                    for c in _CARRIED_VALUES
-                },
-            }
+    last_epoch = session_requests.groupBy(*_SESSION_KEY).agg(F.max("session_epoch").alias("last_epoch"))
+    spans = (
+        events.withColumn("next_event_epoch", next_event)
+        .filter(~F.col("forgotten"))
+        .join(last_epoch, on=_SESSION_KEY, how="left")
+        .withColumn(
+            "carried_through_epoch",
+            F.coalesce(F.col("next_event_epoch") - 1, F.col("last_epoch")),
         )
-        .filter(
-            ~F.col("is_event")
-            & (F.col("last_event_epoch") < F.col("session_epoch"))
-            & ~F.col("last_forgotten")
-        )
+        .select(*_PARTITION_KEY, "session_epoch", "carried_through_epoch")
+    )
+    carried_until = session_requests.select(
+        *_SESSION_KEY,
+        F.col("session_epoch").alias("carried_through_epoch"),
+        F.col("t_dequeue").alias("carried_until"),
+    )
+    with_spans = (
+        listed_df.join(spans, on=[*_PARTITION_KEY, "session_epoch"], how="left")
+        .join(carried_until, on=[*_SESSION_KEY, "carried_through_epoch"], how="left")
         .withColumns(
             {
-                **{c: F.col(f"last_{c}") for c in _CARRIED_VALUES},
-                "carried_over": F.lit(True),
-                "partition_error_code": F.lit(None).cast("int"),
-                "high_watermark": F.lit(None).cast("bigint"),
-                "diverging_epoch": F.lit(False),
+                "carried_requests": F.greatest(
+                    F.coalesce(F.col("carried_through_epoch") - F.col("session_epoch"), F.lit(0)), F.lit(0)
+                ),
+                "carried_until": F.when(
+                    F.coalesce(F.col("carried_through_epoch"), F.col("session_epoch")) > F.col("session_epoch"),
+                    F.col("carried_until"),
+                ).otherwise(F.col("t_dequeue")),
             }
         )
     )
-    return conform(listed_df, tables.FOLLOWER_FETCHES).unionByName(conform(carried, tables.FOLLOWER_FETCHES))
+    return conform(with_spans, tables.FOLLOWER_FETCHES)
 
 
 def build_follower_fetches(lines_df: DataFrame, topic_ids: dict[str, str]) -> DataFrame:
-    """Classified lines -> the `follower_fetches` table (listed and carried-over rows)."""
+    """Classified lines -> the `follower_fetches` table (one row per listed partition)."""
     requests = lines_df.filter(
         (F.col("status") == "parsed") & (F.col("api_key_name") == "FETCH")
     ).transform(with_fetch_session)
     listed = explode_listed_partitions(requests, topic_ids)
     forgotten = explode_forgotten_partitions(requests, topic_ids)
-    return with_carried_over_partitions(requests, listed, forgotten)
+    return with_carried_over_span(requests, listed, forgotten)
