@@ -28,10 +28,12 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
     run = sub.add_parser("run", help="run every stage in order on an input folder")
-    run.add_argument("--input", required=True, help="input folder: <cluster>/broker-<id>/kafka-request.log*, ...")
+    run.add_argument(
+        "--input", required=True, nargs="+", help="input folder(s): <cluster>/broker-<id>/kafka-request.log*, ..."
+    )
     common(run)
     ingest = sub.add_parser("ingest", help="raw logs -> bronze request_log_lines/quarantine -> silver tables")
-    ingest.add_argument("--input", required=True, help="input folder in the layout of the README")
+    ingest.add_argument("--input", required=True, nargs="+", help="input folder(s) in the layout of the README")
     common(ingest)
     export = sub.add_parser("export", help="write a table as CSV or Parquet for other tools")
     export.add_argument("table", help="table name, e.g. produce_requests")

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
-from ackreplay.inputs import InputFile, InputInventory, discover_inputs
+from ackreplay.inputs import InputFile, InputInventory, discover_all
 from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists
 from ackreplay.line_reader import read_lines
 from schemas import tables
@@ -200,9 +200,9 @@ def ingest_request_logs(
         )
 
 
-def run_ingest(spark: SparkSession, config: AppConfig, input_root: str, lakehouse: str) -> IngestReport:
-    """Ingest every request log and topics.txt under `input_root` into `lakehouse`."""
-    inventory: InputInventory = discover_inputs(input_root)
+def run_ingest(spark: SparkSession, config: AppConfig, inputs: str | list[str], lakehouse: str) -> IngestReport:
+    """Ingest every request log and topics.txt under the input folder(s) into `lakehouse`."""
+    inventory: InputInventory = discover_all([inputs] if isinstance(inputs, str) else list(inputs))
     run_id = "ingest-" + inventory.fingerprint(("request_log", "topics"))
     request_files = inventory.of_kind("request_log")
     topics_files = inventory.of_kind("topics")

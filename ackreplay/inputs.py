@@ -121,3 +121,22 @@ def discover_inputs(root: str) -> InputInventory:
             f"and <cluster>/topics.txt (see README, 'Input layout')"
         )
     return InputInventory(tuple(files), tuple(ignored))
+
+
+def discover_all(roots: list[str]) -> InputInventory:
+    """`discover_inputs` over several input folders; the same relative file in two of them is an error."""
+    files: list[InputFile] = []
+    ignored: list[str] = []
+    seen: dict[str, str] = {}
+    for root in roots:
+        inventory = discover_inputs(root)
+        for f in inventory.files:
+            if f.source_file in seen:
+                raise InputError(
+                    f"{f.source_file} is in two input folders ({seen[f.source_file]} and {root}); "
+                    "cluster folder names must be unique across inputs"
+                )
+            seen[f.source_file] = root
+        files.extend(inventory.files)
+        ignored.extend(inventory.ignored)
+    return InputInventory(tuple(files), tuple(ignored))

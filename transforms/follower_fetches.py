@@ -120,44 +120,47 @@ def with_carried_over_span(
     omitted partition keeps the table linear in the log size: a fetch session can hold hundreds of idle
     partitions, each omitted from every request.
     """
+    row_key = ["source_file", "line_number", "topic", "partition"]  # unique per listed row
     in_session = listed_df.filter(F.col("session_id") != 0)
-    events = in_session.select(*_PARTITION_KEY, "session_epoch", F.lit(False).alias("forgotten")).unionByName(
-        forgotten_df.select(*_PARTITION_KEY, "session_epoch", F.lit(True).alias("forgotten"))
+    events = in_session.select(
+        *_PARTITION_KEY, "session_epoch", "source_file", "line_number", F.lit(False).alias("forgotten")
+    ).unionByName(
+        forgotten_df.select(*_PARTITION_KEY, "session_epoch", F.lit(True).alias("forgotten")),
+        allowMissingColumns=True,
     )
-    next_event = F.lead("session_epoch").over(Window.partitionBy(*_PARTITION_KEY).orderBy("session_epoch"))
-    session_requests = fetch_requests_df.filter(F.col("session_id") != 0).select(
-        *_SESSION_KEY, "session_epoch", "t_dequeue"
+    next_event = F.lead("session_epoch").over(
+        Window.partitionBy(*_PARTITION_KEY).orderBy("session_epoch", "forgotten")
     )
-    last_epoch = session_requests.groupBy(*_SESSION_KEY).agg(F.max("session_epoch").alias("last_epoch"))
+    # One time per (session, epoch) even if a session id shows up twice (restart, duplicated file).
+    request_times = (
+        fetch_requests_df.filter(F.col("session_id") != 0)
+        .groupBy(*_SESSION_KEY, "session_epoch")
+        .agg(F.max("t_dequeue").alias("carried_until"))
+    )
+    last_epoch = request_times.groupBy(*_SESSION_KEY).agg(F.max("session_epoch").alias("last_epoch"))
     spans = (
         events.withColumn("next_event_epoch", next_event)
         .filter(~F.col("forgotten"))
         .join(last_epoch, on=_SESSION_KEY, how="left")
-        .withColumn(
-            "carried_through_epoch",
-            F.coalesce(F.col("next_event_epoch") - 1, F.col("last_epoch")),
+        .withColumn("carried_through_epoch", F.coalesce(F.col("next_event_epoch") - 1, F.col("last_epoch")))
+        .join(
+            request_times.withColumnRenamed("session_epoch", "carried_through_epoch"),
+            on=[*_SESSION_KEY, "carried_through_epoch"],
+            how="left",
         )
-        .select(*_PARTITION_KEY, "session_epoch", "carried_through_epoch")
+        .select(*row_key, "carried_through_epoch", "carried_until")
     )
-    carried_until = session_requests.select(
-        *_SESSION_KEY,
-        F.col("session_epoch").alias("carried_through_epoch"),
-        F.col("t_dequeue").alias("carried_until"),
-    )
-    with_spans = (
-        listed_df.join(spans, on=[*_PARTITION_KEY, "session_epoch"], how="left")
-        .join(carried_until, on=[*_SESSION_KEY, "carried_through_epoch"], how="left")
-        .withColumns(
-            {
-                "carried_requests": F.greatest(
-                    F.coalesce(F.col("carried_through_epoch") - F.col("session_epoch"), F.lit(0)), F.lit(0)
-                ),
-                "carried_until": F.when(
-                    F.coalesce(F.col("carried_through_epoch"), F.col("session_epoch")) > F.col("session_epoch"),
-                    F.col("carried_until"),
-                ).otherwise(F.col("t_dequeue")),
-            }
-        )
+    with_spans = listed_df.join(spans, on=row_key, how="left").withColumns(
+        {
+            "carried_requests": F.greatest(
+                F.coalesce(F.col("carried_through_epoch") - F.col("session_epoch"), F.lit(0)), F.lit(0)
+            ),
+            "carried_until": F.when(
+                (F.coalesce(F.col("carried_through_epoch"), F.col("session_epoch")) > F.col("session_epoch"))
+                & F.col("carried_until").isNotNull(),
+                F.col("carried_until"),
+            ).otherwise(F.col("t_dequeue")),
+        }
     )
     return conform(with_spans, tables.FOLLOWER_FETCHES)
 
