@@ -165,9 +165,13 @@ def fetch_body(
     client: Client | None = None,
 ) -> dict:
     """A FETCH line's JSON from replica `replica_id` (-1 for a consumer)."""
-    client = client or Client(
-        client_id=f"broker-{replica_id}-fetcher-0", listener="PLAINTEXT", connection="127.0.0.1:9092-127.0.0.1:40318-3"
-    )
+    if client is None:
+        follower = replica_id >= 0
+        client = Client(
+            client_id=f"broker-{replica_id}-fetcher-0" if follower else "consumer-group-1",
+            listener="REPLICATION" if follower else "PLAINTEXT",
+            connection="127.0.0.1:9092-127.0.0.1:40318-3",
+        )
 
     def topic_key(t: FetchTopic) -> dict:
         return {"topicId": t.topic_id} if version >= 13 else {"topic": t.topic}

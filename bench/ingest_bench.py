@@ -1,0 +1,57 @@
+"""Ingest throughput: request-log text -> bronze + silver Delta tables, on this machine.
+
+    python -m bench.ingest_bench --gigabytes 1.0
+
+Generates the input once (bench/out/ingest-<size>GB, reused), starts the Spark session (not timed),
+then times one full ingest run and prints a table. Run on an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+from pathlib import Path
+
+from ackreplay.config import load_config
+from ackreplay.ingest import run_ingest
+from ackreplay.session import build_spark_session
+from bench.gen_request_log import generate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--gigabytes", type=float, default=1.0)
+    parser.add_argument("--conf", default="conf/local.yaml")
+    parser.add_argument("--workdir", default="bench/out")
+    args = parser.parse_args()
+    work = Path(args.workdir)
+    data = work / f"ingest-{args.gigabytes:g}GB"
+    if not (data / "c1" / "topics.txt").exists():
+        shutil.rmtree(data, ignore_errors=True)
+        t = time.monotonic()
+        generate(data, int(args.gigabytes * 1e9))
+        print(f"generated input in {time.monotonic() - t:.0f} s")
+    input_bytes = sum(p.stat().st_size for p in data.rglob("kafka-request.log*"))
+    lakehouse = work / "ingest-lakehouse"
+    shutil.rmtree(lakehouse, ignore_errors=True)
+
+    config = load_config(args.conf)
+    spark = build_spark_session(config.spark, app_name="ackreplay-bench-ingest")
+    started = time.monotonic()
+    report = run_ingest(spark, config, str(data), str(lakehouse))
+    seconds = time.monotonic() - started
+    print()
+    print("| metric | value |")
+    print("|---|---|")
+    print(f"| input (request-log text) | {input_bytes / 1e6:,.0f} MB in {report.request_log_files} files |")
+    print(f"| lines | {report.total_lines:,} |")
+    print(f"| wall time (session start excluded) | {seconds:.1f} s |")
+    print(f"| throughput | {input_bytes / 1e6 / seconds:,.1f} MB/s, {report.total_lines / seconds:,.0f} lines/s |")
+    for table, rows in report.rows_written.items():
+        print(f"| {table} rows | {rows:,} |")
+    print(f"| Spark | {spark.version}, master {spark.sparkContext.master}, {spark.sparkContext.defaultParallelism} cores |")
+
+
+if __name__ == "__main__":
+    main()
