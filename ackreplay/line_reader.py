@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
@@ -19,11 +20,10 @@ from pyspark.sql import functions as F
 
 from ackreplay.inputs import InputFile
 
-LINES_SCHEMA = pa.schema(
+# What the Python reader emits; cluster, broker and file are looked up from `file_index` in Spark.
+READER_SCHEMA = pa.schema(
     [
-        ("cluster", pa.string()),
-        ("broker_id", pa.int32()),
-        ("source_file", pa.string()),
+        ("file_index", pa.int32()),
         ("line_number", pa.int64()),
         ("line", pa.string()),
         ("line_bytes", pa.int32()),
@@ -31,6 +31,7 @@ LINES_SCHEMA = pa.schema(
         ("first_log_time", pa.string()),
     ]
 )
+READER_DDL = "file_index int, line_number bigint, line string, line_bytes int, read_error string, first_log_time string"
 LINES_DDL = (
     "cluster string, broker_id int, source_file string, line_number bigint, line string, "
     "line_bytes int, read_error string, first_log_time string"
@@ -98,20 +99,18 @@ def iter_file_lines(
         for i, err in (errors_extra or {}).items():
             errors[i] = err
         n = len(lines)
-        numbers = pa.array(range(next_line, next_line + n), type=pa.int64())
+        numbers = pa.array(np.arange(next_line, next_line + n, dtype=np.int64))
         next_line += n
         return pa.RecordBatch.from_arrays(
             [
-                pa.array([file_row["cluster"]] * n, pa.string()),
-                pa.array([file_row["broker_id"]] * n, pa.int32()),
-                pa.array([file_row["source_file"]] * n, pa.string()),
+                pa.repeat(pa.scalar(file_row["file_index"], pa.int32()), n),
                 numbers,
                 text,
                 lengths,
                 pa.array(errors, pa.string()),
-                pa.array([first_log_time] * n, pa.string()),
+                pa.repeat(pa.scalar(first_log_time, pa.string()), n),
             ],
-            schema=LINES_SCHEMA,
+            schema=READER_SCHEMA,
         )
 
     try:
@@ -166,23 +165,22 @@ def read_lines(
     file_structs = F.array(
         *[
             F.struct(
+                F.lit(i).alias("file_index"),
                 F.lit(f.cluster).alias("cluster"),
                 F.lit(f.broker_id).cast("int").alias("broker_id"),
                 F.lit(f.source_file).alias("source_file"),
                 F.lit(f.uri).alias("uri"),
                 F.lit(f.compression).alias("compression"),
             )
-            for f in files
+            for i, f in enumerate(files)
         ]
     )
-    # One partition per file (biggest first so the longest task starts first).
-    ordered = sorted(files, key=lambda f: -f.size)
-    index = {f.source_file: i for i, f in enumerate(files)}
-    order = F.array(*[F.lit(index[f.source_file]) for f in ordered])
+    # One partition per file, biggest first so the longest task starts first.
+    order = F.array(*[F.lit(i) for i, _ in sorted(enumerate(files), key=lambda item: -item[1].size)])
     files_df = (
         spark.range(0, len(files), 1, numPartitions=len(files))
         .select(F.element_at(file_structs, F.element_at(order, F.col("id").cast("int") + 1) + 1).alias("f"))
-        .select("f.*")
+        .select("f.file_index", "f.uri", "f.compression")
     )
 
     def read_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -190,4 +188,14 @@ def read_lines(
             for row in file_batch.to_pylist():
                 yield from iter_file_lines(row, chunk_bytes, max_line_bytes)
 
-    return files_df.mapInArrow(read_partition, LINES_DDL)
+    file_of_line = F.element_at(file_structs, F.col("file_index") + 1)
+    return files_df.mapInArrow(read_partition, READER_DDL).select(
+        file_of_line["cluster"].alias("cluster"),
+        file_of_line["broker_id"].alias("broker_id"),
+        file_of_line["source_file"].alias("source_file"),
+        "line_number",
+        "line",
+        "line_bytes",
+        "read_error",
+        "first_log_time",
+    )

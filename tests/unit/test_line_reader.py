@@ -4,13 +4,13 @@ import gzip
 
 import pyarrow as pa
 
-from ackreplay.line_reader import LINES_SCHEMA, iter_file_lines
+from ackreplay.line_reader import READER_SCHEMA, iter_file_lines
 
 
 def _read(path, compression="none", chunk_bytes=64, max_line_bytes=1024):
-    row = {"cluster": "c1", "broker_id": 1, "source_file": "c1/broker-1/f", "uri": str(path), "compression": compression}
+    row = {"file_index": 0, "uri": str(path), "compression": compression}
     batches = list(iter_file_lines(row, chunk_bytes, max_line_bytes))
-    return pa.Table.from_batches(batches, schema=LINES_SCHEMA).to_pylist()
+    return pa.Table.from_batches(batches, schema=READER_SCHEMA).to_pylist()
 
 
 def test_lines_are_numbered_across_chunks(tmp_path):
