@@ -9,6 +9,8 @@ run with new files adds to them, and a file that grew (the live `kafka-request.l
 from __future__ import annotations
 
 import logging
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
@@ -32,6 +34,15 @@ from transforms.request_log import (
 from transforms.topics import build_partitions, with_topics_line_kind
 
 log = logging.getLogger(__name__)
+
+
+@contextmanager
+def _step(label: str):
+    """Log how long a step took (the run log shows progress through long stages)."""
+    started = time.monotonic()
+    log.info("%s ...", label)
+    yield
+    log.info("%s done in %.1f s", label, time.monotonic() - started)
 
 
 class ReconciliationError(RuntimeError):
@@ -163,25 +174,33 @@ def ingest_request_logs(
     lines = read_lines(spark, files, config.ingest.read_chunk_bytes, config.ingest.max_line_bytes).withColumn(
         "ingest_run_id", F.lit(run_id)
     )
-    classified = classify_request_log_lines(lines, config, topic_ids).persist(StorageLevel.MEMORY_AND_DISK)
+    # Parsed once, then read by the four writes; on disk, since rows are wide (text + parsed JSON).
+    classified = classify_request_log_lines(lines, config, topic_ids).persist(StorageLevel.DISK_ONLY)
     try:
         predicate = _source_predicate(files)
-        log.info("writing request_log_lines")
-        replace_rows(conform(classified, tables.REQUEST_LOG_LINES), lakehouse, "request_log_lines", predicate, run_id)
+        with _step(f"reading and parsing {len(files)} request-log files into request_log_lines"):
+            replace_rows(
+                conform(classified, tables.REQUEST_LOG_LINES), lakehouse, "request_log_lines", predicate, run_id
+            )
         quarantine = classified.filter(F.col("status") == "quarantined").withColumns(
             {"stage": F.lit("request_log"), "reason": F.col("detail")}
         )
-        replace_rows(
-            conform(quarantine, tables.QUARANTINE),
-            lakehouse,
-            "quarantine",
-            predicate + " AND stage = 'request_log'",
-            run_id,
-        )
-        log.info("writing produce_requests")
-        replace_rows(explode_produce_partitions(classified, topic_ids), lakehouse, "produce_requests", predicate, run_id)
-        log.info("writing follower_fetches")
-        replace_rows(build_follower_fetches(classified, topic_ids), lakehouse, "follower_fetches", predicate, run_id)
+        with _step("writing quarantine"):
+            replace_rows(
+                conform(quarantine, tables.QUARANTINE),
+                lakehouse,
+                "quarantine",
+                predicate + " AND stage = 'request_log'",
+                run_id,
+            )
+        with _step("writing produce_requests"):
+            replace_rows(
+                explode_produce_partitions(classified, topic_ids), lakehouse, "produce_requests", predicate, run_id
+            )
+        with _step("writing follower_fetches"):
+            replace_rows(
+                build_follower_fetches(classified, topic_ids), lakehouse, "follower_fetches", predicate, run_id
+            )
         by_status = _counts(classified, "status", "detail")
     finally:
         classified.unpersist()

@@ -80,10 +80,10 @@ def test_every_line_gets_a_status_and_reason(spark):
             (5, "parsed", None, "FETCH", 2),
             (6, "parsed", None, "FETCH", 3),
             (7, "unused", "FETCH from a consumer", "FETCH", None),
-            (8, "unused", "FETCH from a consumer", "FETCH", -1),
+            (8, "unused", "FETCH from a consumer", "FETCH", None),  # classified from its header
             (9, "unused", "FETCH of __cluster_metadata", "FETCH", 1),
             (10, "unused", "METADATA", "METADATA", None),
-            (11, "quarantined", "malformed or truncated JSON", None, None),
+            (11, "quarantined", "malformed or truncated JSON", "PRODUCE", None),  # header still readable
             (12, "quarantined", "not a log4j line '[yyyy-MM-dd HH:mm:ss,SSS] LEVEL message (logger)'", None, None),
             (13, "unused", "RequestChannel trace line", None, None),
             (14, "quarantined", "not a 'Completed request:' line", None, None),
