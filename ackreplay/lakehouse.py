@@ -31,6 +31,8 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("quarantine", "bronze", ("cluster",)),
         TableSpec("produce_requests", "silver", ("cluster", "event_date")),
         TableSpec("follower_fetches", "silver", ("cluster", "event_date")),
+        TableSpec("isr_changes", "silver", ("cluster", "event_date")),
+        TableSpec("leader_epochs", "silver", ("cluster", "event_date")),
         TableSpec("partitions", "silver", ("cluster",)),
     )
 }

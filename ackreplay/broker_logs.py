@@ -1,0 +1,256 @@
+"""The broker-log step of the ingest stage: `server.log*` + `state-change.log*` -> silver `isr_changes`,
+`leader_epochs`, and their unparseable lines -> bronze `quarantine` (stages `server_log`, `state_change_log`).
+
+These logs are mostly other messages: they are counted (`unused`) but not kept, unlike the request
+log's lines, which all go to bronze. Like the request-log step, a run replaces exactly the rows that
+came from the files it read, so reruns are idempotent and a grown file is replaced.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ackreplay.config import AppConfig
+from ackreplay.inputs import InputFile
+from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path
+from ackreplay.line_reader import read_lines
+from schemas import tables
+from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
+from transforms.broker_logs import (
+    ISR_SHRINK,
+    ISR_UPDATE,
+    LEADER_SKIP,
+    LEADER_START,
+    SERVER_LOG,
+    STATE_CHANGE_LOG,
+    build_isr_changes,
+    build_leader_epochs,
+    isr_commit_events,
+    with_broker_line_status,
+    with_broker_message,
+)
+from transforms.common import conform
+from transforms.request_log import with_event_time, with_log_fields
+
+log = logging.getLogger(__name__)
+
+STAGES = (SERVER_LOG, STATE_CHANGE_LOG)
+_STAGE_NAMES = {SERVER_LOG: "server.log", STATE_CHANGE_LOG: "state-change.log"}
+
+
+class BrokerLogReconciliationError(RuntimeError):
+    """Counts of the broker-log step do not add up: something would have been lost silently."""
+
+
+@dataclass
+class LineCounts:
+    """What became of the lines of one kind of log file."""
+
+    parsed: int = 0
+    unused: int = 0
+    quarantined: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.parsed + self.unused + self.quarantined
+
+
+@dataclass
+class BrokerLogReport:
+    run_id: str
+    server_log_files: int = 0
+    state_change_log_files: int = 0
+    server_log: LineCounts = field(default_factory=LineCounts)
+    state_change_log: LineCounts = field(default_factory=LineCounts)
+    parsed_detail: dict[str, int] = field(default_factory=dict)  # line kind -> lines
+    unused_detail: dict[tuple[str, str], int] = field(default_factory=dict)  # (stage, what) -> lines
+    quarantine_reasons: dict[tuple[str, str], int] = field(default_factory=dict)  # (stage, reason) -> lines
+    rows_written: dict[str, int] = field(default_factory=dict)  # isr_changes, leader_epochs, quarantine
+    isr_changes_by_kind: dict[tuple[str | None, str], int] = field(default_factory=dict)  # (change_kind, source)
+    duplicate_commits: int = 0  # commit lines dropped because the other log had the same commit earlier
+    shrinks_without_commit: int = 0  # "Shrinking ISR" proposals no committed ISR carried out
+
+    def counts(self, stage: str) -> LineCounts:
+        return {SERVER_LOG: self.server_log, STATE_CHANGE_LOG: self.state_change_log}[stage]
+
+    def summary_lines(self) -> list[str]:
+        out = [
+            f"broker logs: {self.server_log_files} server.log files, {self.state_change_log_files} state-change.log files"
+        ]
+        for stage in STAGES:
+            c = self.counts(stage)
+            out.append(
+                f"  {_STAGE_NAMES[stage]} lines: {c.total:,} = parsed {c.parsed:,} + unused {c.unused:,}"
+                f" + quarantined {c.quarantined:,}"
+            )
+            for (s, reason), n in sorted(self.quarantine_reasons.items(), key=lambda kv: -kv[1]):
+                if s == stage:
+                    out.append(f"    quarantined {n:>7,}  {reason}")
+        for kind, n in sorted(self.parsed_detail.items()):
+            out.append(f"    parsed   {n:>10,}  {kind}")
+        for table, n in self.rows_written.items():
+            out.append(f"  {table}: {n:,} rows written")
+        by_kind = ", ".join(
+            f"{kind or 'unknown'}/{source} {n:,}" for (kind, source), n in sorted(self.isr_changes_by_kind.items(), key=str)
+        )
+        if by_kind:
+            out.append(f"    isr_changes by kind/source: {by_kind}")
+        out.append(
+            f"    {self.duplicate_commits:,} commits seen in both logs kept once; "
+            f"{self.shrinks_without_commit:,} 'Shrinking ISR' proposals without a matching commit"
+        )
+        return out
+
+
+def _source_predicate(files: list[InputFile]) -> str:
+    # The same predicate as the request-log step (ackreplay.ingest), which imports this module.
+    clusters = sorted({f.cluster for f in files})
+    sources = sorted(f.source_file for f in files)
+    return (
+        f"cluster IN ({', '.join(map(sql_string, clusters))}) "
+        f"AND source_file IN ({', '.join(map(sql_string, sources))})"
+    )
+
+
+def _rows_written(spark: SparkSession, lakehouse: str, table: str) -> int:
+    from delta.tables import DeltaTable
+
+    last = DeltaTable.forPath(spark, table_path(lakehouse, table)).history(1).select("operationMetrics").first()
+    return int(last["operationMetrics"].get("numOutputRows", "0"))
+
+
+def classify_broker_log_lines(lines_df: DataFrame, config: AppConfig) -> DataFrame:
+    """Raw numbered lines with a `stage` -> lines with log fields, UTC times and a status (no I/O)."""
+    clusters = sorted(config.clusters)
+    zones = {name: config.cluster(name).log_timezone for name in clusters}
+    offsets = {
+        f"{name}/{broker}": ms for name in clusters for broker, ms in config.cluster(name).broker_clock_offsets_ms.items()
+    }
+    return (
+        lines_df.transform(with_log_fields)
+        .transform(with_event_time, zones, config.default_cluster.log_timezone, offsets)
+        .transform(with_broker_message)
+        .transform(with_broker_line_status)
+    )
+
+
+def _commit_counts(classified: DataFrame) -> tuple[int, int]:
+    """(commit lines, distinct commits) as the deduplication should see them."""
+    events = isr_commit_events(classified)
+    key = F.concat_ws(
+        "/",
+        "cluster",
+        "topic",
+        F.col("partition").cast("string"),
+        F.col("broker_id").cast("string"),
+        F.coalesce(
+            F.col("partition_epoch").cast("string"),
+            F.concat_ws(":", F.lit("line"), "source_file", F.col("line_number").cast("string")),
+        ),
+    )
+    row = events.agg(F.count(F.lit(1)).alias("n"), F.count_distinct(key).alias("distinct")).first()
+    return int(row["n"]), int(row["distinct"])
+
+
+def ingest_broker_logs(
+    spark: SparkSession, config: AppConfig, files: list[InputFile], lakehouse: str, run_id: str
+) -> BrokerLogReport:
+    """Ingest `server_log` and `state_change_log` input files into `isr_changes`, `leader_epochs` and
+    `quarantine`; raise BrokerLogReconciliationError when the counts do not add up."""
+    unexpected = sorted({f.kind for f in files} - set(STAGES))
+    if unexpected:
+        raise ValueError(f"ingest_broker_logs reads server_log and state_change_log files, not {', '.join(unexpected)}")
+    report = BrokerLogReport(
+        run_id,
+        server_log_files=sum(f.kind == SERVER_LOG for f in files),
+        state_change_log_files=sum(f.kind == STATE_CHANGE_LOG for f in files),
+    )
+    if not files:
+        # Nothing to replace; still create the (empty) tables so that readers find them.
+        for table, schema in (("isr_changes", ISR_CHANGES), ("leader_epochs", LEADER_EPOCHS)):
+            if not table_exists(spark, lakehouse, table):
+                replace_rows(spark.createDataFrame([], schema), lakehouse, table, "false", run_id)
+        return report
+    server_sources = sorted(f.source_file for f in files if f.kind == SERVER_LOG)
+    lines = read_lines(spark, files, config.ingest.read_chunk_bytes, config.ingest.max_line_bytes).withColumns(
+        {
+            "ingest_run_id": F.lit(run_id),
+            "stage": F.when(F.col("source_file").isin(server_sources), F.lit(SERVER_LOG)).otherwise(
+                F.lit(STATE_CHANGE_LOG)
+            ),
+        }
+    )
+    classified = classify_broker_log_lines(lines, config).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        predicate = _source_predicate(files)
+        quarantine = classified.filter(F.col("status") == "quarantined").withColumn("reason", F.col("detail"))
+        stage_list = ", ".join(map(sql_string, STAGES))
+        log.info("writing quarantine rows of the broker logs")
+        replace_rows(
+            conform(quarantine, tables.QUARANTINE), lakehouse, "quarantine", f"{predicate} AND stage IN ({stage_list})", run_id
+        )
+        report.rows_written["quarantine"] = _rows_written(spark, lakehouse, "quarantine")
+        log.info("writing isr_changes")
+        replace_rows(build_isr_changes(classified), lakehouse, "isr_changes", predicate, run_id)
+        report.rows_written["isr_changes"] = _rows_written(spark, lakehouse, "isr_changes")
+        log.info("writing leader_epochs")
+        replace_rows(build_leader_epochs(classified), lakehouse, "leader_epochs", predicate, run_id)
+        report.rows_written["leader_epochs"] = _rows_written(spark, lakehouse, "leader_epochs")
+
+        by_status = classified.groupBy("stage", "status", "detail").count().collect()
+        per_file = (
+            classified.groupBy("source_file")
+            .agg(F.count(F.lit(1)).alias("lines"), F.max("line_number").alias("last"))
+            .filter(F.col("lines") != F.col("last"))
+            .collect()
+        )
+        commit_lines, distinct_commits = _commit_counts(classified)
+    finally:
+        classified.unpersist()
+
+    for r in by_status:
+        counts = report.counts(r["stage"])
+        setattr(counts, r["status"], getattr(counts, r["status"]) + r["count"])
+        if r["status"] == "parsed":
+            report.parsed_detail[r["detail"]] = report.parsed_detail.get(r["detail"], 0) + r["count"]
+        elif r["status"] == "unused":
+            report.unused_detail[(r["stage"], r["detail"])] = r["count"]
+        else:
+            report.quarantine_reasons[(r["stage"], r["detail"])] = r["count"]
+    report.duplicate_commits = commit_lines - distinct_commits
+
+    written = read_table(spark, lakehouse, "isr_changes").filter(predicate)
+    report.isr_changes_by_kind = {
+        (r["change_kind"], r["source"]): r["count"] for r in written.groupBy("change_kind", "source").count().collect()
+    }
+    carried_out = written.filter(F.col("proposed_at").isNotNull()).count()
+    report.shrinks_without_commit = report.parsed_detail.get(ISR_SHRINK, 0) - carried_out
+
+    _reconcile(report, per_file, commit_lines)
+    return report
+
+
+def _reconcile(report: BrokerLogReport, incomplete_files: list, commit_lines: int) -> None:
+    problems = [
+        f"{r['source_file']}: {r['lines']} lines read but the last line is number {r['last']}" for r in incomplete_files
+    ]
+    parsed = report.parsed_detail
+    if commit_lines != parsed.get(ISR_UPDATE, 0) + parsed.get(LEADER_SKIP, 0) + parsed.get(LEADER_START, 0):
+        problems.append(f"{commit_lines} ISR commits extracted from {parsed} parsed lines")
+    expected = {
+        "quarantine": report.server_log.quarantined + report.state_change_log.quarantined,
+        "isr_changes": commit_lines - report.duplicate_commits,
+        "leader_epochs": parsed.get(LEADER_START, 0),
+    }
+    for table, n in expected.items():
+        if report.rows_written.get(table) != n:
+            problems.append(f"{table}: {report.rows_written.get(table)} rows written, {n} expected")
+    if report.shrinks_without_commit < 0:
+        problems.append(f"more commits carry a 'Shrinking ISR' proposal than there are such lines ({parsed})")
+    if problems:
+        raise BrokerLogReconciliationError("broker logs do not reconcile: " + "; ".join(problems))

@@ -1,0 +1,73 @@
+"""Column contracts of the silver tables built from the brokers' `server.log` and `state-change.log`.
+
+Times are TIMESTAMP (UTC, microseconds), converted from the broker's local log time like the request
+logs (cluster zone, broker clock offset). See transforms/broker_logs.py for the lines they come from.
+"""
+
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from schemas.tables import _LINE_ORIGIN, _schema
+
+# One replica named in a "Shrinking ISR" line: `(brokerId: 2, endOffset: 1030, lastCaughtUpTimeMs: 1795315387189)`.
+# endOffset / lastCaughtUpTimeMs are null when printed as `unknown`; lastCaughtUpTimeMs is not printed before 3.6.
+OUT_OF_SYNC_REPLICA = StructType(
+    [
+        StructField("broker_id", IntegerType(), True),
+        StructField("end_offset", LongType(), True),
+        StructField("last_caught_up_time_ms", LongType(), True),
+    ]
+)
+
+ISR_CHANGES = _schema(
+    ("cluster", StringType(), False),
+    ("topic", StringType(), False),
+    ("partition", IntegerType(), False),
+    ("broker_id", IntegerType(), False),  # the leader: the broker whose log it is
+    # From the line, or from the other log's line of the same commit (server.log "ISR updated to" lines
+    # carry none); null for a server.log commit the state-change.log did not repeat.
+    ("leader_epoch", IntegerType(), True),
+    ("partition_epoch", IntegerType(), True),  # "version updated to N" / partitionEpoch (null: pre-3.x leader line)
+    ("isr", ArrayType(IntegerType()), False),  # in printed order; the leader is always a member
+    ("isr_size", IntegerType(), False),
+    # True/false when the line says (3.5+ "ISR updated to" and leader-start lines); null when it cannot tell.
+    ("under_min_isr", BooleanType(), True),
+    ("previous_isr", ArrayType(IntegerType()), True),  # same partition and leader; null at a leader start
+    # shrink | expand | unchanged | leader_start; null when the first state of a leader in the data is not a
+    # leader start (its leadership began before the logs that were read).
+    ("change_kind", StringType(), True),
+    # The "Shrinking ISR" proposal this commit carried out (shrinks only): when the leader proposed it, the
+    # replicas it found out of sync, and its HW / log end offset at that moment.
+    ("proposed_at", TimestampType(), True),
+    ("out_of_sync_replicas", ArrayType(OUT_OF_SYNC_REPLICA), True),
+    ("proposal_high_watermark", LongType(), True),
+    ("proposal_end_offset", LongType(), True),
+    ("source", StringType(), False),  # server_log | state_change_log
+    ("t_log", TimestampType(), False),  # when the leader applied it: the ISR in effect from then on
+    *_LINE_ORIGIN,
+)
+
+LEADER_EPOCHS = _schema(
+    ("cluster", StringType(), False),
+    ("topic", StringType(), False),
+    ("topic_id", StringType(), True),  # `Some(id)` in the line; null for `None` and pre-3.x lines
+    ("partition", IntegerType(), False),
+    ("broker_id", IntegerType(), False),  # the new leader
+    ("leader_epoch", IntegerType(), False),
+    ("epoch_start_offset", LongType(), False),  # the leader's LEO at the start: offsets >= it are this epoch's
+    ("partition_epoch", IntegerType(), True),
+    ("high_watermark", LongType(), False),
+    ("isr", ArrayType(IntegerType()), False),
+    ("previous_leader", IntegerType(), True),  # null for `None` (and pre-3.x lines, which do not print it)
+    ("previous_leader_epoch", IntegerType(), False),  # -1 when there was none
+    ("t_log", TimestampType(), False),
+    *_LINE_ORIGIN,
+)

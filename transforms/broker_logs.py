@@ -1,0 +1,380 @@
+"""Broker `server.log` / `state-change.log` lines -> `isr_changes` and `leader_epochs` (silver).
+
+Lines use the log4j layout `[%d] %p %m (%c)%n` (Kafka's default for both files). The lines used
+(kafka-reference.md §3.3; `[Partition <topic>-<p> broker=<id>] ` and `[Broker id=<id>] ` prefixes):
+
+server.log (logger kafka.cluster.Partition), on the partition's leader:
+
+    Shrinking ISR from 1,3,2 to 1,3. Leader: (highWatermark: 1030, endOffset: 1046). Out of sync replicas:
+        (brokerId: 2, endOffset: 1030, lastCaughtUpTimeMs: 1795315387189).      (3.6+; 2.4-3.5 without
+        lastCaughtUpTimeMs; 2.0 only "Shrinking ISR from 1,2,3 to 1,2")
+    ISR updated to 1,3  and version updated to 1            (3.5+; "(under-min-isr)" before "and" when under)
+    ISR updated to 1,3 and version updated to 1             (3.1-3.4; 2.8-3.0: "version updated to [1]")
+
+state-change.log (state.change.logger), from Partition.makeLeader:
+
+    Leader <tp> with topic id Some(<id>) starts at leader epoch 1 from offset 3457 with partition epoch 3,
+        high watermark 3454, ISR [3,1], adding replicas [] and removing replicas [] . Previous leader Some(2)
+        and previous leader epoch was 0.
+    Skipped the become-leader state change for <tp> with topic id Some(<id>) and partition state
+        LeaderAndIsrPartitionState(..., partitionEpoch=1, ...) since it is already the leader with leader
+        epoch 0. Current high watermark 1446, ISR [2,3], adding replicas [] and removing replicas [].
+
+A committed ISR reaches the leader either through its own AlterPartition response ("ISR updated to",
+server.log) or through the metadata log (a "Skipped the become-leader" line, state-change.log); often
+both, in either order, and controller-driven changes (controlled shutdown, fencing) only the latter.
+`isr_changes` keeps each commit once (the earliest line), whichever log it came from.
+
+Every line gets a `status`: `parsed` (one of the lines above, parsed; `detail` names its kind),
+`unused` (any other message; `detail` says which) or `quarantined` (a line that has the shape of one
+of the lines above but cannot be parsed; `detail` says why).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
+from transforms.common import conform
+
+SERVER_LOG, STATE_CHANGE_LOG = "server_log", "state_change_log"
+
+# Line kinds (the `detail` of a parsed line).
+ISR_SHRINK, ISR_UPDATE, LEADER_START, LEADER_SKIP = "isr_shrink", "isr_update", "leader_start", "leader_skip"
+
+# The message between `[time] LEVEL ` and ` (logger)`; a line cut short has no logger suffix.
+_MESSAGE = r"^\[[^\]]*\] [A-Z]+ (.*) \([\w.$]+\)$"
+
+# Digit counts are bounded so that every number a pattern accepts fits its column (int / bigint):
+# with ANSI mode a cast overflow would fail the job instead of the line.
+_ID, _INT, _LONG = r"\d{1,9}", r"-?\d{1,9}", r"-?\d{1,18}"
+_ISR = rf"({_ID}(?:,{_ID})*)"
+_OUT_OF_SYNC = rf"\(brokerId: {_ID}, endOffset: (?:{_LONG}|unknown)(?:, lastCaughtUpTimeMs: (?:{_LONG}|unknown))?\)"
+_SHRINK = (
+    rf"^\[Partition (\S+)-({_ID}) broker=({_ID})\] Shrinking ISR from {_ISR} to {_ISR}"
+    rf"(?:\. Leader: \(highWatermark: ({_LONG}), endOffset: ({_LONG})\)\. "
+    rf"Out of sync replicas: ({_OUT_OF_SYNC}(?: {_OUT_OF_SYNC})*)\.)?$"
+)
+_SHRINK_GROUPS = ("topic", "partition", "line_broker", "from_isr", "to_isr", "high_watermark", "end_offset", "out_of_sync")
+_UPDATE = (
+    rf"^\[Partition (\S+)-({_ID}) broker=({_ID})\] ISR updated (?:from AlterIsr )?to \[?{_ISR}\]?"
+    rf"( +\(under-min-isr\))?( +)and (?:zk)?[vV]ersion updated to \[?({_INT})\]?$"
+)
+_UPDATE_GROUPS = ("topic", "partition", "line_broker", "isr", "under_min", "gap", "partition_epoch")
+# Also the pre-3.x shape: no topic id, no partition epoch, no previous leader, camelCase replica lists.
+_LEADER = (
+    rf"^\[Broker id=({_ID})\] Leader (\S+)-({_ID})(?: with topic id (\S+))? starts at leader epoch ({_INT}) "
+    rf"from offset ({_LONG}) with (?:partition epoch ({_INT}), )?high watermark ({_LONG}),? "
+    rf"ISR \[{_ISR}\],? (?:adding replicas|addingReplicas) \[[\d,]*\] (?:and )?"
+    r"(?:removing replicas|removingReplicas) \[[\d,]*\]( ?)(\(under-min-isr\))?\. ?"
+    rf"Previous leader (?:(None|Some\({_INT}\)) and previous leader )?epoch was ({_INT})\.$"
+)
+_LEADER_GROUPS = (
+    "line_broker", "topic", "partition", "topic_id", "leader_epoch", "epoch_start_offset", "partition_epoch",
+    "high_watermark", "isr", "gap", "under_min", "previous_leader", "previous_leader_epoch",
+)
+_SKIP = (
+    rf"^\[Broker id=({_ID})\] Skipped the become-leader state change for (\S+)-({_ID}) with topic id (\S+) "
+    rf"and partition state \S+\(.*\bpartitionEpoch=({_INT})\b.*\) since it is already the leader with leader "
+    rf"epoch ({_INT})\. Current high watermark ({_LONG}), ISR \[{_ISR}\], adding replicas \[[\d,]*\] and "
+    r"removing replicas \[[\d,]*\]\.$"
+)
+_SKIP_GROUPS = ("line_broker", "topic", "partition", "topic_id", "partition_epoch", "leader_epoch", "high_watermark", "isr")
+
+_PATTERNS = {ISR_SHRINK: _SHRINK, ISR_UPDATE: _UPDATE, LEADER_START: _LEADER, LEADER_SKIP: _SKIP}
+_LABELS = {
+    ISR_SHRINK: "Shrinking ISR",
+    ISR_UPDATE: "ISR updated to",
+    LEADER_START: "Leader ... starts at leader epoch",
+    LEADER_SKIP: "Skipped the become-leader",
+}
+# "Skipped the become-leader" lines that change nothing (stale partition epoch, already a local leader,
+# storage error): known messages, not a commit.
+_SKIP_NO_CHANGE = (
+    r"since the leader is already at a newer partition epoch|because this partition is already a local leader"
+    r"|due to a storage error|due to disk error"
+)
+
+
+def with_broker_message(lines_df: DataFrame) -> DataFrame:
+    """`message`: the text between the log4j `[time] LEVEL ` prefix and the ` (logger)` suffix (null if absent).
+
+    Expects `with_log_fields` (log_time_local, log_level, logger) to have run.
+    """
+    return lines_df.withColumn("message", F.nullif(F.regexp_extract(F.col("line"), _MESSAGE, 1), F.lit("")))
+
+
+def _line_kind(stage: Column, line: Column) -> Column:
+    """Which of the used lines a line looks like (by a marker that survives a cut), else null."""
+    return (
+        F.when((stage == SERVER_LOG) & line.contains("Shrinking ISR from"), F.lit(ISR_SHRINK))
+        .when((stage == SERVER_LOG) & line.rlike(r"ISR updated (from AlterIsr )?to"), F.lit(ISR_UPDATE))
+        .when((stage == STATE_CHANGE_LOG) & line.rlike(r"\[Broker id=\d+\] Leader \S"), F.lit(LEADER_START))
+        .when(
+            (stage == STATE_CHANGE_LOG)
+            & line.contains("Skipped the become-leader state change for ")
+            & ~line.rlike(_SKIP_NO_CHANGE),
+            F.lit(LEADER_SKIP),
+        )
+    )
+
+
+def with_broker_line_status(df: DataFrame) -> DataFrame:
+    """Classify each line: `line_kind`, `status` parsed | quarantined | unused, `detail`.
+
+    Expects `stage` (server_log | state_change_log), `with_log_fields` and `with_broker_message`.
+    """
+    stage, line, message = F.col("stage"), F.col("line"), F.col("message")
+    kind = _line_kind(stage, line)
+    parses = F.coalesce(*[F.when(kind == k, message.rlike(pattern)) for k, pattern in _PATTERNS.items()], F.lit(False))
+    label = F.coalesce(*[F.when(kind == k, F.lit(v)) for k, v in _LABELS.items()])
+    quarantined, parsed, unused = F.lit("quarantined"), F.lit("parsed"), F.lit("unused")
+    used = kind.isNotNull()
+    no_prefix = F.col("log_time_local").isNull()
+    rules: list[tuple[Column, Column, Column]] = [
+        (used & F.col("read_error").isNotNull(), quarantined, F.col("read_error")),
+        (
+            used & no_prefix,
+            quarantined,
+            F.lit("no readable log4j time '[yyyy-MM-dd HH:mm:ss,SSS]' at the start of the line"),
+        ),
+        (used & ~parses, quarantined, F.format_string("'%s' line in no known format (cut short?)", label)),
+        (used, parsed, kind),
+        # A file that could not be read to its end loses lines nobody can classify: say so.
+        (F.col("read_error").startswith("file unreadable"), quarantined, F.col("read_error")),
+        (no_prefix, unused, F.lit("no log4j prefix (continuation line: stack trace, config dump)")),
+        (
+            (stage == STATE_CHANGE_LOG) & line.rlike(r"\[Broker id=\d+\] Follower \S+ starts at leader epoch"),
+            unused,
+            F.lit("follower start"),
+        ),
+        (
+            (stage == STATE_CHANGE_LOG) & line.contains("Skipped the become-leader state change for "),
+            unused,
+            F.lit("become-leader skipped without a state change"),
+        ),
+    ]
+    status, detail = unused, F.lit("other message")
+    for condition, rule_status, rule_detail in reversed(rules):
+        status = F.when(condition, rule_status).otherwise(status)
+        detail = F.when(condition, rule_detail).otherwise(detail)
+    return df.withColumns({"line_kind": kind, "status": status, "detail": detail})
+
+
+def _groups(text: Column, pattern: str, names: tuple[str, ...]) -> dict[str, Column]:
+    """The regex groups of `pattern` in `text` by name ("" for a group that did not take part)."""
+    return {name: F.regexp_extract(text, pattern, i) for i, name in enumerate(names, start=1)}
+
+
+def _int_list(text: Column) -> Column:
+    return F.split(text, ",").cast("array<int>")
+
+
+def _parsed(df: DataFrame, kind: str) -> DataFrame:
+    return df.filter((F.col("status") == "parsed") & (F.col("line_kind") == kind))
+
+
+_ORIGIN = ("t_log", "source_file", "line_number", "event_date", "ingest_run_id")
+
+
+def isr_commit_events(lines_df: DataFrame) -> DataFrame:
+    """Every line that states the ISR in effect on a leader, as one frame (before deduplication)."""
+    m = F.col("message")
+    upd = _groups(m, _UPDATE, _UPDATE_GROUPS)
+    updates = _parsed(lines_df, ISR_UPDATE).select(
+        "cluster",
+        upd["topic"].alias("topic"),
+        upd["partition"].cast("int").alias("partition"),
+        "broker_id",
+        F.lit(None).cast("int").alias("leader_epoch"),
+        upd["partition_epoch"].cast("int").alias("partition_epoch"),
+        _int_list(upd["isr"]).alias("isr"),
+        # 3.5+ prints two spaces (or "(under-min-isr)") where older versions print one.
+        F.when(upd["under_min"] != "", F.lit(True)).when(upd["gap"] == "  ", F.lit(False)).alias("under_min_isr"),
+        F.lit(False).alias("is_leader_start"),
+        F.lit(SERVER_LOG).alias("source"),
+        *_ORIGIN,
+    )
+    skp = _groups(m, _SKIP, _SKIP_GROUPS)
+    skips = _parsed(lines_df, LEADER_SKIP).select(
+        "cluster",
+        skp["topic"].alias("topic"),
+        skp["partition"].cast("int").alias("partition"),
+        "broker_id",
+        skp["leader_epoch"].cast("int").alias("leader_epoch"),
+        skp["partition_epoch"].cast("int").alias("partition_epoch"),
+        _int_list(skp["isr"]).alias("isr"),
+        F.lit(None).cast("boolean").alias("under_min_isr"),
+        F.lit(False).alias("is_leader_start"),
+        F.lit(STATE_CHANGE_LOG).alias("source"),
+        *_ORIGIN,
+    )
+    starts = parse_leader_starts(lines_df).select(
+        "cluster",
+        "topic",
+        "partition",
+        "broker_id",
+        "leader_epoch",
+        "partition_epoch",
+        "isr",
+        "under_min_isr",
+        F.lit(True).alias("is_leader_start"),
+        F.lit(STATE_CHANGE_LOG).alias("source"),
+        *_ORIGIN,
+    )
+    return updates.unionByName(skips).unionByName(starts)
+
+
+def parse_leader_starts(lines_df: DataFrame) -> DataFrame:
+    """Parsed "Leader ... starts at leader epoch" lines with their fields (one row per line)."""
+    g = _groups(F.col("message"), _LEADER, _LEADER_GROUPS)
+    topic_id = F.regexp_extract(g["topic_id"], r"^Some\((.*)\)$", 1)
+    previous = F.regexp_extract(g["previous_leader"], r"^Some\((-?\d+)\)$", 1)
+    return _parsed(lines_df, LEADER_START).select(
+        "cluster",
+        g["topic"].alias("topic"),
+        F.nullif(topic_id, F.lit("")).alias("topic_id"),
+        g["partition"].cast("int").alias("partition"),
+        "broker_id",
+        g["leader_epoch"].cast("int").alias("leader_epoch"),
+        g["epoch_start_offset"].cast("bigint").alias("epoch_start_offset"),
+        F.nullif(g["partition_epoch"], F.lit("")).cast("int").alias("partition_epoch"),
+        g["high_watermark"].cast("bigint").alias("high_watermark"),
+        _int_list(g["isr"]).alias("isr"),
+        # 3.5+ leaves a blank (or "(under-min-isr)") before the period; older versions print neither.
+        F.when(g["under_min"] != "", F.lit(True)).when(g["gap"] == " ", F.lit(False)).alias("under_min_isr"),
+        F.nullif(previous, F.lit("")).cast("int").alias("previous_leader"),
+        g["previous_leader_epoch"].cast("int").alias("previous_leader_epoch"),
+        *_ORIGIN,
+    )
+
+
+def build_leader_epochs(lines_df: DataFrame) -> DataFrame:
+    """Classified state-change.log lines -> one row per leadership start (`leader_epochs` contract)."""
+    return conform(parse_leader_starts(lines_df), LEADER_EPOCHS)
+
+
+def _shrink_proposals(lines_df: DataFrame) -> DataFrame:
+    g = _groups(F.col("message"), _SHRINK, _SHRINK_GROUPS)
+    items = F.regexp_extract_all(g["out_of_sync"], F.lit(r"\(([^()]*)\)"), 1)
+    out_of_sync = F.transform(
+        items,
+        lambda s: F.struct(
+            F.regexp_extract(s, r"brokerId: (\d+)", 1).cast("int").alias("broker_id"),
+            F.regexp_extract(s, r"endOffset: (-?\d+)", 1).try_cast("bigint").alias("end_offset"),
+            F.regexp_extract(s, r"lastCaughtUpTimeMs: (-?\d+)", 1).try_cast("bigint").alias("last_caught_up_time_ms"),
+        ),
+    )
+    return _parsed(lines_df, ISR_SHRINK).select(
+        F.col("cluster").alias("p_cluster"),
+        g["topic"].alias("p_topic"),
+        g["partition"].cast("int").alias("p_partition"),
+        F.col("broker_id").alias("p_broker_id"),
+        F.array_sort(_int_list(g["to_isr"])).alias("p_to_isr_sorted"),
+        F.col("t_log").alias("proposed_at"),
+        F.when(g["out_of_sync"] != "", out_of_sync).alias("out_of_sync_replicas"),
+        F.nullif(g["high_watermark"], F.lit("")).cast("bigint").alias("proposal_high_watermark"),
+        F.nullif(g["end_offset"], F.lit("")).cast("bigint").alias("proposal_end_offset"),
+        F.col("source_file").alias("p_source_file"),
+        F.col("line_number").alias("p_line_number"),
+    )
+
+
+def _deduplicate_commits(commits_df: DataFrame) -> DataFrame:
+    """One row per (cluster, topic, partition, leader, partition epoch): the earliest line.
+
+    The leader epoch and under-min-ISR flag are taken from whichever line of the commit states them.
+    Commits without a partition epoch (pre-3.x leader lines) are kept as they are.
+    """
+    solo = F.when(F.col("partition_epoch").isNull(), F.concat_ws(":", "source_file", "line_number"))
+    source_rank = F.when(F.col("source") == SERVER_LOG, F.lit(0)).otherwise(F.lit(1))
+    group = Window.partitionBy("cluster", "topic", "partition", "broker_id", "partition_epoch", "_solo")
+    ordered = group.orderBy("t_log", "_source_rank", "source_file", "line_number")
+    whole = ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    return (
+        commits_df.withColumns({"_solo": solo, "_source_rank": source_rank})
+        .withColumns(
+            {
+                "_rank": F.row_number().over(ordered),
+                "leader_epoch": F.first("leader_epoch", ignorenulls=True).over(whole),
+                "under_min_isr": F.first("under_min_isr", ignorenulls=True).over(whole),
+                "is_leader_start": F.max("is_leader_start").over(whole),
+            }
+        )
+        .filter(F.col("_rank") == 1)
+        .drop("_solo", "_rank")
+    )
+
+
+def _change_kind(isr: Column, previous: Column, is_leader_start: Column, proposed_at: Column) -> Column:
+    """leader_start; shrink when a "Shrinking ISR" proposal was carried out or a member left; expand when
+    members joined and none left; unchanged; null with nothing to compare to."""
+    return (
+        F.when(is_leader_start, F.lit("leader_start"))
+        .when(proposed_at.isNotNull(), F.lit("shrink"))
+        .when(previous.isNull(), F.lit(None).cast("string"))
+        .when(F.size(F.array_except(previous, isr)) > 0, F.lit("shrink"))
+        .when(F.size(F.array_except(isr, previous)) > 0, F.lit("expand"))
+        .otherwise(F.lit("unchanged"))
+    )
+
+
+def build_isr_changes(lines_df: DataFrame) -> DataFrame:
+    """Classified server.log + state-change.log lines -> one row per committed ISR state (`isr_changes`).
+
+    Rows of one partition and leader are ordered by log time (then partition epoch); each is compared
+    with the one before it. A "Shrinking ISR" line of the same leader and partition, logged after the
+    previous commit and no later than this one, whose proposed ISR is this commit's ISR, is the
+    proposal the commit carried out (the latest such line when the leader proposed it more than once).
+    """
+    commits = _deduplicate_commits(isr_commit_events(lines_df))
+    leader = Window.partitionBy("cluster", "topic", "partition", "broker_id").orderBy(
+        "t_log", F.coalesce(F.col("partition_epoch"), F.lit(-1)), "_source_rank", "source_file", "line_number"
+    )
+    commits = commits.withColumns(
+        {
+            "previous_isr": F.when(~F.col("is_leader_start"), F.lag("isr").over(leader)),
+            "_previous_t": F.lag("t_log").over(leader),
+            "_previous_isr_sorted": F.array_sort(F.lag("isr").over(leader)),
+            "_isr_sorted": F.array_sort("isr"),
+        }
+    )
+    proposals = _shrink_proposals(lines_df)
+    c, p = commits.alias("c"), proposals.alias("p")
+    after_previous = (
+        F.col("c._previous_t").isNull()
+        | (F.col("p.proposed_at") > F.col("c._previous_t"))
+        # Same millisecond as the previous commit: only if that commit was not already this ISR.
+        | ((F.col("p.proposed_at") == F.col("c._previous_t")) & (F.col("c._previous_isr_sorted") != F.col("p.p_to_isr_sorted")))
+    )
+    matched = c.join(
+        p,
+        on=(
+            (F.col("c.cluster") == F.col("p.p_cluster"))
+            & (F.col("c.topic") == F.col("p.p_topic"))
+            & (F.col("c.partition") == F.col("p.p_partition"))
+            & (F.col("c.broker_id") == F.col("p.p_broker_id"))
+            & (F.col("p.proposed_at") <= F.col("c.t_log"))
+            & after_previous
+            & (F.col("c._isr_sorted") == F.col("p.p_to_isr_sorted"))
+            & ~F.col("c.is_leader_start")
+        ),
+        how="left",
+    )
+    latest_proposal = Window.partitionBy("source_file", "line_number").orderBy(
+        F.col("proposed_at").desc_nulls_last(), F.col("p_source_file").desc(), F.col("p_line_number").desc()
+    )
+    rows = (
+        matched.withColumn("_proposal_rank", F.row_number().over(latest_proposal))
+        .filter(F.col("_proposal_rank") == 1)
+        .withColumns(
+            {
+                "isr_size": F.size("isr"),
+                "change_kind": _change_kind(
+                    F.col("isr"), F.col("previous_isr"), F.col("is_leader_start"), F.col("proposed_at")
+                ),
+            }
+        )
+    )
+    return conform(rows, ISR_CHANGES)
