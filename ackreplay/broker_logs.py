@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 STAGES = (SERVER_LOG, STATE_CHANGE_LOG)
 _STAGE_NAMES = {SERVER_LOG: "server.log", STATE_CHANGE_LOG: "state-change.log"}
+_KINDS_OF_STAGE = {SERVER_LOG: (ISR_SHRINK, ISR_UPDATE), STATE_CHANGE_LOG: (LEADER_START, LEADER_SKIP)}
 
 
 class BrokerLogReconciliationError(RuntimeError):
@@ -88,11 +89,13 @@ class BrokerLogReport:
                 f"  {_STAGE_NAMES[stage]} lines: {c.total:,} = parsed {c.parsed:,} + unused {c.unused:,}"
                 f" + quarantined {c.quarantined:,}"
             )
-            for (s, reason), n in sorted(self.quarantine_reasons.items(), key=lambda kv: -kv[1]):
-                if s == stage:
-                    out.append(f"    quarantined {n:>7,}  {reason}")
-        for kind, n in sorted(self.parsed_detail.items()):
-            out.append(f"    parsed   {n:>10,}  {kind}")
+            for kind in _KINDS_OF_STAGE[stage]:
+                if self.parsed_detail.get(kind):
+                    out.append(f"    parsed      {self.parsed_detail[kind]:>7,}  {kind}")
+            for prefix, detail in (("unused", self.unused_detail), ("quarantined", self.quarantine_reasons)):
+                for (s, what), n in sorted(detail.items(), key=lambda kv: -kv[1]):
+                    if s == stage:
+                        out.append(f"    {prefix:<11} {n:>7,}  {what}")
         for table, n in self.rows_written.items():
             out.append(f"  {table}: {n:,} rows written")
         by_kind = ", ".join(

@@ -1,0 +1,306 @@
+"""server.log / state-change.log lines: classification, isr_changes, leader_epochs (chispa).
+
+Real lines are copied from the lab traces in data/samples/ (3.9.1 in UTC, 4.1.1 in Europe/Berlin);
+the other versions' shapes follow kafka-reference.md §3.3 and Partition.scala of those releases.
+"""
+
+from datetime import date, datetime
+
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
+from tests.helpers import lines_frame
+from transforms.broker_logs import build_isr_changes, build_leader_epochs, with_broker_line_status, with_broker_message
+from transforms.request_log import with_event_time, with_log_fields
+
+PARTITION = "(kafka.cluster.Partition)"
+STATE = "(state.change.logger)"
+ID_391 = "X_pHolbXQcuxgBXawwk3Tw"
+ID_411 = "zL7cz-PPSRuwJ8atn9suyA"
+
+
+def _skip(ts: str, broker: int, tp: str, topic_id: str, partition_state_isr: str, pe: int, le: int, hw: int, isr: str) -> str:
+    """A "Skipped the become-leader" line exactly as 3.9.1 / 4.1.1 print it (the lab traces' shape)."""
+    topic, index = tp.rsplit("-", 1)
+    return (
+        f"[{ts}] INFO [Broker id={broker}] Skipped the become-leader state change for {tp} with topic id Some({topic_id}) "
+        f"and partition state LeaderAndIsrPartitionState(topicName='{topic}', partitionIndex={index}, controllerEpoch=-1, "
+        f"leader={broker}, leaderEpoch={le}, isr=[{partition_state_isr}], partitionEpoch={pe}, replicas=[1, 3, 2], "
+        f"addingReplicas=[], removingReplicas=[], isNew=false, leaderRecoveryState=0) since it is already the leader "
+        f"with leader epoch {le}. Current high watermark {hw}, ISR [{isr}], adding replicas [] and removing replicas []. "
+        f"{STATE}"
+    )
+
+
+# 3.9.1 lab trace, broker 1: the long stall of broker 2 (shrink + re-add of partition 5), then the
+# controlled shutdown of broker 2 (ISR change only in state-change.log) and its return.
+SERVER_391 = [
+    f"[2026-11-22 02:43:10,658] INFO [Partition ackreplay-lab-5 broker=1] Shrinking ISR from 1,3,2 to 1,3. Leader: "
+    f"(highWatermark: 1030, endOffset: 1046). Out of sync replicas: (brokerId: 2, endOffset: 1030, "
+    f"lastCaughtUpTimeMs: 1795315387189). {PARTITION}",
+    f"[2026-11-22 02:43:10,804] INFO [Partition ackreplay-lab-5 broker=1] ISR updated to 1,3  and version updated to 1 {PARTITION}",
+    f"[2026-11-22 02:43:13,740] INFO [Partition ackreplay-lab-5 broker=1] ISR updated to 1,3,2  and version updated to 2 {PARTITION}",
+    f"[2026-11-22 02:44:11,035] INFO [Partition ackreplay-lab-5 broker=1] ISR updated to 1,3,2  and version updated to 4 {PARTITION}",
+]
+STATE_391 = [
+    f"[2026-11-22 02:42:34,948] INFO [Broker id=1] Leader ackreplay-lab-5 with topic id Some({ID_391}) starts at leader "
+    f"epoch 0 from offset 0 with partition epoch 0, high watermark 0, ISR [1,3,2], adding replicas [] and removing "
+    f"replicas [] . Previous leader None and previous leader epoch was -1. {STATE}",
+    _skip("2026-11-22 02:43:10,809", 1, "ackreplay-lab-5", ID_391, "1, 3", 1, 0, 1047, "1,3"),
+    _skip("2026-11-22 02:43:13,751", 1, "ackreplay-lab-5", ID_391, "1, 3, 2", 2, 0, 1293, "1,3,2"),
+    _skip("2026-11-22 02:43:48,279", 1, "ackreplay-lab-5", ID_391, "1, 3", 3, 0, 2568, "1,3"),
+    f"[2026-11-22 02:43:48,356] INFO [Broker id=1] Leader ackreplay-lab-4 with topic id Some({ID_391}) starts at leader "
+    f"epoch 1 from offset 3457 with partition epoch 3, high watermark 3454, ISR [3,1], adding replicas [] and removing "
+    f"replicas [] . Previous leader Some(2) and previous leader epoch was 0. {STATE}",
+    f"[2026-11-22 02:43:48,495] INFO [Broker id=1] Follower ackreplay-lab-0 starts at leader epoch 1 from offset 3162 "
+    f"with partition epoch 3 and high watermark 3160. Current leader is 3. Previous leader Some(3) and previous leader "
+    f"epoch was 1. {STATE}",
+    _skip("2026-11-22 02:44:11,036", 1, "ackreplay-lab-5", ID_391, "1, 3, 2", 4, 0, 3409, "1,3,2"),
+]
+
+# 4.1.1 lab trace (JVM in Europe/Berlin), broker 2: the shrink of partition 4 after broker 1's long
+# stall reached the leader through the metadata log: no "ISR updated to" line for partition epoch 1.
+SERVER_411 = [
+    f"[2026-11-22 03:58:30,401] INFO [Partition ackreplay-lab-4 broker=2] Shrinking ISR from 2,1,3 to 2,3. Leader: "
+    f"(highWatermark: 1446, endOffset: 1477). Out of sync replicas: (brokerId: 1, endOffset: 1446, "
+    f"lastCaughtUpTimeMs: 1795316307136). {PARTITION}",
+    f"[2026-11-22 03:58:33,970] INFO [Partition ackreplay-lab-4 broker=2] ISR updated to 2,3,1  and version updated to 2 {PARTITION}",
+]
+STATE_411 = [
+    f"[2026-11-22 03:57:55,171] INFO [Broker id=2] Leader ackreplay-lab-4 with topic id Some({ID_411}) starts at leader "
+    f"epoch 0 from offset 0 with partition epoch 0, high watermark 0, ISR [2,1,3], adding replicas [] and removing "
+    f"replicas [] . Previous leader None and previous leader epoch was -1. {STATE}",
+    _skip("2026-11-22 03:58:30,515", 2, "ackreplay-lab-4", ID_411, "2, 3", 1, 0, 1446, "2,3"),
+    _skip("2026-11-22 03:58:33,983", 2, "ackreplay-lab-4", ID_411, "2, 3, 1", 2, 0, 1774, "2,3,1"),
+    _skip("2026-11-22 03:59:11,051", 2, "ackreplay-lab-4", ID_411, "2, 3", 3, 0, 3593, "2,3"),
+]
+
+OOS = "array<struct<broker_id:int,end_offset:bigint,last_caught_up_time_ms:bigint>>"
+ISR_COLUMNS = (
+    "partition", "broker_id", "leader_epoch", "partition_epoch", "isr", "isr_size", "under_min_isr", "previous_isr",
+    "change_kind", "proposed_at", "out_of_sync_replicas", "proposal_high_watermark", "source", "t_log", "line_number",
+)
+ISR_DDL = (
+    "partition int, broker_id int, leader_epoch int, partition_epoch int, isr array<int>, isr_size int, "
+    f"under_min_isr boolean, previous_isr array<int>, change_kind string, proposed_at timestamp, out_of_sync_replicas {OOS}, "
+    "proposal_high_watermark bigint, source string, t_log timestamp, line_number bigint"
+)
+
+
+def log_frame(spark, lines, stage, broker_id=1, errors=None):
+    """Lines of one broker's server.log or state-change.log, shaped like the reader's output plus `stage`."""
+    name = {"server_log": "server.log", "state_change_log": "state-change.log"}[stage]
+    return lines_frame(spark, lines, errors, broker_id).withColumns(
+        {"source_file": F.lit(f"c1/broker-{broker_id}/{name}"), "stage": F.lit(stage)}
+    )
+
+
+def classify(df, zones=None):
+    return (
+        df.transform(with_log_fields)
+        .transform(with_event_time, zones or {}, "UTC", {})
+        .transform(with_broker_message)
+        .transform(with_broker_line_status)
+    )
+
+
+def ts(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def test_every_line_gets_a_status_and_reason(spark):
+    update = SERVER_391[1]
+    server = [
+        SERVER_391[0],  # 1 shrink (3.6+)
+        update,  # 2 commit (3.5+)
+        "[2021-06-01 10:00:00,000] INFO [Partition orders-0 broker=1] ISR updated to 1,2 and version updated to [7] "
+        + PARTITION,  # 3 2.8-3.0
+        "[2023-06-01 10:00:00,000] INFO [Partition orders-0 broker=1] ISR updated to 1 (under-min-isr) and version "
+        "updated to 8 " + PARTITION,  # 4 3.5+, under min ISR
+        "[2022-06-01 10:00:00,000] INFO [Partition orders-0 broker=1] Shrinking ISR from 1,2,3 to 1. Leader: "
+        "(highWatermark: 100, endOffset: 120). Out of sync replicas: (brokerId: 2, endOffset: 100) "
+        "(brokerId: 3, endOffset: unknown). " + PARTITION,  # 5 2.4-3.5
+        SERVER_391[0][:140],  # 6 shrink cut short
+        update.replace("02:43:10,804", "02:43:61,804"),  # 7 unreadable time
+        update[: -len(" " + PARTITION)],  # 8 commit without its logger: cut at the end
+        "[2026-11-22 02:42:34,945] INFO [Partition ackreplay-lab-5 broker=1] Log loaded for partition ackreplay-lab-5 "
+        "with initial high watermark 0 " + PARTITION,  # 9
+        "\tadvertised.listeners = CLIENT://127.0.0.1:39101,REPLICATION://127.0.0.1:39102",  # 10 KafkaConfig dump
+        update,  # 11 flagged by the reader
+        "\x00garbage",  # 12 flagged by the reader, not an ISR line
+        "[2026-11-22 02:4",  # 13 the tail of a gzip file cut short
+        update.replace("to 1,3  and", "to 1,99999999999  and"),  # 14 a broker id that fits no int
+    ]
+    state = [
+        STATE_391[0],  # 1 leader start
+        STATE_391[1],  # 2 skipped become-leader: a commit
+        STATE_391[5],  # 3 follower start
+        STATE_391[1].split(" since it is")[0] + " since the leader is already at a newer partition epoch 4. " + STATE,  # 4
+        STATE_391[1][:230],  # 5 commit cut short
+        STATE_391[4][:150],  # 6 leader start cut short
+        f"[2026-11-22 02:42:34,862] INFO [Broker id=1] Creating new partition ackreplay-lab-5 with topic id {ID_391}. "
+        + STATE,  # 7
+        "[2021-06-01 10:00:00,000] INFO [Broker id=1] Leader orders-0 starts at leader epoch 3 from offset 1200 with "
+        "high watermark 1190 ISR [1,2] addingReplicas [] removingReplicas []. Previous leader epoch was 2. "
+        + STATE,  # 8 2.8-3.0 shape
+        "[2026-11-22 02:42:34,856] INFO [Broker id=1] Transitioning 2 partition(s) to local leaders. " + STATE,  # 9
+    ]
+    df = log_frame(
+        spark, server, "server_log",
+        errors={11: "invalid UTF-8 at byte 40", 12: "invalid UTF-8 at byte 0", 13: "file unreadable after line 13: EOF"},
+    ).unionByName(log_frame(spark, state, "state_change_log"))
+    actual = classify(df).select("stage", "line_number", "status", "detail")
+    no_prefix = "no log4j prefix (continuation line: stack trace, config dump)"
+    expected = spark.createDataFrame(
+        [
+            ("server_log", 1, "parsed", "isr_shrink"),
+            ("server_log", 2, "parsed", "isr_update"),
+            ("server_log", 3, "parsed", "isr_update"),
+            ("server_log", 4, "parsed", "isr_update"),
+            ("server_log", 5, "parsed", "isr_shrink"),
+            ("server_log", 6, "quarantined", "'Shrinking ISR' line in no known format (cut short?)"),
+            ("server_log", 7, "quarantined", "no readable log4j time '[yyyy-MM-dd HH:mm:ss,SSS]' at the start of the line"),
+            ("server_log", 8, "quarantined", "'ISR updated to' line in no known format (cut short?)"),
+            ("server_log", 9, "unused", "other message"),
+            ("server_log", 10, "unused", no_prefix),
+            ("server_log", 11, "quarantined", "invalid UTF-8 at byte 40"),
+            ("server_log", 12, "unused", no_prefix),
+            ("server_log", 13, "quarantined", "file unreadable after line 13: EOF"),
+            ("server_log", 14, "quarantined", "'ISR updated to' line in no known format (cut short?)"),
+            ("state_change_log", 1, "parsed", "leader_start"),
+            ("state_change_log", 2, "parsed", "leader_skip"),
+            ("state_change_log", 3, "unused", "follower start"),
+            ("state_change_log", 4, "unused", "become-leader skipped without a state change"),
+            ("state_change_log", 5, "quarantined", "'Skipped the become-leader' line in no known format (cut short?)"),
+            ("state_change_log", 6, "quarantined", "'Leader ... starts at leader epoch' line in no known format (cut short?)"),
+            ("state_change_log", 7, "unused", "other message"),
+            ("state_change_log", 8, "parsed", "leader_start"),
+            ("state_change_log", 9, "unused", "other message"),
+        ],
+        "stage string, line_number bigint, status string, detail string",
+    )
+    assert_df_equality(actual, expected, ignore_nullable=True)  # nullability follows the expressions
+
+
+def test_isr_changes_combine_both_logs_and_keep_each_commit_once(spark):
+    df = log_frame(spark, SERVER_391, "server_log").unionByName(log_frame(spark, STATE_391, "state_change_log"))
+    actual = build_isr_changes(classify(df, zones={"c1": "UTC"})).select(*ISR_COLUMNS)
+    oos = [(2, 1030, 1795315387189)]
+    expected = spark.createDataFrame(
+        [
+            (5, 1, 0, 0, [1, 3, 2], 3, False, None, "leader_start", None, None, None, "state_change_log",
+             ts("2026-11-22 02:42:34.948"), 1),
+            # The commit is in both logs (server.log 5 ms earlier); the leader epoch comes from state-change.log.
+            (5, 1, 0, 1, [1, 3], 2, False, [1, 3, 2], "shrink", ts("2026-11-22 02:43:10.658"), oos, 1030, "server_log",
+             ts("2026-11-22 02:43:10.804"), 2),
+            (5, 1, 0, 2, [1, 3, 2], 3, False, [1, 3], "expand", None, None, None, "server_log",
+             ts("2026-11-22 02:43:13.740"), 3),
+            # Controlled shutdown of broker 2: the controller removed it; only state-change.log shows it.
+            (5, 1, 0, 3, [1, 3], 2, None, [1, 3, 2], "shrink", None, None, None, "state_change_log",
+             ts("2026-11-22 02:43:48.279"), 4),
+            (5, 1, 0, 4, [1, 3, 2], 3, False, [1, 3], "expand", None, None, None, "server_log",
+             ts("2026-11-22 02:44:11.035"), 4),
+            (4, 1, 1, 3, [3, 1], 2, False, None, "leader_start", None, None, None, "state_change_log",
+             ts("2026-11-22 02:43:48.356"), 5),
+        ],
+        ISR_DDL,
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_a_shrink_committed_through_the_metadata_log_keeps_its_proposal(spark):
+    df = log_frame(spark, SERVER_411, "server_log", broker_id=2).unionByName(
+        log_frame(spark, STATE_411, "state_change_log", broker_id=2)
+    )
+    rows = build_isr_changes(classify(df, zones={"c1": "Europe/Berlin"}))
+    actual = rows.select(*ISR_COLUMNS, "event_date", "source_file")
+    sc, srv = "c1/broker-2/state-change.log", "c1/broker-2/server.log"
+    day = date(2026, 11, 22)
+    expected = spark.createDataFrame(
+        [
+            (4, 2, 0, 0, [2, 1, 3], 3, False, None, "leader_start", None, None, None, "state_change_log",
+             ts("2026-11-22 02:57:55.171"), 1, day, sc),
+            # Berlin 03:58:30,401 is 02:58:30.401 UTC; lastCaughtUpTimeMs 1795316307136 is 02:58:27.136 UTC.
+            (4, 2, 0, 1, [2, 3], 2, None, [2, 1, 3], "shrink", ts("2026-11-22 02:58:30.401"), [(1, 1446, 1795316307136)],
+             1446, "state_change_log", ts("2026-11-22 02:58:30.515"), 2, day, sc),
+            (4, 2, 0, 2, [2, 3, 1], 3, False, [2, 3], "expand", None, None, None, "server_log",
+             ts("2026-11-22 02:58:33.970"), 2, day, srv),
+            (4, 2, 0, 3, [2, 3], 2, None, [2, 3, 1], "shrink", None, None, None, "state_change_log",
+             ts("2026-11-22 02:59:11.051"), 4, day, sc),
+        ],
+        ISR_DDL + ", event_date date, source_file string",
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_older_line_shapes_and_change_kinds(spark):
+    def line(t: str, tp: str, message: str) -> str:
+        return f"[2026-11-20 10:00:{t}] INFO [Partition {tp} broker=1] {message} {PARTITION}"
+
+    tp = "my-topic-2024-7"  # topic names may contain dashes and digits
+    server = [
+        # 2.4-3.5: no lastCaughtUpTimeMs; an unknown replica state prints "unknown"
+        line("00,000", tp, "Shrinking ISR from 1,2,3 to 1. Leader: (highWatermark: 100, endOffset: 120). Out of sync "
+             "replicas: (brokerId: 2, endOffset: 100) (brokerId: 3, endOffset: unknown)."),
+        line("00,050", tp, "ISR updated to 1 (under-min-isr) and version updated to 8"),  # 3.5+, under min ISR
+        line("05,000", tp, "ISR updated to 1,2 and version updated to [9]"),  # 2.8-3.0
+        line("06,000", tp, "ISR updated to 1,2,3 and version updated to 10"),  # 3.1-3.4
+        line("07,000", tp, "ISR updated to 1,2,3  and version updated to 11"),  # 3.5+: same members
+        line("08,000", tp, "Shrinking ISR from 1,2,3 to 1,3"),  # 2.0 shape; this proposal is never committed
+        line("09,000", tp, "ISR updated to 1,3,2  and version updated to 12"),  # not the proposed ISR
+        line("10,000", "other-0", "ISR updated to 1,2  and version updated to 3"),  # no earlier state of this leader
+    ]
+    state = [
+        "[2026-11-20 09:59:00,000] INFO [Broker id=1] Leader my-topic-2024-8 with topic id None starts at leader epoch 4 "
+        "from offset 50 with partition epoch 6, high watermark 49, ISR [1], adding replicas [] and removing replicas [] "
+        "(under-min-isr). Previous leader Some(3) and previous leader epoch was 3. " + STATE,
+        "[2021-06-01 10:00:00,000] INFO [Broker id=1] Leader orders-0 starts at leader epoch 3 from offset 1200 with "
+        "high watermark 1190 ISR [1,2] addingReplicas [] removingReplicas []. Previous leader epoch was 2. " + STATE,
+    ]
+    df = log_frame(spark, server, "server_log").unionByName(log_frame(spark, state, "state_change_log"))
+    actual = build_isr_changes(classify(df)).select("topic", *ISR_COLUMNS)
+    t = lambda s: ts(f"2026-11-20 10:00:{s}")  # noqa: E731
+    srv, sc = "server_log", "state_change_log"
+    expected = spark.createDataFrame(
+        [
+            ("my-topic-2024", 7, 1, None, 8, [1], 1, True, None, "shrink", t("00"), [(2, 100, None), (3, None, None)],
+             100, srv, t("00.05"), 2),
+            ("my-topic-2024", 7, 1, None, 9, [1, 2], 2, None, [1], "expand", None, None, None, srv, t("05"), 3),
+            ("my-topic-2024", 7, 1, None, 10, [1, 2, 3], 3, None, [1, 2], "expand", None, None, None, srv, t("06"), 4),
+            ("my-topic-2024", 7, 1, None, 11, [1, 2, 3], 3, False, [1, 2, 3], "unchanged", None, None, None, srv, t("07"), 5),
+            ("my-topic-2024", 7, 1, None, 12, [1, 3, 2], 3, False, [1, 2, 3], "unchanged", None, None, None, srv, t("09"), 7),
+            ("other", 0, 1, None, 3, [1, 2], 2, False, None, None, None, None, None, srv, t("10"), 8),
+            ("my-topic-2024", 8, 1, 4, 6, [1], 1, True, None, "leader_start", None, None, None, sc,
+             ts("2026-11-20 09:59:00"), 1),
+            ("orders", 0, 1, 3, None, [1, 2], 2, None, None, "leader_start", None, None, None, sc,
+             ts("2021-06-01 10:00:00"), 2),
+        ],
+        "topic string, " + ISR_DDL,
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_leader_epochs_have_one_row_per_leadership_start(spark):
+    state = [
+        STATE_391[0],
+        STATE_391[4],
+        STATE_391[5],  # follower: no row
+        STATE_391[1],  # skipped become-leader: no row
+        "[2021-06-01 10:00:00,000] INFO [Broker id=1] Leader orders-0 starts at leader epoch 3 from offset 1200 with "
+        "high watermark 1190 ISR [1,2] addingReplicas [] removingReplicas []. Previous leader epoch was 2. " + STATE,
+    ]
+    rows = build_leader_epochs(classify(log_frame(spark, state, "state_change_log")))
+    actual = rows.drop("cluster", "source_file", "ingest_run_id")
+    expected = spark.createDataFrame(
+        [
+            ("ackreplay-lab", ID_391, 5, 1, 0, 0, 0, 0, [1, 3, 2], None, -1, ts("2026-11-22 02:42:34.948"), 1,
+             date(2026, 11, 22)),
+            ("ackreplay-lab", ID_391, 4, 1, 1, 3457, 3, 3454, [3, 1], 2, 0, ts("2026-11-22 02:43:48.356"), 2,
+             date(2026, 11, 22)),
+            ("orders", None, 0, 1, 3, 1200, None, 1190, [1, 2], None, 2, ts("2021-06-01 10:00:00"), 5, date(2021, 6, 1)),
+        ],
+        "topic string, topic_id string, partition int, broker_id int, leader_epoch int, epoch_start_offset bigint, "
+        "partition_epoch int, high_watermark bigint, isr array<int>, previous_leader int, previous_leader_epoch int, "
+        "t_log timestamp, line_number bigint, event_date date",
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
