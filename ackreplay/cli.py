@@ -12,7 +12,7 @@ from ackreplay.inputs import InputError
 
 log = logging.getLogger("ackreplay")
 
-STAGES = ("ingest",)
+STAGES = ("ingest", "replay")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     ingest = sub.add_parser("ingest", help="raw logs -> bronze request_log_lines/quarantine -> silver tables")
     ingest.add_argument("--input", required=True, nargs="+", help="input folder(s) in the layout of the README")
     common(ingest)
+    replay = sub.add_parser("replay", help="silver tables -> produce_replay under every configured policy")
+    replay.add_argument("--cluster", nargs="+", help="clusters to replay (default: every cluster in produce_requests)")
+    common(replay)
     export = sub.add_parser("export", help="write a table as CSV or Parquet for other tools")
     export.add_argument("table", help="table name, e.g. produce_requests")
     export.add_argument("--format", choices=("csv", "parquet"), required=True)
@@ -73,6 +76,17 @@ def main(argv: list[str] | None = None) -> int:
 
             report = run_ingest(spark, config, args.input, lakehouse)
             print("\n".join(report.summary_lines()))
+            clusters = report.clusters
+        if args.command in ("run", "replay"):
+            from ackreplay.lakehouse import read_table
+            from ackreplay.replay.stage import run_replay
+
+            if args.command == "replay":
+                clusters = args.cluster or sorted(
+                    r["cluster"] for r in read_table(spark, lakehouse, "produce_requests").select("cluster").distinct().collect()
+                )
+            replay_report = run_replay(spark, config, lakehouse, clusters, run_id=f"replay-{int(time.time())}")
+            print("\n".join(replay_report.summary_lines()))
         elif args.command == "export":
             from ackreplay.export import export_table
 

@@ -65,12 +65,33 @@ class IngestSettings(_Strict):
     max_line_bytes: int = Field(default=1024 * 1024, ge=1024)
 
 
+class ReplaySettings(_Strict):
+    """The counterfactual policies and how the replay is cut into tasks."""
+
+    # KIP-250 quorum sizes Q (leader included) -> policies quorum=<Q>
+    quorum_sizes: list[int] = Field(default_factory=lambda: [2, 3])
+    # replica.lag.time.max.ms values to re-simulate the ISR for -> policies acks=all@lag=<ms>
+    lag_ms: list[int] = Field(default_factory=lambda: [10000, 30000])
+    # Kafka >= 3.7: the HW does not advance while the ISR is below min ISR (KIP-966 part 1)
+    strict_min_isr: bool = True
+    # One task replays one bucket of one leader epoch of one partition.
+    bucket_seconds: int = Field(default=120, ge=1)
+
+    @field_validator("quorum_sizes", "lag_ms")
+    @classmethod
+    def _positive(cls, values: list[int]) -> list[int]:
+        if any(v < 1 for v in values):
+            raise ValueError("values must be >= 1")
+        return values
+
+
 class AppConfig(_Strict):
     """The whole configuration of one environment."""
 
     lakehouse: str = "lakehouse"
     spark: SparkSettings = Field(default_factory=SparkSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    replay: ReplaySettings = Field(default_factory=ReplaySettings)
     default_cluster: ClusterSettings = Field(default_factory=ClusterSettings)
     clusters: dict[str, ClusterSettings] = Field(default_factory=dict)
 

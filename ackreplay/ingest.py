@@ -17,6 +17,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ackreplay.broker_logs import BrokerLogReport, ingest_broker_logs
 from ackreplay.config import AppConfig
 from ackreplay.inputs import InputFile, InputInventory, discover_all
 from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists
@@ -60,6 +61,8 @@ class IngestReport:
     quarantine_reasons: dict[str, int] = field(default_factory=dict)
     rows_written: dict[str, int] = field(default_factory=dict)
     topics_lines: dict[str, int] = field(default_factory=dict)  # header / partition / blank / unrecognised
+    clusters: list[str] = field(default_factory=list)
+    broker_logs: BrokerLogReport | None = None
 
     @property
     def total_lines(self) -> int:
@@ -78,6 +81,8 @@ class IngestReport:
             out.append(f"    quarantined {n:>7,}  {reason}")
         for table, n in self.rows_written.items():
             out.append(f"  {table}: {n:,} rows written")
+        if self.broker_logs is not None:
+            out.extend(self.broker_logs.summary_lines())
         if self.ignored_files:
             out.append(f"  {len(self.ignored_files)} files outside the input layout ignored, e.g. {self.ignored_files[0]}")
         return out
@@ -222,7 +227,7 @@ def ingest_request_logs(
 def run_ingest(spark: SparkSession, config: AppConfig, inputs: str | list[str], lakehouse: str) -> IngestReport:
     """Ingest every request log and topics.txt under the input folder(s) into `lakehouse`."""
     inventory: InputInventory = discover_all([inputs] if isinstance(inputs, str) else list(inputs))
-    run_id = "ingest-" + inventory.fingerprint(("request_log", "topics"))
+    run_id = "ingest-" + inventory.fingerprint(("request_log", "topics", "server_log", "state_change_log"))
     request_files = inventory.of_kind("request_log")
     topics_files = inventory.of_kind("topics")
     report = IngestReport(run_id, len(request_files), len(topics_files), list(inventory.ignored))
@@ -233,4 +238,8 @@ def run_ingest(spark: SparkSession, config: AppConfig, inputs: str | list[str], 
         ingest_topics(spark, config, topics_files, lakehouse, run_id, report)
     if request_files:
         ingest_request_logs(spark, config, request_files, lakehouse, run_id, report)
+    broker_log_files = inventory.of_kind("server_log") + inventory.of_kind("state_change_log")
+    with _step(f"reading {len(broker_log_files)} server.log/state-change.log files"):
+        report.broker_logs = ingest_broker_logs(spark, config, broker_log_files, lakehouse, run_id)
+    report.clusters = sorted({f.cluster for f in inventory.files})
     return report

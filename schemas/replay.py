@@ -1,0 +1,52 @@
+"""Contract of silver `produce_replay`: one row per (replayed produce, policy)."""
+
+from pyspark.sql.types import (
+    BooleanType,
+    DateType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+_KEY = [
+    StructField("cluster", StringType(), False),
+    StructField("topic", StringType(), False),
+    StructField("partition", IntegerType(), False),
+    StructField("leader_epoch", IntegerType(), False),
+    StructField("base_offset", LongType(), False),
+    StructField("broker_id", IntegerType(), False),  # the leader
+    StructField("bytes", IntegerType(), True),
+    StructField("recorded_acks", IntegerType(), False),  # what the producer used
+    StructField("policy", StringType(), False),
+    StructField("outcome", StringType(), False),  # acked | not_enough_replicas | timeout | not_leader | ...
+]
+_TIMES = ["t_start", "t_local_done", "t_ack", "t_ack_observed"]
+_VALUES = [
+    StructField("ack_wait_ms", DoubleType(), False),  # t_ack - t_local_done
+    StructField("latency_ms", DoubleType(), False),  # client-visible: t_ack - t_start + response queue + send
+    StructField("copies_at_ack", IntegerType(), False),  # leader included; 0 when not acked
+    StructField("exposure_ms", DoubleType(), True),  # until on min.insync.replicas replicas (inf: never in the data)
+    StructField("full_replication_ms", DoubleType(), True),  # until on all replicas
+    StructField("loss_kafka_election", BooleanType(), False),
+    StructField("loss_longest_log_election", BooleanType(), False),
+    StructField("isr_source", StringType(), False),  # logs | assumed_full | simulated
+    StructField("source_file", StringType(), False),
+    StructField("line_number", LongType(), False),
+    StructField("event_date", DateType(), True),
+]
+
+# What the pandas group function returns: times as int64 microseconds (converted in Spark).
+REPLAY_GROUP_OUTPUT = StructType(
+    _KEY + [StructField(f"{name}_us", LongType(), name == "t_ack_observed") for name in _TIMES] + _VALUES
+)
+
+PRODUCE_REPLAY = StructType(
+    _KEY
+    + [StructField(name, TimestampType(), name == "t_ack_observed") for name in _TIMES]
+    + _VALUES
+    + [StructField("replay_run_id", StringType(), False)]
+)

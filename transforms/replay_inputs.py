@@ -1,0 +1,153 @@
+"""Silver tables -> the rows each replay group needs, keyed by (cluster, topic, partition, leader epoch, bucket).
+
+A group is one time bucket of one leader epoch of one partition, so a hot partition splits across
+tasks and memory per task stays bounded. A group carries its produces, the follower LEO events from
+one bucket before it (lookback for the lag window) to `horizon` buckets after it (the request
+timeout), the epoch's ISR timeline, and the partition's assignment.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+EPOCH_END_NEVER = 2**62  # µs: "still leader at the end of the data"
+GROUP_KEY = ["cluster", "topic", "partition", "leader_epoch", "bucket"]
+KIND_PRODUCE, KIND_FETCH, KIND_ISR = 0, 1, 2
+
+
+def _micros(col: str) -> F.Column:
+    return F.unix_micros(F.col(col))
+
+
+def build_epochs(leader_epochs_df: DataFrame, follower_fetches_df: DataFrame) -> DataFrame:
+    """Leadership spans: (cluster, topic, partition, leader_epoch, leader_id, epoch_start_us, epoch_end_us, start_isr).
+
+    From `leader_epochs` (state-change.log); epochs seen only in follower fetches (their
+    `currentLeaderEpoch`, e.g. when state-change.log was rotated away) start at their first fetch and
+    have an unknown start ISR (null: all replicas assumed).
+    """
+    logged = leader_epochs_df.select(
+        "cluster",
+        "topic",
+        "partition",
+        "leader_epoch",
+        F.col("broker_id").alias("leader_id"),
+        _micros("t_log").alias("epoch_start_us"),
+        F.col("isr").alias("start_isr"),
+        F.lit("state_change_log").alias("epoch_source"),
+    )
+    seen = (
+        follower_fetches_df.filter(F.col("current_leader_epoch").isNotNull())
+        .groupBy("cluster", "topic", "partition", F.col("current_leader_epoch").alias("leader_epoch"))
+        .agg(F.min_by("broker_id", "t_dequeue").alias("leader_id"), F.min(_micros("t_dequeue")).alias("epoch_start_us"))
+        .join(logged.select("cluster", "topic", "partition", "leader_epoch"), ["cluster", "topic", "partition", "leader_epoch"], "left_anti")
+        .select(
+            "cluster",
+            "topic",
+            "partition",
+            "leader_epoch",
+            "leader_id",
+            "epoch_start_us",
+            F.lit(None).cast("array<int>").alias("start_isr"),
+            F.lit("follower_fetches").alias("epoch_source"),
+        )
+    )
+    # Several lines can announce the same epoch (a restarted broker re-logs it): keep the first.
+    first = Window.partitionBy("cluster", "topic", "partition", "leader_epoch").orderBy("epoch_start_us")
+    epochs = (
+        logged.unionByName(seen)
+        .withColumn("rank", F.row_number().over(first))
+        .filter(F.col("rank") == 1)
+        .drop("rank")
+    )
+    following = Window.partitionBy("cluster", "topic", "partition").orderBy("epoch_start_us", "leader_epoch")
+    return epochs.withColumn(
+        "epoch_end_us", F.coalesce(F.lead("epoch_start_us").over(following), F.lit(EPOCH_END_NEVER))
+    )
+
+
+def with_leader_epoch(df: DataFrame, epochs_df: DataFrame, time_us: F.Column) -> DataFrame:
+    """Attach the leadership span in force at `time_us` on the row's broker (inner join: rows outside any
+    known span of their broker are dropped; the caller counts them)."""
+    e = epochs_df.alias("e")
+    joined = df.withColumn("_t_us", time_us).alias("d").join(
+        F.broadcast(e),
+        (F.col("d.cluster") == F.col("e.cluster"))
+        & (F.col("d.topic") == F.col("e.topic"))
+        & (F.col("d.partition") == F.col("e.partition"))
+        & (F.col("d.broker_id") == F.col("e.leader_id"))
+        & (F.col("d._t_us") >= F.col("e.epoch_start_us"))
+        & (F.col("d._t_us") < F.col("e.epoch_end_us")),
+        "inner",
+    )
+    return joined.select(
+        "d.*", "e.leader_epoch", "e.epoch_start_us", "e.epoch_end_us", "e.start_isr", "e.epoch_source"
+    ).drop("_t_us")
+
+
+def bucket_of(time_us: F.Column, bucket_us: int) -> F.Column:
+    return F.floor(time_us / F.lit(bucket_us)).cast("bigint")
+
+
+def produce_rows(produces_df: DataFrame, partitions_df: DataFrame, bucket_us: int) -> DataFrame:
+    """Replayable produces (appended: error 0, base offset known) as group rows with the assignment."""
+    meta = partitions_df.select("cluster", "topic", "partition", "replicas", "min_insync_replicas")
+    return (
+        produces_df.join(F.broadcast(meta), ["cluster", "topic", "partition"], "inner")
+        .select(
+            *GROUP_KEY[:-1],
+            bucket_of(_micros("t_local_done"), bucket_us).alias("bucket"),
+            F.lit(KIND_PRODUCE).cast("tinyint").alias("kind"),
+            _micros("t_local_done").alias("t_us"),
+            F.col("base_offset").alias("offset"),
+            F.lit(None).cast("int").alias("follower_id"),
+            F.lit(None).cast("array<int>").alias("isr"),
+            "broker_id",
+            "acks",
+            "timeout_ms",
+            "records_size_bytes",
+            _micros("t_start").alias("t_start_us"),
+            _micros("t_ack_observed").alias("t_ack_observed_us"),
+            "response_queue_time_ms",
+            "send_time_ms",
+            "replicas",
+            "min_insync_replicas",
+            "epoch_start_us",
+            "epoch_end_us",
+            "start_isr",
+            "source_file",
+            "line_number",
+            "event_date",
+        )
+    )
+
+
+def fetch_event_rows(fetches_df: DataFrame, bucket_us: int, horizon_buckets: int) -> DataFrame:
+    """Follower LEO events (`fetch_offset` learned at `t_dequeue`), copied into every bucket that needs them:
+    one bucket later (lookback) and `horizon_buckets` earlier (produces still waiting)."""
+    own = bucket_of(_micros("t_dequeue"), bucket_us)
+    return fetches_df.select(
+        *GROUP_KEY[:-1],
+        F.explode(F.sequence(own - F.lit(horizon_buckets), own + F.lit(1))).alias("bucket"),
+        F.lit(KIND_FETCH).cast("tinyint").alias("kind"),
+        _micros("t_dequeue").alias("t_us"),
+        F.col("fetch_offset").alias("offset"),
+        "follower_id",
+        F.lit(None).cast("array<int>").alias("isr"),
+    )
+
+
+def isr_rows(isr_changes_df: DataFrame, group_keys_df: DataFrame) -> DataFrame:
+    """The epoch's committed ISR changes, copied into each of the epoch's groups (they are few)."""
+    changes = isr_changes_df.select(
+        "cluster", "topic", "partition", "leader_epoch", _micros("t_log").alias("t_us"), "isr"
+    )
+    return group_keys_df.join(changes, ["cluster", "topic", "partition", "leader_epoch"], "inner").select(
+        *GROUP_KEY,
+        F.lit(KIND_ISR).cast("tinyint").alias("kind"),
+        "t_us",
+        F.lit(None).cast("bigint").alias("offset"),
+        F.lit(None).cast("int").alias("follower_id"),
+        "isr",
+    )
