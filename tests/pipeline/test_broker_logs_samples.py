@@ -1,0 +1,263 @@
+"""The broker-log step on the bundled real traces (data/samples/): ISR changes and leader epochs of the
+faults the lab injected (manifest.json), and every server.log / state-change.log line accounted for.
+
+Line counts are taken here with plain gzip + substring counts, independently of the pipeline; the
+manifest's own tallies (`counts.isr`) were taken by the lab when it recorded the trace.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from ackreplay.broker_logs import ingest_broker_logs
+from ackreplay.config import load_config
+from ackreplay.inputs import discover_inputs
+from ackreplay.lakehouse import read_table
+
+SAMPLES = {p.parent.name: p.parent for p in Path("data/samples").glob("*/manifest.json")}
+TOPIC = "ackreplay-lab"
+
+
+def ts(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).replace(tzinfo=None)
+
+
+# Per trace, exactly what the logs show (checked by hand against the raw lines):
+#  shrinks   - (partition, leader, ISR after, out-of-sync replicas, proposed at, committed at, committing log)
+#  re-adds   - the next ISR state of the same leader: (partition, leader, kind, ISR, at, log)
+#  shutdown  - ISR changes of the leader restart's controlled shutdown, only in state-change.log
+#  leaders   - leader_epochs rows of the restart: (partition, new leader, epoch, start offset, previous leader, at)
+#  totals    - isr_changes rows by (change kind, source), commits seen in both logs
+EXPECTED = {
+    "trace-3.9.1-utc": {
+        "shrinks": [
+            (5, 1, [1, 3], [2], ts("2026-11-22 02:43:10.658"), ts("2026-11-22 02:43:10.804"), "server_log"),
+            (2, 1, [1, 3], [2], ts("2026-11-22 02:43:10.674"), ts("2026-11-22 02:43:10.850"), "state_change_log"),
+            (3, 3, [3, 1], [2], ts("2026-11-22 02:43:11.047"), ts("2026-11-22 02:43:11.102"), "server_log"),
+            (1, 3, [3, 1], [2], ts("2026-11-22 02:43:11.060"), ts("2026-11-22 02:43:11.169"), "server_log"),
+            # The stalled leader itself, once resumed, drops a follower that could not fetch from it.
+            (4, 2, [2, 3], [1], ts("2026-11-22 02:43:13.642"), ts("2026-11-22 02:43:13.702"), "server_log"),
+            (0, 2, [2, 3], [1], ts("2026-11-22 02:43:13.658"), ts("2026-11-22 02:43:13.743"), "server_log"),
+        ],
+        "re_adds": [
+            (5, 1, "expand", [1, 3, 2], ts("2026-11-22 02:43:13.740"), "server_log"),
+            (2, 1, "expand", [1, 3, 2], ts("2026-11-22 02:43:13.741"), "server_log"),
+            (3, 3, "expand", [3, 1, 2], ts("2026-11-22 02:43:14.127"), "server_log"),
+            (1, 3, "expand", [3, 1, 2], ts("2026-11-22 02:43:14.071"), "server_log"),
+            (4, 2, "expand", [2, 3, 1], ts("2026-11-22 02:43:13.873"), "server_log"),
+            # four AlterPartition attempts were rejected (OPERATION_NOT_ATTEMPTED); the metadata log brought it
+            (0, 2, "expand", [2, 3, 1], ts("2026-11-22 02:43:13.998"), "state_change_log"),
+        ],
+        "shutdown": [
+            (3, 3, [3, 1], ts("2026-11-22 02:43:48.260")),
+            (5, 1, [1, 3], ts("2026-11-22 02:43:48.279")),
+            (1, 3, [3, 1], ts("2026-11-22 02:43:48.362")),
+            (2, 1, [1, 3], ts("2026-11-22 02:43:48.410")),
+        ],
+        "leaders": [
+            (4, 1, 1, 3457, 2, ts("2026-11-22 02:43:48.356")),
+            (0, 3, 1, 3162, 2, ts("2026-11-22 02:43:48.407")),
+        ],
+        "totals": (
+            {
+                ("leader_start", "state_change_log"): 75,
+                ("shrink", "server_log"): 10,
+                ("shrink", "state_change_log"): 40,
+                ("expand", "server_log"): 66,
+                ("expand", "state_change_log"): 3,
+            },
+            75,
+        ),
+    },
+    "trace-4.1.1-berlin": {
+        "shrinks": [
+            # Both commits reached the leader through the metadata log first: no "ISR updated to" line.
+            (4, 2, [2, 3], [1], ts("2026-11-22 02:58:30.401"), ts("2026-11-22 02:58:30.515"), "state_change_log"),
+            (1, 2, [2, 3], [1], ts("2026-11-22 02:58:30.414"), ts("2026-11-22 02:58:30.573"), "state_change_log"),
+            (3, 3, [3, 2], [1], ts("2026-11-22 02:58:30.793"), ts("2026-11-22 02:58:30.872"), "server_log"),
+            (2, 3, [3, 2], [1], ts("2026-11-22 02:58:30.814"), ts("2026-11-22 02:58:30.926"), "server_log"),
+        ],
+        "re_adds": [
+            (4, 2, "expand", [2, 3, 1], ts("2026-11-22 02:58:33.970"), "server_log"),
+            (1, 2, "expand", [2, 3, 1], ts("2026-11-22 02:58:33.846"), "server_log"),
+            (3, 3, "expand", [3, 2, 1], ts("2026-11-22 02:58:33.782"), "server_log"),
+            (2, 3, "expand", [3, 2, 1], ts("2026-11-22 02:58:33.783"), "server_log"),
+        ],
+        "shutdown": [
+            (3, 3, [3, 2], ts("2026-11-22 02:59:10.842")),
+            (2, 3, [3, 2], ts("2026-11-22 02:59:10.886")),
+            (1, 2, [2, 3], ts("2026-11-22 02:59:11.040")),
+            (4, 2, [2, 3], ts("2026-11-22 02:59:11.051")),
+        ],
+        "leaders": [
+            (5, 3, 1, 2676, 1, ts("2026-11-22 02:59:10.828")),
+            (0, 2, 1, 3311, 1, ts("2026-11-22 02:59:11.119")),
+        ],
+        "totals": (
+            {
+                ("leader_start", "state_change_log"): 105,
+                ("shrink", "server_log"): 3,
+                ("shrink", "state_change_log"): 65,
+                ("expand", "server_log"): 35,
+                ("expand", "state_change_log"): 26,
+            },
+            38,
+        ),
+    },
+}
+
+
+def _independent_counts(trace: Path) -> dict[str, int]:
+    """Lines and marker counts of the brokers' logs, read with gzip (the pipeline's reader is not used)."""
+    out = dict.fromkeys(("server_lines", "state_lines", "shrink", "updated", "leader", "skipped"), 0)
+    for path in sorted(trace.glob("*/broker-*/*.log*")):
+        name = path.name.split(".log")[0]
+        if name not in ("server", "state-change"):
+            continue
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        n = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        text = data.decode()
+        if name == "server":
+            out["server_lines"] += n
+            out["shrink"] += text.count("] Shrinking ISR from ")
+            out["updated"] += text.count("] ISR updated to ")
+        else:
+            out["state_lines"] += n
+            out["leader"] += text.count("] Leader ")
+            out["skipped"] += text.count("since it is already the leader with leader epoch")
+    return out
+
+
+@pytest.fixture(scope="module")
+def ingested(spark, tmp_path_factory):
+    """Both traces ingested once (into one lakehouse each), with their reports."""
+    config = load_config("conf/local.yaml")
+    out = {}
+    for name, trace in SAMPLES.items():
+        inventory = discover_inputs(str(trace))
+        files = inventory.of_kind("server_log") + inventory.of_kind("state_change_log")
+        lakehouse = str(tmp_path_factory.mktemp(name) / "lakehouse")
+        out[name] = (trace, files, lakehouse, ingest_broker_logs(spark, config, files, lakehouse, "test-run"))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_broker_log_line_is_accounted_for(ingested, name):
+    trace, files, _, report = ingested[name]
+    manifest = json.loads((trace / "manifest.json").read_text())
+    counts = _independent_counts(trace)
+    assert report.server_log_files + report.state_change_log_files == len(files)
+    assert report.server_log.total == counts["server_lines"]
+    assert report.state_change_log.total == counts["state_lines"]
+    assert report.server_log.quarantined == report.state_change_log.quarantined == 0
+    assert report.parsed_detail == {
+        "isr_shrink": manifest["counts"]["isr"]["shrink_lines"],
+        "isr_update": manifest["counts"]["isr"]["updated_lines"],
+        "leader_start": counts["leader"],
+        "leader_skip": counts["skipped"],
+    }
+    assert counts["shrink"] == manifest["counts"]["isr"]["shrink_lines"]
+    assert counts["updated"] == manifest["counts"]["isr"]["updated_lines"]
+    by_kind, duplicates = EXPECTED[name]["totals"]
+    assert report.isr_changes_by_kind == by_kind
+    assert report.duplicate_commits == duplicates
+    assert report.shrinks_without_commit == 0
+    assert report.rows_written == {
+        "quarantine": 0,
+        "isr_changes": counts["updated"] + counts["skipped"] + counts["leader"] - duplicates,
+        "leader_epochs": counts["leader"],
+    }
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_long_stall_shrinks_the_isr_and_the_stalled_broker_rejoins(spark, ingested, name):
+    trace, _, lakehouse, _ = ingested[name]
+    manifest = json.loads((trace / "manifest.json").read_text())
+    stall = next(f for f in manifest["faults"] if f["kind"] == "long_stall")
+    lag_ms = manifest["configs"]["broker"]["replica.lag.time.max.ms"]
+    isr = read_table(spark, lakehouse, "isr_changes").filter(F.col("topic") == TOPIC)
+    following = Window.partitionBy("partition", "broker_id").orderBy("t_log")
+    with_next = isr.withColumns(
+        {
+            "next_kind": F.lead("change_kind").over(following),
+            "next_isr": F.lead("isr").over(following),
+            "next_t": F.lead("t_log").over(following),
+            "next_source": F.lead("source").over(following),
+        }
+    )
+    shrinks = with_next.filter(F.col("proposed_at").isNotNull()).orderBy("proposed_at").collect()
+    expected = EXPECTED[name]
+    assert [
+        (r["partition"], r["broker_id"], r["isr"], [o["broker_id"] for o in r["out_of_sync_replicas"]], r["proposed_at"],
+         r["t_log"], r["source"])
+        for r in shrinks
+    ] == expected["shrinks"]
+    assert all(r["change_kind"] == "shrink" for r in shrinks)
+    assert [
+        (r["partition"], r["broker_id"], r["next_kind"], r["next_isr"], r["next_t"], r["next_source"]) for r in shrinks
+    ] == expected["re_adds"]
+    # The other leaders drop the stalled broker once replica.lag.time.max.ms has passed since it last
+    # caught up (its last fetch, at most one fetch wait after the SIGSTOP), within the stall; every
+    # replica dropped is back in the ISR less than a second after the stall ends.
+    start, end = _utc(stall["start_utc"]), _utc(stall["end_utc"])
+    fetch_wait = timedelta(milliseconds=manifest["configs"]["broker"]["replica.fetch.wait.max.ms"])
+    for r in shrinks:
+        if r["broker_id"] != stall["broker"]:
+            (gone,) = r["out_of_sync_replicas"]
+            assert gone["broker_id"] == stall["broker"]
+            caught_up = datetime(1970, 1, 1) + timedelta(milliseconds=gone["last_caught_up_time_ms"])
+            assert start - fetch_wait <= caught_up <= start + fetch_wait
+            assert caught_up + timedelta(milliseconds=lag_ms) <= r["proposed_at"] < end
+        assert all(o["broker_id"] in r["next_isr"] for o in r["out_of_sync_replicas"])
+        assert end <= r["next_t"] <= end + timedelta(seconds=1)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_leader_restart_moves_leadership_and_shrinks_the_isr(spark, ingested, name):
+    trace, _, lakehouse, _ = ingested[name]
+    manifest = json.loads((trace / "manifest.json").read_text())
+    restart = next(f for f in manifest["faults"] if f["kind"] == "leader_stop_restart")
+    stopped, down_from, down_to = restart["broker"], _utc(restart["stop_utc"]), _utc(restart["ready_utc"])
+    in_window = (F.col("topic") == TOPIC) & F.col("t_log").between(down_from, down_to)
+
+    leaders = read_table(spark, lakehouse, "leader_epochs").filter(in_window).orderBy("t_log").collect()
+    assert [
+        (r["partition"], r["broker_id"], r["leader_epoch"], r["epoch_start_offset"], r["previous_leader"], r["t_log"])
+        for r in leaders
+    ] == EXPECTED[name]["leaders"]
+    # The partition the lab watched: led by the stopped broker before, by the manifest's final leader after.
+    (watched,) = [r for r in leaders if r["partition"] == restart["partition"]]
+    assert restart["leader_before"]["leader"] == stopped == watched["previous_leader"]
+    assert watched["broker_id"] == manifest["leaders"]["end"][str(restart["partition"])]["leader"]
+    assert all(stopped not in r["isr"] for r in leaders)
+
+    shutdown = (
+        read_table(spark, lakehouse, "isr_changes")
+        .filter(in_window & (F.col("change_kind") == "shrink"))
+        .orderBy("t_log")
+        .collect()
+    )
+    assert [(r["partition"], r["broker_id"], r["isr"], r["t_log"]) for r in shutdown] == EXPECTED[name]["shutdown"]
+    assert all(r["source"] == "state_change_log" and r["proposed_at"] is None for r in shutdown)
+    assert all(set(r["previous_isr"]) - set(r["isr"]) == {stopped} for r in shutdown)
+
+
+def test_rerun_replaces_the_rows_of_the_same_files(spark, ingested):
+    _, files, lakehouse, first = ingested["trace-4.1.1-berlin"]
+    again = ingest_broker_logs(spark, load_config("conf/local.yaml"), files, lakehouse, "test-run-2")
+    assert again.rows_written == first.rows_written
+    for table in ("isr_changes", "leader_epochs"):
+        df = read_table(spark, lakehouse, table)
+        assert df.count() == first.rows_written[table]
+        assert {r["ingest_run_id"] for r in df.select("ingest_run_id").distinct().collect()} == {"test-run-2"}
