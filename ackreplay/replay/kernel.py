@@ -428,16 +428,25 @@ class _Epoch:
     def by_offset(self) -> np.ndarray | None:
         """Permutation sorting the produces by base offset (None: already sorted)."""
         if self._by_offset is False:
-            b = self.inp.base_offset
-            self._by_offset = None if _is_sorted(b) else np.argsort(b)
+            self._by_offset = self._sorting(self.inp.base_offset, self._by_time)
         return self._by_offset
 
     @property
     def by_time(self) -> np.ndarray | None:
         """Permutation sorting the produces by t_local_done (None: already sorted)."""
         if self._by_time is False:
-            self._by_time = None if _is_sorted(self.tld) else np.argsort(self.tld)
+            self._by_time = self._sorting(self.tld, self._by_offset)
         return self._by_time
+
+    @staticmethod
+    def _sorting(values: np.ndarray, other: np.ndarray | None | bool) -> np.ndarray | None:
+        """A permutation sorting ``values``; offset and time order mostly agree, so the other
+        order, when already known, is tried first."""
+        if _is_sorted(values):
+            return None
+        if isinstance(other, np.ndarray) and _is_sorted(values[other]):
+            return other
+        return np.argsort(values)
 
     # -- arrivals -----------------------------------------------------------------------------
 
@@ -677,13 +686,16 @@ class _Outputs:
 
 def _finalize(ep: _Epoch, t_ack: np.ndarray, outcome: np.ndarray, reject: np.ndarray | None) -> None:
     """Turn raw ack times (in ``t_ack``, updated in place) into outcomes (into ``outcome``, zero on
-    entry): timeout, leadership end, unreplayable rows and rejections."""
+    entry). Precedence: rejection at append, unreplayable (no offset and the raw ack is not
+    t_local_done), leadership end before both the ack and the deadline, timeout."""
     deadline = ep.deadline
+    unknown = None
+    if not ep.all_appended:
+        unknown = ~ep.inp.appended & (t_ack != ep.tld)
     late = np.greater(t_ack, deadline, out=ep.scratch)
     end = ep.inp.epoch_end
     lost = None
     if end != NEVER:
-        # NOT_LEADER when the epoch ends before both the ack and the deadline.
         lost = np.less(end, deadline) & np.less(end, t_ack)
         if not lost.any():
             lost = None
@@ -693,8 +705,7 @@ def _finalize(ep: _Epoch, t_ack: np.ndarray, outcome: np.ndarray, reject: np.nda
     if lost is not None:
         outcome[lost] = Outcome.NOT_LEADER
         t_ack[lost] = np.maximum(end, ep.tld[lost])
-    if not ep.all_appended:
-        unknown = ~ep.inp.appended & (t_ack != ep.tld)
+    if unknown is not None:
         outcome[unknown] = Outcome.UNREPLAYABLE
         t_ack[unknown] = ep.tld[unknown]
     if reject is not None:

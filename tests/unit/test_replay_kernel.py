@@ -1,0 +1,566 @@
+"""Replay kernel (ackreplay.replay.kernel): exact edge cases, a brute-force oracle and properties.
+
+Times are small integers of microseconds; followers 2 and 3 (RF=3) unless a test says otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ackreplay.replay import (
+    NEVER,
+    EpochInputs,
+    IsrTimeline,
+    Outcome,
+    ReplayOptions,
+    policy_ids,
+    replay_epoch,
+    simulate_isr,
+    to_columns,
+)
+
+ACKED = Outcome.ACKED
+NER = Outcome.NOT_ENOUGH_REPLICAS
+TIMEOUT = Outcome.TIMEOUT
+NOT_LEADER = Outcome.NOT_LEADER
+AFTER_APPEND = Outcome.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+UNREPLAYABLE = Outcome.UNREPLAYABLE
+FULL = [[True, True]]
+
+
+def epoch(
+    produces,
+    followers,
+    *,
+    isr_times=(),
+    isr_rows=FULL,
+    m=2,
+    timeout=1_000_000,
+    epoch_end=NEVER,
+    quorums=(1, 2, 3),
+    lags=(),
+    appended=None,
+    epoch_start=None,
+    follower_ids=None,
+):
+    """produces: [(base_offset, t_local_done)]; followers: one [(time, fetchOffset)] per follower."""
+    base = [b for b, _ in produces]
+    return EpochInputs(
+        base_offset=np.array(base, dtype=np.int64),
+        t_local_done=np.array([t for _, t in produces], dtype=np.int64),
+        timeout_us=np.full(len(produces), timeout, dtype=np.int64),
+        appended=np.ones(len(produces), dtype=bool) if appended is None else np.array(appended, dtype=bool),
+        follower_ids=np.array(follower_ids or [2, 3][: len(followers)] or [], dtype=np.int32),
+        leo_times=tuple(np.array([t for t, _ in ev], dtype=np.int64) for ev in followers),
+        leo_offsets=tuple(np.array([o for _, o in ev], dtype=np.int64) for ev in followers),
+        isr_change_times=np.array(isr_times, dtype=np.int64),
+        isr_membership=np.array(isr_rows, dtype=bool).reshape(len(isr_times) + 1, len(followers)),
+        min_insync_replicas=m,
+        epoch_end=epoch_end,
+        quorum_sizes=quorums,
+        replica_lag_time_max_ms=lags,
+        epoch_start=epoch_start,
+    )
+
+
+def check(result, policy, outcome, t_ack, copies=None):
+    res = result[policy]
+    assert res.outcome.tolist() == [int(o) for o in outcome], policy
+    assert res.t_ack.tolist() == list(t_ack), policy
+    if copies is not None:
+        assert res.copies_at_ack.tolist() == list(copies), policy
+
+
+# ------------------------------------------------------------------------------------------------
+# Exact values
+# ------------------------------------------------------------------------------------------------
+
+
+def test_all_policies_on_a_full_isr():
+    # batch 0 at 100: follower 2 has it at 150, follower 3 at 400
+    r = replay_epoch(epoch([(0, 100)], [[(150, 10)], [(120, 0), (400, 10)]]))
+    assert list(r) == policy_ids(epoch([(0, 100)], [[], []])) == [
+        "acks=1", "acks=all", "min.insync", "quorum=1", "quorum=2", "quorum=3",
+    ]
+    check(r, "acks=1", [ACKED], [100], copies=[1])
+    check(r, "quorum=1", [ACKED], [100], copies=[1])
+    check(r, "min.insync", [ACKED], [150], copies=[2])
+    check(r, "quorum=2", [ACKED], [150], copies=[2])
+    check(r, "acks=all", [ACKED], [400], copies=[3])
+    check(r, "quorum=3", [ACKED], [400], copies=[3])
+    one = r["acks=1"]
+    assert one.exposure_us.tolist() == [50.0]  # on min ISR (2 replicas) at 150
+    assert one.full_replication_us.tolist() == [300.0]
+    assert one.loss_kafka_election.tolist() == [True]
+    assert one.loss_longest_log_election.tolist() == [True]
+    two = r["quorum=2"]
+    assert two.exposure_us.tolist() == [0.0]
+    assert two.full_replication_us.tolist() == [250.0]
+    assert two.loss_kafka_election.tolist() == [False]  # follower 2 (elected) holds it
+    everything = r["acks=all"]
+    assert everything.exposure_us.tolist() == [0.0] and everything.full_replication_us.tolist() == [0.0]
+
+
+def test_election_picks_the_first_isr_member_in_assignment_order():
+    # follower 3 is fast, follower 2 slow: quorum=2 acks when only follower 3 holds the batch
+    produces = [(0, 100)]
+    followers = [[(400, 10)], [(150, 10)]]
+    r = replay_epoch(epoch(produces, followers))
+    check(r, "quorum=2", [ACKED], [150], copies=[2])
+    assert r["quorum=2"].loss_kafka_election.tolist() == [True]  # Kafka elects follower 2
+    assert r["quorum=2"].loss_longest_log_election.tolist() == [False]  # follower 3 holds it
+    # with follower 2 out of the ISR the election picks follower 3
+    r = replay_epoch(epoch(produces, followers, isr_rows=[[False, True]]))
+    assert r["quorum=2"].loss_kafka_election.tolist() == [False]
+    # no follower in the ISR: a leader failure loses everything
+    r = replay_epoch(epoch(produces, followers, isr_rows=[[False, False]], m=1))
+    assert r["quorum=2"].loss_kafka_election.tolist() == [True]
+    assert r["quorum=2"].loss_longest_log_election.tolist() == [True]
+
+
+def test_acks_all_isr_shrink_mid_wait():
+    # follower 3 never gets batch 0; the shrink removing it commits at 300
+    r = replay_epoch(epoch([(0, 100)], [[(150, 10)], [(120, 0), (400, 0)]], isr_times=[300], isr_rows=[[1, 1], [1, 0]]))
+    check(r, "acks=all", [ACKED], [300], copies=[2])
+    check(r, "min.insync", [ACKED], [150], copies=[2])
+    check(r, "quorum=3", [TIMEOUT], [1_000_100], copies=[0])
+    res = r["acks=all"]
+    assert res.exposure_us.tolist() == [0.0]
+    assert res.full_replication_us.tolist() == [math.inf]  # follower 3 never has it
+    assert res.loss_kafka_election.tolist() == [False]
+    assert math.isnan(r["quorum=3"].exposure_us[0])
+
+
+def test_follower_added_mid_wait_counts_from_its_qualifying_fetch():
+    # ISR {leader, 2}; follower 3 re-added by the commit at 140. Its FETCH at 130 (offset 10 = HW)
+    # qualified it, so it holds the HW back from 130 (maximal ISR) though the commit is at 140.
+    produces = [(0, 50), (10, 100)]
+    followers = [[(60, 10), (135, 20)], [(130, 10), (200, 20)]]
+    inputs = epoch(produces, followers, isr_times=[140], isr_rows=[[1, 0], [1, 1]])
+    check(replay_epoch(inputs), "acks=all", [ACKED, ACKED], [60, 200], copies=[2, 3])
+    # counted from the commit instead: follower 2 alone acks batch 10 at 135 < 140
+    plain = replay_epoch(inputs, ReplayOptions(maximal_isr=False))
+    check(plain, "acks=all", [ACKED, ACKED], [60, 135], copies=[2, 2])
+
+
+def test_follower_added_mid_wait_after_its_commit():
+    # follower 2 holds batch 10 only at 150, after follower 3 joined (140): both are needed
+    produces = [(0, 50), (10, 100)]
+    followers = [[(60, 10), (150, 20)], [(130, 10), (200, 20)]]
+    inputs = epoch(produces, followers, isr_times=[140], isr_rows=[[1, 0], [1, 1]])
+    for options in (ReplayOptions(), ReplayOptions(maximal_isr=False)):
+        check(replay_epoch(inputs, options), "acks=all", [ACKED, ACKED], [60, 200])
+
+
+def test_under_min_isr_rejection():
+    # ISR {leader} until 500, then full; min.insync.replicas=2
+    produces = [(-1, 100), (10, 600)]  # the first one was rejected (error 19): no offset
+    followers = [[(150, 10), (650, 20)], [(700, 20)]]
+    inputs = epoch(produces, followers, isr_times=[500], isr_rows=[[0, 0], [1, 1]], appended=[False, True])
+    r = replay_epoch(inputs)
+    check(r, "acks=all", [NER, ACKED], [100, 700])
+    check(r, "min.insync", [NER, ACKED], [100, 650])
+    check(r, "acks=1", [ACKED, ACKED], [100, 600], copies=[1, 1])
+    # the rejected produce has no offset: quorum acks it at a time the trace cannot tell
+    check(r, "quorum=2", [UNREPLAYABLE, ACKED], [100, 650], copies=[0, 2])
+    assert math.isnan(r["acks=1"].exposure_us[0])
+    assert r["acks=all"].copies_at_ack.tolist() == [0, 3]
+
+
+def test_strict_min_isr_freezes_the_hw():
+    # ISR shrinks to {leader} at 200 (under min ISR 2) and recovers at 800; followers hold batch 0 at 900
+    produces = [(0, 100)]
+    followers = [[(900, 10)], [(950, 10)]]
+    inputs = epoch(produces, followers, isr_times=[200, 800], isr_rows=[[1, 1], [0, 0], [1, 1]])
+    check(replay_epoch(inputs), "acks=all", [ACKED], [950])
+    # Kafka <= 3.6: the HW advances at the shrink commit, the request completes with error 20
+    check(replay_epoch(inputs, ReplayOptions(strict_min_isr=False)), "acks=all", [AFTER_APPEND], [200], copies=[0])
+
+
+def test_timeout():
+    produces = [(0, 100), (10, 200)]
+    followers = [[(150, 10), (1300, 20)], [(150, 10), (1300, 20)]]
+    r = replay_epoch(epoch(produces, followers, timeout=1100))
+    check(r, "acks=all", [ACKED, ACKED], [150, 1300])  # exactly at the deadline: acknowledged
+    r = replay_epoch(epoch(produces, followers, timeout=1099))
+    check(r, "acks=all", [ACKED, TIMEOUT], [150, 1299], copies=[3, 0])
+    check(r, "acks=1", [ACKED, ACKED], [100, 200])
+
+
+def test_leadership_ending_mid_wait():
+    produces = [(0, 100), (10, 200)]
+    followers = [[(150, 10), (5000, 20)], [(150, 10), (5000, 20)]]
+    r = replay_epoch(epoch(produces, followers, timeout=1000, epoch_end=900))
+    check(r, "acks=all", [ACKED, NOT_LEADER], [150, 900])
+    check(r, "acks=1", [ACKED, ACKED], [100, 200])
+    # the deadline (1200) comes before the epoch end: a timeout
+    r = replay_epoch(epoch(produces, followers, timeout=1000, epoch_end=1500))
+    check(r, "acks=all", [ACKED, TIMEOUT], [150, 1200])
+
+
+def test_follower_without_any_fetch():
+    produces = [(0, 100)]
+    followers = [[(150, 1), *((300_000 * k, 1) for k in range(1, 12))], []]
+    inputs = epoch(produces, followers, timeout=30_000_000, lags=(1000,), epoch_start=0)
+    r = replay_epoch(inputs)
+    check(r, "acks=all", [TIMEOUT], [30_000_100])
+    check(r, "quorum=2", [ACKED], [150], copies=[2])
+    check(r, "quorum=3", [TIMEOUT], [30_000_100])
+    check(r, "min.insync", [ACKED], [150])
+    assert r["quorum=2"].full_replication_us.tolist() == [math.inf]
+    # lag 1 s: follower 3 (never caught up since the epoch start at 0) leaves at the check at 1.5 s
+    isr = simulate_isr(inputs, 1000)
+    assert isr.change_times.tolist() == [1_500_000]
+    assert isr.membership.tolist() == [[True, True], [True, False]]
+    check(r, "acks=all@lag=1000", [ACKED], [1_500_000], copies=[2])
+
+
+def test_leo_going_back_keeps_the_cumulative_max():
+    # follower 2 reports 20, then 5 (truncation), then 20 again: it holds batch 10 from 150
+    followers = [[(150, 20), (160, 5), (170, 20)], [(140, 20)]]
+    r = replay_epoch(epoch([(10, 100)], followers))
+    check(r, "acks=all", [ACKED], [150])
+    assert r["acks=1"].full_replication_us.tolist() == [50.0]
+
+
+def test_quorum_larger_than_the_replication_factor():
+    r = replay_epoch(epoch([(0, 100)], [[(150, 10)], [(160, 10)]], quorums=(1, 3, 4)))
+    check(r, "quorum=4", [NER], [100], copies=[0])
+    check(r, "quorum=3", [ACKED], [160])
+    check(r, "quorum=1", [ACKED], [100])
+    assert not r["quorum=4"].loss_kafka_election.any()
+
+
+def test_replication_factor_one():
+    inputs = epoch([(0, 100)], [], isr_rows=[[]], m=2, quorums=(1, 2))
+    r = replay_epoch(inputs)
+    check(r, "acks=all", [ACKED], [100], copies=[1])  # effective min ISR = min(2, RF) = 1
+    check(r, "min.insync", [ACKED], [100])
+    check(r, "quorum=2", [NER], [100])
+    assert r["acks=all"].loss_kafka_election.tolist() == [True]
+
+
+def test_simulate_isr_shrink_and_readd():
+    # a produce every 100 ms (batches of 10); FETCHes 1 ms after each append return everything.
+    # Follower 3 stops fetching after 1.0 s and comes back at 3.2 s.
+    produces = [(10 * i, 100_000 * i) for i in range(1, 51)]
+    f2 = [(100_000 * i + 1000, 10 * (i + 1)) for i in range(1, 51)]
+    f3 = [e for e in f2 if not 1_001_000 < e[0] < 3_200_000]
+    inputs = epoch(produces, [f2, f3], timeout=30_000_000, lags=(1000, 10**9), epoch_start=0)
+    isr = simulate_isr(inputs, 1000)
+    # last caught up at 1.001 s; checks every 0.5 s: at 2.5 s it is 1.499 s behind (> 1 s)
+    assert isr.change_times.tolist() == [2_500_000, 3_201_000]
+    assert isr.membership.tolist() == [[True, True], [True, False], [True, True]]
+    assert simulate_isr(inputs, 10**9).change_times.size == 0
+    delayed = simulate_isr(inputs, 1000, ReplayOptions(isr_commit_delay_us=2000))
+    assert delayed.change_times.tolist() == [2_502_000, 3_203_000]
+    r = replay_epoch(inputs)
+    i = 19  # batch 200 appended at 2.0 s; follower 3 has it at 3.201 s
+    assert r["acks=all"].t_ack[i] == 3_201_000
+    assert r["acks=all@lag=1000"].t_ack[i] == 2_500_000
+    assert r["acks=all@lag=1e+09"].t_ack[i] == 3_201_000
+
+
+def test_rows_in_any_order():
+    produces = [(0, 100), (10, 200), (20, 300), (30, 250)]
+    followers = [[(150, 10), (260, 30), (400, 40)], [(220, 20), (500, 40)]]
+    inputs = epoch(produces, followers, isr_times=[240], isr_rows=[[1, 1], [1, 0]], lags=(1,))
+    perm = [2, 0, 3, 1]
+    shuffled = epoch([produces[p] for p in perm], followers, isr_times=[240], isr_rows=[[1, 1], [1, 0]], lags=(1,))
+    a, b = replay_epoch(inputs), replay_epoch(shuffled)
+    for pid in a:
+        for name, arr in a[pid].as_dict().items():
+            np.testing.assert_array_equal(arr[perm], b[pid].as_dict()[name], err_msg=f"{pid} {name}")
+
+
+def test_to_columns_is_policy_major_and_copy_free():
+    r = replay_epoch(epoch([(0, 100), (10, 200)], [[(150, 20)], [(250, 20)]]))
+    cols = to_columns(r)
+    assert cols["policy"].tolist() == [p for p in r for _ in range(2)]
+    assert cols["produce_index"].tolist() == [0, 1] * len(r)
+    assert np.shares_memory(cols["t_ack"], r["acks=1"].t_ack)
+    assert cols["t_ack"].tolist() == [t for res in r.values() for t in res.t_ack.tolist()]
+    # outcomes from different calls still work (copied)
+    mixed = to_columns([r["acks=all"], replay_epoch(epoch([(0, 1)], [[], []]))["acks=1"]])
+    assert mixed["outcome"].size == 3
+
+
+def test_input_validation():
+    with pytest.raises(ValueError, match="sorted"):
+        epoch([(0, 100)], [[(200, 1), (100, 2)], []])
+    good = epoch([(0, 100)], [[], []])
+    with pytest.raises(ValueError, match="columns"):
+        EpochInputs(**{**good.__dict__, "isr_membership": np.ones((1, 1), dtype=bool)})
+    with pytest.raises(ValueError, match="rows"):
+        EpochInputs(**{**good.__dict__, "timeout_us": np.zeros(2, dtype=np.int64)})
+    with pytest.raises(ValueError, match="base_offset >= 0"):
+        epoch([(-1, 100)], [[], []])
+
+
+# ------------------------------------------------------------------------------------------------
+# Oracle: the same semantics, written per produce with Python loops
+# ------------------------------------------------------------------------------------------------
+
+
+def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, list, list, list, list, list, list]]:
+    f_count = inputs.follower_ids.size
+    rf = f_count + 1
+    m_eff = min(inputs.min_insync_replicas, rf)
+    events = [list(zip(t.tolist(), o.tolist(), strict=True)) for t, o in zip(inputs.leo_times, inputs.leo_offsets, strict=True)]
+    changes = inputs.isr_change_times.tolist()
+    rows = inputs.isr_membership.tolist()
+
+    def isr_at(t):
+        return rows[sum(1 for c in changes if c <= t)]
+
+    def arrival(f, b):
+        best = -1
+        for t, o in events[f]:
+            best = max(best, o)
+            if best > b:
+                return t
+        return NEVER
+
+    def finish(i, raw, reject, under=False):
+        tld, deadline, end = int(inputs.t_local_done[i]), int(inputs.t_local_done[i] + inputs.timeout_us[i]), inputs.epoch_end
+        if reject:
+            return NER, tld
+        if not inputs.appended[i] and raw != tld:
+            return UNREPLAYABLE, tld
+        if end < deadline and end < raw:
+            return NOT_LEADER, max(end, tld)
+        if raw > deadline:
+            return TIMEOUT, deadline
+        return (AFTER_APPEND if under else ACKED), raw
+
+    def isr_first_time(i, arr, need):
+        tld = int(inputs.t_local_done[i])
+        times = {tld} | {t for ev in events for t, _ in ev if t >= tld} | {c for c in changes if c >= tld}
+        for t in sorted(times):
+            row = isr_at(t)
+            size = 1 + sum(row)
+            holding = sum(1 for f in range(f_count) if row[f] and arr[f] <= t)
+            members = sum(row)
+            if need == "all":
+                if strict and size < m_eff:
+                    continue
+                if holding == members:
+                    return t, size < m_eff
+            elif holding >= m_eff - 1:
+                return t, False
+        return NEVER, False
+
+    out = {}
+    for pid in policy_ids(inputs):
+        cols = [[] for _ in range(7)]
+        for i in range(inputs.n_produces):
+            tld = int(inputs.t_local_done[i])
+            b = int(inputs.base_offset[i])
+            arr = [arrival(f, b) if inputs.appended[i] else NEVER for f in range(f_count)]
+            clipped = sorted(max(a, tld) for a in arr)
+            reject = False
+            under = False
+            if pid == "acks=1":
+                raw = tld
+            elif pid.startswith("quorum="):
+                q = int(pid.split("=")[1])
+                reject = q > rf
+                raw = tld if q <= 1 or reject else clipped[q - 2]
+            else:
+                reject = 1 + sum(isr_at(tld)) < m_eff
+                raw, under = isr_first_time(i, arr, "all" if pid == "acks=all" else "k")
+            outcome, t_ack = finish(i, raw, reject, under)
+            acked = outcome == ACKED
+            t_min = tld if m_eff == 1 else clipped[m_eff - 2]
+            t_all = clipped[-1] if f_count else tld
+            row = isr_at(t_ack)
+            members = [f for f in range(f_count) if row[f]]
+            holds = [arr[f] <= t_ack for f in range(f_count)]
+
+            def duration(t, t_ack=t_ack, acked=acked, i=i):
+                if not acked or not inputs.appended[i]:
+                    return math.nan
+                return math.inf if t == NEVER else float(max(0, t - t_ack))
+
+            cols[0].append(int(outcome))
+            cols[1].append(t_ack)
+            cols[2].append(1 + sum(holds) if acked else 0)
+            cols[3].append(duration(t_min))
+            cols[4].append(duration(t_all))
+            cols[5].append(acked and (not members or not holds[members[0]]))
+            cols[6].append(acked and not any(holds[f] for f in members))
+        out[pid] = tuple(cols)
+    return out
+
+
+_NAMES = ("outcome", "t_ack", "copies_at_ack", "exposure_us", "full_replication_us", "loss_kafka_election", "loss_longest_log_election")
+
+
+@st.composite
+def epochs(draw, full_isr: bool = False, all_appended: bool = False):
+    f_count = draw(st.integers(1, 3))
+    n = draw(st.integers(1, 12))
+    sizes = draw(st.lists(st.integers(1, 5), min_size=n, max_size=n))
+    base = np.cumsum([0, *sizes[:-1]])
+    tld = np.sort(draw(st.lists(st.integers(0, 2000), min_size=n, max_size=n)))
+    order = draw(st.permutations(range(n)))
+    appended = [True] * n if all_appended else draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    timeouts = draw(st.lists(st.sampled_from([0, 50, 300, 1000, 5000]), min_size=n, max_size=n))
+    top = int(base[-1]) + sizes[-1] + 2
+    followers = []
+    for _ in range(f_count):
+        k = draw(st.integers(0, 10))
+        times = sorted(draw(st.lists(st.integers(0, 3000), min_size=k, max_size=k)))
+        offsets = draw(st.lists(st.integers(0, top), min_size=k, max_size=k))  # may go back
+        followers.append(list(zip(times, offsets, strict=True)))
+    if full_isr:
+        isr_times, isr_rows = [], [[True] * f_count]
+    else:
+        k = draw(st.integers(0, 4))
+        isr_times = sorted(draw(st.lists(st.integers(0, 3000), min_size=k, max_size=k)))
+        isr_rows = [draw(st.lists(st.booleans(), min_size=f_count, max_size=f_count)) for _ in range(k + 1)]
+    m = draw(st.integers(1, f_count + 2))
+    epoch_end = draw(st.one_of(st.just(NEVER), st.integers(0, 4000)))
+    produces = [(int(base[i]), int(tld[i])) for i in order]
+    inputs = EpochInputs(
+        base_offset=np.array([p[0] for p in produces], dtype=np.int64),
+        t_local_done=np.array([p[1] for p in produces], dtype=np.int64),
+        timeout_us=np.array(timeouts, dtype=np.int64),
+        appended=np.array(appended, dtype=bool),
+        follower_ids=np.arange(2, 2 + f_count, dtype=np.int32),
+        leo_times=tuple(np.array([t for t, _ in ev], dtype=np.int64) for ev in followers),
+        leo_offsets=tuple(np.array([o for _, o in ev], dtype=np.int64) for ev in followers),
+        isr_change_times=np.array(isr_times, dtype=np.int64),
+        isr_membership=np.array(isr_rows, dtype=bool),
+        min_insync_replicas=m,
+        epoch_end=epoch_end,
+        quorum_sizes=tuple(range(1, f_count + 3)),
+    )
+    return inputs
+
+
+_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@_SETTINGS
+@given(epochs(), st.booleans())
+def test_kernel_matches_the_oracle(inputs, strict):
+    # maximal_isr=False: the oracle counts ISR members from the committed changes
+    result = replay_epoch(inputs, ReplayOptions(maximal_isr=False, strict_min_isr=strict))
+    expected = _oracle(inputs, strict)
+    for pid, cols in expected.items():
+        for name, want in zip(_NAMES, cols, strict=True):
+            np.testing.assert_array_equal(getattr(result[pid], name), np.array(want), err_msg=f"{pid} {name}")
+
+
+@_SETTINGS
+@given(epochs(full_isr=True))
+def test_acks_1_le_min_insync_le_acks_all_on_a_full_isr(inputs):
+    r = replay_epoch(inputs)
+    assert (r["acks=1"].t_ack <= r["min.insync"].t_ack).all()
+    assert (r["min.insync"].t_ack <= r["acks=all"].t_ack).all()
+    assert not (r["acks=all"].outcome == NER).any()
+
+
+@_SETTINGS
+@given(epochs())
+def test_quorum_is_monotone_in_q(inputs):
+    r = replay_epoch(inputs)
+    rf = inputs.replication_factor
+    for q in range(1, rf):
+        assert (r[f"quorum={q}"].t_ack <= r[f"quorum={q + 1}"].t_ack).all()
+
+
+@_SETTINGS
+@given(epochs(full_isr=True))
+def test_quorum_rf_equals_acks_all_on_a_full_isr(inputs):
+    r = replay_epoch(inputs)
+    q = r[f"quorum={inputs.replication_factor}"]
+    np.testing.assert_array_equal(q.outcome, r["acks=all"].outcome)
+    np.testing.assert_array_equal(q.t_ack, r["acks=all"].t_ack)
+
+
+@_SETTINGS
+@given(epochs(), st.booleans())
+def test_copies_at_ack_meet_the_policy(inputs, maximal):
+    r = replay_epoch(inputs, ReplayOptions(maximal_isr=maximal))
+    m_eff = min(inputs.min_insync_replicas, inputs.replication_factor)
+    required = {"acks=1": 1, "min.insync": m_eff}
+    required.update({f"quorum={q}": q for q in inputs.quorum_sizes})
+    for pid, res in r.items():
+        acked = res.outcome == ACKED
+        if pid == "acks=all":
+            need = inputs.isr.isr_size_at(res.t_ack)
+            need = np.maximum(need, m_eff)  # strict min ISR: no ack under min ISR
+        else:
+            need = required[pid]
+        assert (res.copies_at_ack[acked] >= np.broadcast_to(need, acked.shape)[acked]).all(), pid
+        assert (res.copies_at_ack[~acked] == 0).all()
+
+
+@_SETTINGS
+@given(epochs())
+def test_exposure_and_full_replication(inputs):
+    for res in replay_epoch(inputs).values():
+        acked = (res.outcome == ACKED) & inputs.appended
+        assert (res.exposure_us[acked] >= 0).all() and (res.full_replication_us[acked] >= 0).all()
+        assert (res.exposure_us[acked] <= res.full_replication_us[acked]).all()
+        assert np.isnan(res.exposure_us[~acked]).all() and np.isnan(res.full_replication_us[~acked]).all()
+
+
+@_SETTINGS
+@given(epochs())
+def test_the_maximal_isr_never_acks_earlier(inputs):
+    early = replay_epoch(inputs, ReplayOptions(maximal_isr=False))["acks=all"]
+    late = replay_epoch(inputs)["acks=all"]
+    assert (early.t_ack <= late.t_ack).all()
+
+
+@_SETTINGS
+@given(epochs(full_isr=True), st.integers(10**7, 10**9))
+def test_simulate_isr_with_a_huge_lag_never_shrinks(inputs, lag_ms):
+    isr = simulate_isr(inputs, lag_ms)
+    assert isr.change_times.size == 0
+    assert isr.membership.tolist() == inputs.isr_membership.tolist()
+
+
+@_SETTINGS
+@given(epochs(), st.sampled_from([0.5, 1.0, 3.0]))
+def test_simulated_isr_is_a_valid_timeline(inputs, lag_ms):
+    isr = simulate_isr(inputs, lag_ms, ReplayOptions(isr_check_phase_us=7))
+    assert isinstance(isr, IsrTimeline)
+    assert isr.membership.shape == (isr.change_times.size + 1, inputs.follower_ids.size)
+    assert (np.diff(isr.change_times) > 0).all()
+    assert (isr.membership[1:] != isr.membership[:-1]).any(axis=1).all()
+
+
+@_SETTINGS
+@given(epochs(), st.randoms(use_true_random=False))
+def test_outputs_follow_the_input_rows(inputs, rnd):
+    perm = list(range(inputs.n_produces))
+    rnd.shuffle(perm)
+    shuffled = EpochInputs(
+        base_offset=inputs.base_offset[perm],
+        t_local_done=inputs.t_local_done[perm],
+        timeout_us=inputs.timeout_us[perm],
+        appended=inputs.appended[perm],
+        follower_ids=inputs.follower_ids,
+        leo_times=inputs.leo_times,
+        leo_offsets=inputs.leo_offsets,
+        isr_change_times=inputs.isr_change_times,
+        isr_membership=inputs.isr_membership,
+        min_insync_replicas=inputs.min_insync_replicas,
+        epoch_end=inputs.epoch_end,
+        quorum_sizes=inputs.quorum_sizes,
+        replica_lag_time_max_ms=(1.0,),
+    )
+    a = replay_epoch(EpochInputs(**{**inputs.__dict__, "replica_lag_time_max_ms": (1.0,)}))
+    b = replay_epoch(shuffled)
+    for pid in a:
+        for name, arr in a[pid].as_dict().items():
+            np.testing.assert_array_equal(arr[perm], b[pid].as_dict()[name], err_msg=f"{pid} {name}")
