@@ -188,7 +188,19 @@ def ingest_broker_logs(
             ),
         }
     )
-    classified = classify_broker_log_lines(lines, config).persist(StorageLevel.MEMORY_AND_DISK)
+    # Most lines are other messages: cache only what the tables and counts need (the text of
+    # quarantined lines, the message of parsed ones).
+    status = F.col("status")
+    classified = (
+        classify_broker_log_lines(lines, config)
+        .select(
+            "cluster", "broker_id", "stage", "source_file", "line_number",
+            F.when(status == "quarantined", F.col("line")).alias("line"),
+            F.when(status == "parsed", F.col("message")).alias("message"),
+            "status", "detail", "line_kind", "t_log", "event_date", "ingest_run_id",
+        )
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
     try:
         predicate = _source_predicate(files)
         quarantine = classified.filter(F.col("status") == "quarantined").withColumn("reason", F.col("detail"))
