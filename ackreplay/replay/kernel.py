@@ -355,14 +355,6 @@ def _kth_smallest(arrays: list[np.ndarray], k: int, out: np.ndarray) -> np.ndarr
     return out
 
 
-def _next_true(mask: np.ndarray) -> np.ndarray:
-    """``nxt[i]`` = smallest j >= i with ``mask[j]`` (len(mask) if none); length len(mask)+1."""
-    n = mask.size
-    idx = np.where(mask, np.arange(n), n)
-    nxt = np.minimum.accumulate(idx[::-1])[::-1] if n else idx
-    return np.append(nxt, n)
-
-
 def _value_at(times: np.ndarray, values: np.ndarray, q, before) -> np.ndarray:
     """Step function: value of the last event with time <= q (``before`` if none)."""
     idx = np.searchsorted(times, q, side="right")
@@ -522,8 +514,8 @@ class _Epoch:
             np.maximum(ends_sorted, bs + 1, out=ends_sorted)
             if perm is None and keep is None:
                 ends = ends_sorted
-            else:  # back to input row order; rows not appended get -1 (no step)
-                ends = np.full(self.n, -1, dtype=_I64)
+            else:  # back to input row order; rows not appended do not move the LEO
+                ends = np.full(self.n, bs[0], dtype=_I64)
                 rows = np.arange(self.n) if perm is None else perm
                 ends[rows if keep is None else rows[keep]] = ends_sorted
             order = self.by_time
@@ -929,46 +921,71 @@ class _RejoinScanner:
         return n
 
 
-def _out_of_sync(ep: _Epoch, j: int, grid: np.ndarray, leader_grid: np.ndarray, lag_us: int, init_lcu: int) -> np.ndarray:
-    """At each isr-expiration check: follower j is not caught up (ReplicaState.isCaughtUp false):
-    LEO < leader LEO and now - lastCaughtUpTimeMs > lag.
+class _ExpiryChecks:
+    """isr-expiration checks of one follower: is it out of sync (ReplicaState.isCaughtUp false:
+    LEO < leader LEO and now - lastCaughtUpTimeMs > lag) at check k?
 
     lastCaughtUp >= now - lag iff some FETCH in the window [now - lag, now] moved it there (see
-    _Epoch.caught_up), so only window FETCHes are evaluated: first the window's first _PROBE
-    FETCHes (a healthy follower catches up in them), then, for the few undecided checks, the rest
-    of the window in chunks.
+    _Epoch.caught_up), so only window FETCHes matter. All checks are probed at once with the first
+    _PROBE FETCHes of their window (a healthy follower catches up within them); a check the probe
+    leaves undecided is resolved, only when the simulation asks for it, by scanning its window.
     """
-    times = ep.inp.leo_times[j]
-    if times.size == 0:
-        return (leader_grid > -1) & (grid - init_lcu > lag_us)
-    last = np.searchsorted(times, grid, side="right") - 1  # latest FETCH at each check
-    leo = np.where(last >= 0, ep.cum[j].take(np.maximum(last, 0)), -1)
-    first = np.searchsorted(times, grid - lag_us, side="left")  # first FETCH in the window
-    suspect = np.flatnonzero((leo < leader_grid) & (grid - init_lcu > lag_us))
-    if suspect.size == 0:
-        return np.zeros(grid.size, dtype=bool)
-    out = np.zeros(grid.size, dtype=bool)
-    lo, hi = first[suspect], last[suspect] + 1  # window FETCHes [lo, hi)
-    probe = lo[:, None] + np.arange(_PROBE)
-    valid = probe < hi[:, None]
-    flat = probe[valid]
-    # The previous fetch's time counts only when it is inside the window too.
-    ok = ep.caught_up(j, flat, (flat > np.repeat(lo, valid.sum(axis=1))))
-    found = np.zeros(valid.shape, dtype=bool)
-    found[valid] = ok
-    found = found.any(axis=1)
-    for k in np.flatnonzero(~found):
-        a, b = int(lo[k]) + _PROBE, int(hi[k])
-        hit = False
+
+    def __init__(self, ep: _Epoch, j: int, grid: np.ndarray, leader_grid: np.ndarray, lag_us: int, init_lcu: int) -> None:
+        self.ep, self.j = ep, j
+        times = ep.inp.leo_times[j]
+        n_checks = grid.size
+        self.out = np.zeros(n_checks, dtype=bool)  # known out of sync
+        self.undecided = np.zeros(n_checks, dtype=bool)
+        self.lo = self.hi = np.zeros(n_checks, dtype=_I64)  # window FETCHes of suspect checks
+        if times.size == 0:
+            self.out = grid - init_lcu > lag_us
+        else:
+            last = np.searchsorted(times, grid, side="right") - 1  # latest FETCH at each check
+            leo = np.where(last >= 0, ep.cum[j].take(np.maximum(last, 0)), -1)
+            first = np.searchsorted(times, grid - lag_us, side="left")  # first FETCH in the window
+            suspect = np.flatnonzero((leo < leader_grid) & (grid - init_lcu > lag_us))
+            if suspect.size:
+                lo, hi = first[suspect], last[suspect] + 1  # window FETCHes [lo, hi)
+                probe = lo[:, None] + np.arange(_PROBE)
+                valid = probe < hi[:, None]
+                flat = probe[valid]
+                # A previous fetch's time counts only when it is inside the window too.
+                ok = ep.caught_up(j, flat, flat > np.repeat(lo, valid.sum(axis=1)))
+                found = np.zeros(valid.shape, dtype=bool)
+                found[valid] = ok
+                found = found.any(axis=1)
+                longer = hi - lo > _PROBE
+                self.out[suspect[~found & ~longer]] = True
+                self.undecided[suspect[~found & longer]] = True
+                self.lo, self.hi = np.zeros(n_checks, dtype=_I64), np.zeros(n_checks, dtype=_I64)
+                self.lo[suspect] = lo
+                self.hi[suspect] = hi
+        self.candidates = np.flatnonzero(self.out | self.undecided)
+
+    def next_out(self, k0: int) -> int:
+        """First check >= k0 at which the follower is out of sync (number of checks if none)."""
+        pos = int(np.searchsorted(self.candidates, k0, side="left"))
+        while pos < self.candidates.size:
+            k = int(self.candidates[pos])
+            if self.undecided[k]:
+                self._resolve(k)
+            if self.out[k]:
+                return k
+            pos += 1
+        return self.out.size
+
+    def _resolve(self, k: int) -> None:
+        a, b = int(self.lo[k]) + _PROBE, int(self.hi[k])
         chunk = _CHUNK
+        hit = False
         while a < b and not hit:
             c = min(b, a + chunk)
             idx = np.arange(a, c)
-            hit = bool(ep.caught_up(j, idx, np.ones(idx.size, dtype=bool)).any())
+            hit = bool(self.ep.caught_up(self.j, idx, np.ones(idx.size, dtype=bool)).any())
             a, chunk = c, chunk * 2
-        found[k] = hit
-    out[suspect] = ~found
-    return out
+        self.out[k] = not hit
+        self.undecided[k] = False
 
 
 def _simulate_isr(ep: _Epoch, lag_ms: float, initial: np.ndarray | None = None) -> IsrTimeline:
@@ -999,10 +1016,11 @@ def _simulate_isr(ep: _Epoch, lag_ms: float, initial: np.ndarray | None = None) 
         raise ValueError(f"{n_checks} isr-expiration checks for lag {lag_ms} ms: span too long for that lag")
     grid = first + check_every * np.arange(n_checks, dtype=_I64)
     leader_grid = ep.leader_leo_at(grid)
-    next_out = []
-    for j in range(f):
-        init_lcu = start if member[j] else 0  # Partition.makeLeader -> resetReplicaState
-        next_out.append(_next_true(_out_of_sync(ep, j, grid, leader_grid, lag_us, init_lcu)))
+    checks = [
+        # lastCaughtUp starts at the epoch start for ISR members, 0 otherwise (resetReplicaState)
+        _ExpiryChecks(ep, j, grid, leader_grid, lag_us, start if member[j] else 0)
+        for j in range(f)
+    ]
 
     scanner = _RejoinScanner(ep)
     delay = int(opt.isr_commit_delay_us)
@@ -1014,7 +1032,7 @@ def _simulate_isr(ep: _Epoch, lag_ms: float, initial: np.ndarray | None = None) 
         best_t, best_j = NEVER, -1
         for j in range(f):
             if member[j]:
-                k = int(next_out[j][int(np.searchsorted(grid, now, side="left"))])
+                k = checks[j].next_out(int(np.searchsorted(grid, now, side="left")))
                 t = int(grid[k]) if k < n_checks else NEVER
             else:
                 times = inp.leo_times[j]

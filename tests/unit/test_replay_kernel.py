@@ -564,3 +564,93 @@ def test_outputs_follow_the_input_rows(inputs, rnd):
     for pid in a:
         for name, arr in a[pid].as_dict().items():
             np.testing.assert_array_equal(arr[perm], b[pid].as_dict()[name], err_msg=f"{pid} {name}")
+
+
+# ------------------------------------------------------------------------------------------------
+# ISR simulation against a sequential event-by-event simulation of the same model
+# ------------------------------------------------------------------------------------------------
+
+
+def _simulate_oracle(inputs: EpochInputs, lag_ms: float, delay: int = 0) -> IsrTimeline:
+    f_count = inputs.follower_ids.size
+    start = inputs.epoch_start
+    lag = round(lag_ms * 1000)
+    every = max(1, lag // 2)
+    events = [list(zip(t.tolist(), o.tolist(), strict=True)) for t, o in zip(inputs.leo_times, inputs.leo_offsets, strict=True)]
+
+    def leo(f, t, unknown=-1):
+        seen = [o for tt, o in events[f] if tt <= t]
+        return max(seen) if seen else unknown
+
+    max_follower = max([o for ev in events for _, o in ev], default=0)
+    batches = sorted((int(b), int(t)) for b, t, a in zip(inputs.base_offset, inputs.t_local_done, inputs.appended, strict=True) if a)
+    steps = []
+    for i, (b, t) in enumerate(batches):
+        end = batches[i + 1][0] if i + 1 < len(batches) else max(b + 1, max_follower)
+        steps.append((t, max(end, b + 1)))
+
+    def leader(t):
+        before = batches[0][0] if batches else max_follower
+        return max([before] + [e for tt, e in steps if tt <= t])
+
+    last = [ev[-1][0] for ev in events if ev]
+    if inputs.n_produces:
+        last.append(int((inputs.t_local_done + inputs.timeout_us).max()))
+    horizon = max([start, *last])
+    if inputs.epoch_end != NEVER:
+        horizon = min(horizon, inputs.epoch_end)
+    timeline = [(t, 1, f, o) for f, ev in enumerate(events) for t, o in ev]
+    timeline += [(start + k * every, 2, -1, 0) for k in range(1, (horizon - start) // every + 1)]
+    member = [bool(x) for x in inputs.isr_membership[0]]
+    lcu = [start if m else 0 for m in member]
+    last_leader: list[int | None] = [None] * f_count
+    last_time = [0] * f_count
+    ready = [-(2**62)] * f_count
+    times, rows = [], [list(member)]
+    for t, kind, f, _ in sorted(timeline):
+        if kind == 1:  # FETCH of follower f at t
+            own = leo(f, t)
+            lead = max(leader(t), own)
+            if own >= lead:
+                lcu[f] = max(lcu[f], t)
+            elif last_leader[f] is not None and own >= last_leader[f]:
+                lcu[f] = max(lcu[f], last_time[f])
+            last_leader[f], last_time[f] = lead, t
+            if not member[f] and t > ready[f] and t <= horizon:
+                hw = min([leader(t)] + [leo(g, t, NEVER) for g in range(f_count) if g != f and member[g]])
+                if own >= hw:
+                    member[f] = True
+                    times.append(t + delay)
+                    rows.append(list(member))
+        else:  # isr-expiration check
+            for g in range(f_count):
+                if member[g] and leo(g, t) < leader(t) and t - lcu[g] > lag:
+                    member[g] = False
+                    ready[g] = t + delay
+                    times.append(t + delay)
+                    rows.append(list(member))
+    return IsrTimeline(np.array(times, dtype=np.int64), np.array(rows, dtype=bool).reshape(-1, f_count)).normalized()
+
+
+@st.composite
+def fetching_epochs(draw):
+    """Epochs whose FETCH times are odd and distinct across followers, so they never tie with
+    each other or with the (even) isr-expiration checks."""
+    inputs = draw(epochs())
+    f_count = inputs.follower_ids.size
+    times, offsets = [], []
+    for j in range(f_count):
+        slots = sorted(set(draw(st.lists(st.integers(0, 400), max_size=25))))
+        times.append(np.array([8 * s + 2 * j + 1 for s in slots], dtype=np.int64))
+        steps = draw(st.lists(st.integers(-2, 6), min_size=len(slots), max_size=len(slots)))
+        offsets.append(np.maximum(np.cumsum(np.array(steps, dtype=np.int64)), 0) if slots else np.empty(0, np.int64))
+    return EpochInputs(**{**inputs.__dict__, "leo_times": tuple(times), "leo_offsets": tuple(offsets), "epoch_start": 0})
+
+
+@_SETTINGS
+@given(fetching_epochs(), st.sampled_from([0.008, 0.016, 0.1, 0.5]), st.sampled_from([0, 2]))
+def test_simulate_isr_matches_a_sequential_simulation(inputs, lag_ms, delay):
+    got = simulate_isr(inputs, lag_ms, ReplayOptions(isr_commit_delay_us=delay))
+    want = _simulate_oracle(inputs, lag_ms, delay)
+    assert got.change_times.tolist() == want.change_times.tolist()
+    assert got.membership.tolist() == want.membership.tolist()
