@@ -261,3 +261,38 @@ def test_rerun_replaces_the_rows_of_the_same_files(spark, ingested):
         df = read_table(spark, lakehouse, table)
         assert df.count() == first.rows_written[table]
         assert {r["ingest_run_id"] for r in df.select("ingest_run_id").distinct().collect()} == {"test-run-2"}
+
+
+def test_unparseable_lines_go_to_quarantine_and_no_files_still_create_the_tables(spark, tmp_path):
+    broker = tmp_path / "input" / "c1" / "broker-1"
+    broker.mkdir(parents=True)
+    update = (
+        "[2026-11-22 02:43:10,804] INFO [Partition ackreplay-lab-5 broker=1] ISR updated to 1,3  and version "
+        "updated to 1 (kafka.cluster.Partition)"
+    )
+    cut = "[2026-11-22 02:43:10,658] INFO [Partition ackreplay-lab-5 broker=1] Shrinking ISR from 1,3,2 to 1,3. Lea"
+    (broker / "server.log").write_text("\n".join([update, "\tlog.dirs = /tmp/x", cut]) + "\n")
+    (broker / "state-change.log.2026-11-22-02.gz").write_bytes(
+        gzip.compress(b"[2026-11-22 02:43:10,799] INFO [Broker id=1] Transitioning 1 partition(s) to local leaders.")
+    )
+    (broker / "kafka-request.log").write_text("")
+    inventory = discover_inputs(str(tmp_path / "input"))
+    files = inventory.of_kind("server_log") + inventory.of_kind("state_change_log")
+    config = load_config("conf/local.yaml")
+    lakehouse = str(tmp_path / "lakehouse")
+
+    with pytest.raises(ValueError, match="not request_log"):
+        ingest_broker_logs(spark, config, inventory.files, lakehouse, "r1")
+    empty = ingest_broker_logs(spark, config, [], lakehouse, "r0")
+    assert empty.server_log.total == empty.state_change_log.total == 0
+    assert read_table(spark, lakehouse, "isr_changes").count() == read_table(spark, lakehouse, "leader_epochs").count() == 0
+
+    report = ingest_broker_logs(spark, config, files, lakehouse, "r1")
+    assert (report.server_log.parsed, report.server_log.unused, report.server_log.quarantined) == (1, 1, 1)
+    assert (report.state_change_log.parsed, report.state_change_log.unused, report.state_change_log.total) == (0, 1, 1)
+    assert report.rows_written == {"quarantine": 1, "isr_changes": 1, "leader_epochs": 0}
+    assert report.isr_changes_by_kind == {(None, "server_log"): 1}  # no earlier state of this leader was read
+    quarantine = read_table(spark, lakehouse, "quarantine").collect()
+    assert [(r["stage"], r["source_file"], r["line_number"], r["line"], r["reason"], str(r["event_date"])) for r in quarantine] == [
+        ("server_log", "c1/broker-1/server.log", 3, cut, "'Shrinking ISR' line in no known format (cut short?)", "2026-11-22")
+    ]
