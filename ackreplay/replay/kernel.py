@@ -4,8 +4,8 @@ Plain NumPy, vectorised over produces (Python loops only over followers, ISR int
 ISR state changes). The Spark side (bucketing, pandas UDF) builds one :class:`EpochInputs` per group,
 calls :func:`replay_epoch` and turns the result into rows with :func:`to_columns`.
 
-Semantics: ``docs/design.md`` ("Replay semantics", "Durability risk") and
-``docs/kafka-reference.md`` §2, §3, §6. Summary, for a batch ``b`` (its base offset):
+Semantics: the design doc ``design.md`` ("Replay semantics", "Durability risk") and
+``kafka-reference.md`` §2, §3, §6 and "Implications for an offline replay". Summary, for a batch ``b`` (its base offset):
 
 * A follower holds ``b`` once its LEO > b. ``A_f(b)`` is the first LEO event (the ``t_dequeue`` of
   a follower FETCH on the leader) at which the cumulative maximum of its ``fetchOffset`` exceeds b
@@ -313,7 +313,8 @@ _OUTCOME_COLUMNS = (
 
 def lag_policy_id(lag_ms: float) -> str:
     """Policy id of ``acks=all`` with a re-simulated ISR, e.g. ``acks=all@lag=5000``."""
-    return f"acks=all@lag={lag_ms:g}"
+    lag_ms = float(lag_ms)
+    return f"acks=all@lag={int(lag_ms) if lag_ms.is_integer() else repr(lag_ms)}"
 
 
 def policy_ids(inputs: EpochInputs) -> list[str]:
@@ -512,15 +513,23 @@ class _Epoch:
             ends_sorted[:-1] = bs[1:]
             ends_sorted[-1] = max(int(bs[-1]) + 1, max_follower)
             np.maximum(ends_sorted, bs + 1, out=ends_sorted)
-            if perm is None and keep is None:
-                ends = ends_sorted
-            else:  # back to input row order; rows not appended do not move the LEO
-                ends = np.full(self.n, bs[0], dtype=_I64)
-                rows = np.arange(self.n) if perm is None else perm
-                ends[rows if keep is None else rows[keep]] = ends_sorted
+            if keep is None:
+                ends_o = ends_sorted  # offset order, all rows
+            else:  # rows not appended do not move the LEO
+                ends_o = np.full(self.n, bs[0], dtype=_I64)
+                ends_o[keep] = ends_sorted
             order = self.by_time
-            times = self.tld if order is None else self.tld[order]
-            values = np.maximum.accumulate(ends if order is None else ends[order])
+            if order is perm:  # time order = offset order (the usual case): no reshuffle
+                times = self.tld if perm is None else self.tld[perm]
+                values = np.maximum.accumulate(ends_o)
+            else:
+                if perm is None:
+                    ends = ends_o
+                else:
+                    ends = np.empty(self.n, dtype=_I64)
+                    ends[perm] = ends_o
+                times = self.tld if order is None else self.tld[order]
+                values = np.maximum.accumulate(ends if order is None else ends[order])
             self._leader_steps = (times, values, int(bs[0]))
         return self._leader_steps
 
