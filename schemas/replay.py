@@ -25,9 +25,11 @@ _KEY = [
     StructField("outcome", StringType(), False),  # acked | not_enough_replicas | timeout | not_leader | ...
 ]
 _TIMES = ["t_start", "t_local_done", "t_ack", "t_ack_observed"]
+# t_response: when the broker would answer the whole request, i.e. the latest t_ack over the request's
+# partitions (a produce request completes when all its partitions do); clients see this one.
 _VALUES = [
     StructField("ack_wait_ms", DoubleType(), False),  # t_ack - t_local_done
-    StructField("latency_ms", DoubleType(), False),  # client-visible: t_ack - t_start + response queue + send
+    StructField("latency_ms", DoubleType(), False),  # client-visible: t_response - t_start + response queue + send
     StructField("copies_at_ack", IntegerType(), False),  # leader included; 0 when not acked
     StructField("exposure_ms", DoubleType(), True),  # until on min.insync.replicas replicas (inf: never in the data)
     StructField("full_replication_ms", DoubleType(), True),  # until on all replicas
@@ -47,6 +49,7 @@ REPLAY_GROUP_OUTPUT = StructType(
 PRODUCE_REPLAY = StructType(
     _KEY
     + [StructField(name, TimestampType(), name == "t_ack_observed") for name in _TIMES]
+    + [StructField("t_response", TimestampType(), False)]
     + _VALUES
     + [StructField("replay_run_id", StringType(), False)]
 )

@@ -151,3 +151,17 @@ def isr_rows(isr_changes_df: DataFrame, group_keys_df: DataFrame) -> DataFrame:
         F.lit(None).cast("int").alias("follower_id"),
         "isr",
     )
+
+
+def with_request_response(replayed_df: DataFrame) -> DataFrame:
+    """`t_response`: the broker answers a produce request when all its partitions are done, so each
+    policy's response time is the latest `t_ack_us` over the request's rows (same source line);
+    `latency_ms` becomes the client-visible latency of that response."""
+    request = Window.partitionBy("cluster", "source_file", "line_number", "policy")
+    t_response_us = F.max("t_ack_us").over(request)
+    return replayed_df.withColumns(
+        {
+            "t_response": F.timestamp_micros(t_response_us),
+            "latency_ms": F.col("latency_ms") + (t_response_us - F.col("t_ack_us")) / 1000.0,
+        }
+    )

@@ -94,6 +94,7 @@ def replay_group(pdf: pd.DataFrame, quorum_sizes: tuple[int, ...], lag_ms: tuple
                     "outcome": names[res.outcome.astype(np.int64)],
                     "t_ack_us": t_ack,
                     "ack_wait_ms": (t_ack - t_ld) / 1000.0,
+                    # per batch here; the stage replaces it with the request's (t_response) latency
                     "latency_ms": (t_ack - t_start) / 1000.0 + client_side_ms,
                     "copies_at_ack": res.copies_at_ack.astype(np.int32),
                     "exposure_ms": res.exposure_us / 1000.0,

@@ -24,6 +24,7 @@ from schemas.replay import PRODUCE_REPLAY, REPLAY_GROUP_OUTPUT
 from transforms.common import conform
 from transforms.replay_inputs import (
     GROUP_KEY,
+    with_request_response,
     build_epochs,
     fetch_event_rows,
     isr_rows,
@@ -108,7 +109,7 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
         strict_min_isr=settings.strict_min_isr,
     )
     replayed = rows.groupBy(*GROUP_KEY).applyInPandas(replay_fn, REPLAY_GROUP_OUTPUT)
-    out = replayed.withColumns(
+    out = with_request_response(replayed).withColumns(
         {
             **{name: F.timestamp_micros(F.col(f"{name}_us")) for name in ("t_start", "t_local_done", "t_ack", "t_ack_observed")},
             "replay_run_id": F.lit(run_id),
@@ -140,7 +141,7 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
         report.skipped["outside any known leader epoch or partition"] = unplaced
     truth = result.filter(
         (F.col("policy") == "acks=all") & (F.col("recorded_acks") == -1) & (F.col("outcome") == "acked")
-    ).select((F.abs(F.unix_micros("t_ack") - F.unix_micros("t_ack_observed")) / 1000.0).alias("err_ms"))
+    ).select((F.abs(F.unix_micros("t_response") - F.unix_micros("t_ack_observed")) / 1000.0).alias("err_ms"))
     g = truth.agg(
         F.count("*").alias("n"),
         F.avg((F.col("err_ms") <= 1).cast("double")).alias("within_1ms"),
