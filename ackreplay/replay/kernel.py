@@ -263,6 +263,10 @@ class ReplayOptions:
     maximal_isr: bool = True
     """A follower re-added to the ISR holds the HW back from its qualifying FETCH (maximal ISR)
     instead of from the commit of the expansion."""
+    isr_expand_window_us: int = 200_000
+    """maximal_isr: the qualifying FETCH is looked for only this long before the commit of the
+    expansion (an AlterPartition round trip). A follower can reach the HW long before it is
+    re-added when it is not eligible (fenced, shutting down), and must not count then."""
     isr_check_phase_us: int | None = None
     """simulate_isr: a time at which the isr-expiration task runs (None: ``epoch_start``)."""
     isr_commit_delay_us: int = 0
@@ -612,10 +616,14 @@ class _Epoch:
         return out
 
     def _qualifying_fetch(self, j: int, left: int | None, commit: int, isr: IsrTimeline) -> int:
-        """First FETCH of follower j after it left the ISR (at ``left``) and up to the commit of
-        its re-add whose fetchOffset reaches the (estimated) HW; ``commit`` if none does."""
+        """First FETCH of follower j after it left the ISR (at ``left``), at most
+        ``isr_expand_window_us`` before the commit of its re-add and up to that commit, whose
+        fetchOffset reaches the (estimated) HW; ``commit`` if none does."""
         times = self.inp.leo_times[j]
-        lo = 0 if left in (None, _MIN) else int(np.searchsorted(times, left, side="right"))
+        since = commit - max(0, int(self.opt.isr_expand_window_us))
+        if left not in (None, _MIN):
+            since = max(since, left)
+        lo = int(np.searchsorted(times, since, side="right"))
         hi = int(np.searchsorted(times, commit, side="right"))
         if lo >= hi:
             return commit
