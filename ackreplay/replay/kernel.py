@@ -45,6 +45,20 @@ where the outcome would depend on follower replication it is UNREPLAYABLE.
 
 Times are int64 microseconds since the Unix epoch; ``NEVER`` (int64 max) means "not within the data"
 in internal arrays and never appears in ``PolicyOutcome.t_ack``.
+
+Notes for the caller (the Spark wrapper):
+
+* One call per (partition, leader epoch) or per time bucket of one. A bucket must carry the LEO
+  events and ISR changes from before its first produce that matter (ISR row 0 = membership at the
+  start of the data; for ``acks=all@lag`` set ``epoch_start`` to where the data starts) and up to
+  its last produce's deadline; only the bucket's own produces should be kept from the result.
+* A PRODUCE request completes when all its partitions do: the client-visible outcome of a request
+  is the latest ``t_ack`` / worst outcome over its partitions (the recorded ``t_ack_observed`` is
+  per request, so compare with that aggregate).
+* ``to_columns`` gives the long (policy, produce) format without copying the per-policy blocks.
+* Cost is dominated by two binary searches per follower and by page faults on fresh output
+  memory; keeping freed memory in the Python worker (``MALLOC_TRIM_THRESHOLD_`` /
+  ``MALLOC_MMAP_THRESHOLD_``) roughly halves the time of a call on a fresh heap.
 """
 
 from __future__ import annotations
