@@ -76,6 +76,9 @@ class ReplaySettings(_Strict):
     strict_min_isr: bool = True
     # One task replays one bucket of one leader epoch of one partition.
     bucket_seconds: int = Field(default=120, ge=1)
+    # The leader records a follower's LEO while handling its FETCH, after reading the partitions before
+    # it: at t_dequeue + fraction * localTimeMs (0: at dequeue, 1: when local handling ends).
+    fetch_update_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
 
     @field_validator("quorum_sizes", "lag_ms")
     @classmethod

@@ -123,15 +123,24 @@ def produce_rows(produces_df: DataFrame, partitions_df: DataFrame, bucket_us: in
     )
 
 
-def fetch_event_rows(fetches_df: DataFrame, bucket_us: int, horizon_buckets: int) -> DataFrame:
-    """Follower LEO events (`fetch_offset` learned at `t_dequeue`), copied into every bucket that needs them:
-    one bucket later (lookback) and `horizon_buckets` earlier (produces still waiting)."""
-    own = bucket_of(_micros("t_dequeue"), bucket_us)
+def fetch_event_rows(
+    fetches_df: DataFrame, bucket_us: int, horizon_buckets: int, update_fraction: float = 0.0
+) -> DataFrame:
+    """Follower LEO events, copied into every bucket that needs them: one bucket later (lookback) and
+    `horizon_buckets` earlier (produces still waiting).
+
+    The leader learns `fetch_offset` while handling the FETCH, between `t_dequeue` and `t_local_done`
+    (it reads the partitions listed before this one first): the event is placed `update_fraction` of
+    the way through that interval.
+    """
+    dequeue, local_done = _micros("t_dequeue"), _micros("t_local_done")
+    learned = dequeue + F.round((local_done - dequeue) * F.lit(update_fraction)).cast("bigint")
+    own = bucket_of(learned, bucket_us)
     return fetches_df.select(
         *GROUP_KEY[:-1],
         F.explode(F.sequence(own - F.lit(horizon_buckets), own + F.lit(1))).alias("bucket"),
         F.lit(KIND_FETCH).cast("tinyint").alias("kind"),
-        _micros("t_dequeue").alias("t_us"),
+        learned.alias("t_us"),
         F.col("fetch_offset").alias("offset"),
         "follower_id",
         F.lit(None).cast("array<int>").alias("isr"),

@@ -90,7 +90,7 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
         epochs,
         F.unix_micros("t_dequeue"),
     )
-    group_events = fetch_event_rows(events, bucket_us, horizon)
+    group_events = fetch_event_rows(events, bucket_us, horizon, settings.fetch_update_fraction)
     # ISR lines from server.log carry no epoch: place every change in the epoch of its leader at that time.
     isr_in_epochs = with_leader_epoch(
         isr_changes.drop("leader_epoch"), epochs, F.unix_micros("t_log")
