@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 LAKEHOUSE ?= lakehouse
 SAMPLES ?= $(sort $(wildcard data/samples/*/))
 
-.PHONY: setup sample test test-lab bench-ingest clean
+.PHONY: setup sample test test-lab bench-ingest bench-kernel clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ test-lab: setup  ## runs a real 3-broker Kafka cluster for about a minute
 
 bench-ingest: setup  ## ingest throughput on a generated >= 1 GB request log
 	$(BIN)/python -m bench.ingest_bench --gigabytes 1.0
+
+bench-kernel: setup  ## replay kernel alone: produces/s on one core
+	taskset -c 0 $(BIN)/python -m bench.kernel_bench --repeat 7
 
 clean:
 	rm -rf $(LAKEHOUSE) spark-warehouse metastore_db derby.log bench/out

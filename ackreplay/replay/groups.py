@@ -60,7 +60,8 @@ def replay_group(pdf: pd.DataFrame, quorum_sizes: tuple[int, ...], lag_ms: tuple
         epoch_end=int(first["epoch_end_us"]),
         quorum_sizes=quorum_sizes,
         replica_lag_time_max_ms=lag_ms,
-        epoch_start=int(first["epoch_start_us"]),
+        # A bucket that starts mid-epoch: the ISR re-simulation starts where this group's data starts.
+        epoch_start=max(int(first["epoch_start_us"]), int(pdf["t_us"].min())),
     )
     results = replay_epoch(inputs, ReplayOptions(strict_min_isr=strict_min_isr))
     t_ld = inputs.t_local_done
