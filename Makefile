@@ -18,7 +18,8 @@ setup: $(VENV)/.installed  ## create .venv with the pinned dependencies
 sample: setup  ## run the whole pipeline on the bundled lab traces and print the summary
 	$(BIN)/ackreplay run --input $(SAMPLES) --lakehouse $(LAKEHOUSE) --conf conf/local.yaml
 
-test: setup  ## the test suite (without the slow real-Kafka lab and Spark-cluster tests)
+test: setup  ## lint, then the test suite (without the slow real-Kafka lab and Spark-cluster tests)
+	$(BIN)/ruff check .
 	$(BIN)/pytest -m "not lab and not cluster"
 
 test-lab: setup  ## runs a real 3-broker Kafka cluster for about a minute

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
 from ackreplay.inputs import InputFile
-from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path
+from ackreplay.lakehouse import read_table, replace_rows, rows_written, source_files_predicate, sql_string, table_exists
 from ackreplay.line_reader import read_lines
 from schemas import tables
 from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
@@ -110,21 +110,6 @@ class BrokerLogReport:
         return out
 
 
-def _source_predicate(files: list[InputFile]) -> str:
-    # The same predicate as the request-log step (ackreplay.ingest), which imports this module.
-    clusters = sorted({f.cluster for f in files})
-    sources = sorted(f.source_file for f in files)
-    return (
-        f"cluster IN ({', '.join(map(sql_string, clusters))}) "
-        f"AND source_file IN ({', '.join(map(sql_string, sources))})"
-    )
-
-
-def _rows_written(spark: SparkSession, lakehouse: str, table: str) -> int:
-    from delta.tables import DeltaTable
-
-    last = DeltaTable.forPath(spark, table_path(lakehouse, table)).history(1).select("operationMetrics").first()
-    return int(last["operationMetrics"].get("numOutputRows", "0"))
 
 
 def classify_broker_log_lines(lines_df: DataFrame, config: AppConfig) -> DataFrame:
@@ -202,20 +187,20 @@ def ingest_broker_logs(
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     try:
-        predicate = _source_predicate(files)
+        predicate = source_files_predicate(files)
         quarantine = classified.filter(F.col("status") == "quarantined").withColumn("reason", F.col("detail"))
         stage_list = ", ".join(map(sql_string, STAGES))
         log.info("writing quarantine rows of the broker logs")
         replace_rows(
             conform(quarantine, tables.QUARANTINE), lakehouse, "quarantine", f"{predicate} AND stage IN ({stage_list})", run_id
         )
-        report.rows_written["quarantine"] = _rows_written(spark, lakehouse, "quarantine")
+        report.rows_written["quarantine"] = rows_written(spark, lakehouse, "quarantine")
         log.info("writing isr_changes")
         replace_rows(build_isr_changes(classified), lakehouse, "isr_changes", predicate, run_id)
-        report.rows_written["isr_changes"] = _rows_written(spark, lakehouse, "isr_changes")
+        report.rows_written["isr_changes"] = rows_written(spark, lakehouse, "isr_changes")
         log.info("writing leader_epochs")
         replace_rows(build_leader_epochs(classified), lakehouse, "leader_epochs", predicate, run_id)
-        report.rows_written["leader_epochs"] = _rows_written(spark, lakehouse, "leader_epochs")
+        report.rows_written["leader_epochs"] = rows_written(spark, lakehouse, "leader_epochs")
 
         by_status = classified.groupBy("stage", "status", "detail").count().collect()
         per_file = (

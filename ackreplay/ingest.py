@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from ackreplay.broker_logs import BrokerLogReport, ingest_broker_logs
 from ackreplay.config import AppConfig
 from ackreplay.inputs import InputFile, InputInventory, discover_all
-from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists
+from ackreplay.lakehouse import read_table, replace_rows, rows_written, source_files_predicate, table_exists
 from ackreplay.line_reader import read_lines
 from schemas import tables
 from transforms.common import conform
@@ -88,22 +88,6 @@ class IngestReport:
         return out
 
 
-def _source_predicate(files: list[InputFile]) -> str:
-    clusters = sorted({f.cluster for f in files})
-    sources = sorted(f.source_file for f in files)
-    return (
-        f"cluster IN ({', '.join(map(sql_string, clusters))}) "
-        f"AND source_file IN ({', '.join(map(sql_string, sources))})"
-    )
-
-
-def _rows_written(spark: SparkSession, lakehouse: str, table: str) -> int:
-    from delta.tables import DeltaTable
-
-    from ackreplay.lakehouse import table_path
-
-    last = DeltaTable.forPath(spark, table_path(lakehouse, table)).history(1).select("operationMetrics").first()
-    return int(last["operationMetrics"].get("numOutputRows", "0"))
 
 
 def _counts(df: DataFrame, *keys: str) -> dict:
@@ -122,7 +106,7 @@ def ingest_topics(
     ).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         default_min_isr = {f.cluster: config.cluster(f.cluster).default_min_insync_replicas for f in files}
-        predicate = _source_predicate(files)
+        predicate = source_files_predicate(files)
         replace_rows(build_partitions(lines, default_min_isr), lakehouse, "partitions", predicate, run_id)
         quarantine = lines.filter(F.col("line_kind") == "unrecognised").withColumns(
             {
@@ -134,7 +118,7 @@ def ingest_topics(
         replace_rows(
             conform(quarantine, tables.QUARANTINE), lakehouse, "quarantine", predicate + " AND stage = 'topics'", run_id
         )
-        report.rows_written["partitions"] = _rows_written(spark, lakehouse, "partitions")
+        report.rows_written["partitions"] = rows_written(spark, lakehouse, "partitions")
         report.topics_lines = _counts(lines, "line_kind")
         if report.topics_lines.get("partition", 0) != report.rows_written["partitions"]:
             raise ReconciliationError(
@@ -182,7 +166,7 @@ def ingest_request_logs(
     # Parsed once, then read by the four writes; on disk, since rows are wide (text + parsed JSON).
     classified = classify_request_log_lines(lines, config, topic_ids).persist(StorageLevel.DISK_ONLY)
     try:
-        predicate = _source_predicate(files)
+        predicate = source_files_predicate(files)
         with _step(f"reading and parsing {len(files)} request-log files into request_log_lines"):
             replace_rows(
                 conform(classified, tables.REQUEST_LOG_LINES), lakehouse, "request_log_lines", predicate, run_id
@@ -216,7 +200,7 @@ def ingest_request_logs(
         elif status == "quarantined":
             report.quarantine_reasons[detail] = n
     for table in ("request_log_lines", "produce_requests", "follower_fetches"):
-        report.rows_written[table] = _rows_written(spark, lakehouse, table)
+        report.rows_written[table] = rows_written(spark, lakehouse, table)
     if report.rows_written["request_log_lines"] != report.total_lines:
         raise ReconciliationError(
             f"{report.total_lines} request-log lines classified but {report.rows_written['request_log_lines']} "

@@ -85,3 +85,21 @@ def replace_rows(df: DataFrame, lakehouse: str, name: str, predicate: str, run_i
         writer = writer.partitionBy(*spec.partition_by)
     writer.save(table_path(lakehouse, name))
     log.debug("replaced rows of %s where %s", name, predicate)
+
+
+def source_files_predicate(files) -> str:
+    """The rows a run replaces: those that came from the files it read (`InputFile`s)."""
+    clusters = sorted({f.cluster for f in files})
+    sources = sorted(f.source_file for f in files)
+    return (
+        f"cluster IN ({', '.join(map(sql_string, clusters))}) "
+        f"AND source_file IN ({', '.join(map(sql_string, sources))})"
+    )
+
+
+def rows_written(spark: SparkSession, lakehouse: str, name: str) -> int:
+    """Rows written by the table's last commit (from its Delta history, without scanning the data)."""
+    from delta.tables import DeltaTable
+
+    last = DeltaTable.forPath(spark, table_path(lakehouse, name)).history(1).select("operationMetrics").first()
+    return int(last["operationMetrics"].get("numOutputRows", "0"))

@@ -11,8 +11,8 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from functools import partial
 
+import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -24,12 +24,12 @@ from schemas.replay import PRODUCE_REPLAY, REPLAY_GROUP_OUTPUT
 from transforms.common import conform
 from transforms.replay_inputs import (
     GROUP_KEY,
-    with_request_response,
     build_epochs,
     fetch_event_rows,
     isr_rows,
     produce_rows,
     with_leader_epoch,
+    with_request_response,
 )
 
 log = logging.getLogger(__name__)
@@ -102,12 +102,13 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
     rows = group_produces.unionByName(group_events, allowMissingColumns=True).unionByName(
         group_isr, allowMissingColumns=True
     )
-    replay_fn = partial(
-        replay_group,
-        quorum_sizes=tuple(settings.quorum_sizes),
-        lag_ms=tuple(float(x) for x in settings.lag_ms),
-        strict_min_isr=settings.strict_min_isr,
-    )
+    quorum_sizes = tuple(settings.quorum_sizes)
+    lag_ms = tuple(float(x) for x in settings.lag_ms)
+    strict_min_isr = settings.strict_min_isr
+
+    def replay_fn(pdf: pd.DataFrame) -> pd.DataFrame:
+        return replay_group(pdf, quorum_sizes, lag_ms, strict_min_isr)
+
     replayed = rows.groupBy(*GROUP_KEY).applyInPandas(replay_fn, REPLAY_GROUP_OUTPUT)
     out = with_request_response(replayed).withColumns(
         {
