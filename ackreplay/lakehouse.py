@@ -33,6 +33,7 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("follower_fetches", "silver", ("cluster", "event_date")),
         TableSpec("isr_changes", "silver", ("cluster", "event_date")),
         TableSpec("leader_epochs", "silver", ("cluster", "event_date")),
+        TableSpec("follower_leo_samples", "silver", ("cluster", "event_date")),
         TableSpec("produce_replay", "silver", ("cluster", "event_date")),
         TableSpec("partitions", "silver", ("cluster",)),
     )
