@@ -36,6 +36,10 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("follower_leo_samples", "silver", ("cluster", "event_date")),
         TableSpec("produce_replay", "silver", ("cluster", "event_date")),
         TableSpec("partitions", "silver", ("cluster",)),
+        TableSpec("latency_percentiles", "gold", ("cluster",)),
+        TableSpec("risk_exposure", "gold", ("cluster",)),
+        TableSpec("availability", "gold", ("cluster",)),
+        TableSpec("policy_summary", "gold", ("cluster",)),
     )
 }
 

@@ -1,0 +1,138 @@
+"""The gold stage: silver `produce_replay` + `partitions` -> gold `latency_percentiles`, `risk_exposure`,
+`availability` and `policy_summary` (transforms/gold.py holds the aggregates and their definitions).
+
+Each table is rewritten for the clusters of the run (`replaceWhere cluster IN (...)`), so a rerun
+leaves identical tables. Only the small policy summary is collected, to print it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ackreplay.config import AppConfig
+from ackreplay.lakehouse import read_table, replace_rows, sql_string
+from schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE
+from transforms.common import conform
+from transforms.gold import availability, latency_percentiles, policy_summary, risk_exposure
+
+log = logging.getLogger(__name__)
+
+GOLD_TABLES = ("latency_percentiles", "risk_exposure", "availability", "policy_summary")
+
+
+@dataclass
+class GoldReport:
+    run_id: str
+    window: str
+    rows: dict[str, int] = field(default_factory=dict)  # table -> rows written for the run's clusters
+    summary: list[dict] = field(default_factory=list)  # policy_summary rows, in reading order
+
+    def summary_lines(self) -> list[str]:
+        out = [
+            f"gold run {self.run_id} ({self.window} windows): "
+            + ", ".join(f"{name} {n:,} rows" for name, n in self.rows.items())
+        ]
+        out += format_summary(self.summary)
+        return out
+
+
+def _num(value, fmt: str = "{:,.1f}") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return fmt.format(value)
+
+
+SUMMARY_COLUMNS = (
+    # (header, key, format)
+    ("policy", "policy", "{}"),
+    ("n", "n", "{:,}"),
+    ("p99 ms", "p99_ms", "{:,.1f}"),
+    ("p999 ms", "p999_ms", "{:,.1f}"),
+    ("Δp999 ms", "p999_vs_acks_all_ms", "{:+,.1f}"),
+    ("p999 ×", "p999_vs_acks_all_ratio", "{:.2f}"),
+    ("<minISR acks", "under_min_isr_acks", "{:,}"),
+    ("exposure MB·s", "exposure_byte_ms", "{:,.1f}"),
+    ("max exp ms", "max_exposure_ms", "{:,.1f}"),
+    ("never minISR", "never_min_isr_acks", "{:,}"),
+    ("1-copy acks", "single_copy_acks", "{:,}"),
+    ("loss kafka", "loss_kafka_election", "{:,}"),
+    ("loss longest", "loss_longest_log_election", "{:,}"),
+    ("NER", "not_enough_replicas", "{:,}"),
+    ("timeouts", "timeouts", "{:,}"),
+    ("not leader", "not_leader", "{:,}"),
+)
+
+
+def summary_cell(row: dict, key: str, fmt: str) -> str:
+    """One policy_summary value as printed (text table and report.html use the same formatting)."""
+    value = row.get(key)
+    if key == "exposure_byte_ms" and value is not None:
+        value = value / 1e9  # byte·ms -> MB·s
+    return _num(value, fmt)
+
+
+def format_summary(rows: list[dict]) -> list[str]:
+    """The policy summary as a fixed-width text table, one block per (cluster, topic)."""
+    out: list[str] = []
+    topics = sorted({(r["cluster"], r["topic"]) for r in rows})
+    for cluster, topic in topics:
+        block = [r for r in rows if (r["cluster"], r["topic"]) == (cluster, topic)]
+        cells = [[h for h, _, _ in SUMMARY_COLUMNS]] + [
+            [summary_cell(r, key, fmt) for _, key, fmt in SUMMARY_COLUMNS] for r in block
+        ]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(SUMMARY_COLUMNS))]
+        out.append(f"  {cluster} / {topic}  (Δ and × against the replayed acks=all; '-': too few samples)")
+        for row in cells:
+            out.append("    " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+    return out
+
+
+def build_gold(replay: DataFrame, partitions: DataFrame, window: str, run_id: str) -> dict[str, DataFrame]:
+    """The four gold frames (conformed to their contracts) from produce_replay and partitions."""
+    run = F.lit(run_id)
+    frames = {
+        "latency_percentiles": (latency_percentiles(replay, window), LATENCY_PERCENTILES),
+        "risk_exposure": (risk_exposure(replay, partitions, window), RISK_EXPOSURE),
+        "availability": (availability(replay, window), AVAILABILITY),
+        "policy_summary": (policy_summary(replay, partitions), POLICY_SUMMARY),
+    }
+    return {name: conform(df.withColumn("gold_run_id", run), schema) for name, (df, schema) in frames.items()}
+
+
+def summary_rows(df: DataFrame) -> list[dict]:
+    """policy_summary rows (small) on the driver, in reading order."""
+    return [r.asDict() for r in df.orderBy("cluster", "topic", "policy_rank", "policy").collect()]
+
+
+def run_gold(
+    spark: SparkSession,
+    config: AppConfig,
+    lakehouse: str,
+    clusters: list[str],
+    run_id: str,
+    window: str = "hour",
+) -> GoldReport:
+    """Rebuild the gold tables of `clusters` from produce_replay (`window`: minute | hour | day)."""
+    del config  # no gold settings yet: the window is a parameter
+    report = GoldReport(run_id, window)
+    in_scope = F.col("cluster").isin(clusters)
+    replay = read_table(spark, lakehouse, "produce_replay").filter(in_scope)
+    partitions = read_table(spark, lakehouse, "partitions").filter(in_scope)
+    predicate = f"cluster IN ({', '.join(map(sql_string, clusters))})"
+    for name, df in build_gold(replay, partitions, window, run_id).items():
+        started = time.monotonic()
+        log.info("writing %s ...", name)
+        replace_rows(df, lakehouse, name, predicate, run_id)
+        log.info("writing %s done in %.1f s", name, time.monotonic() - started)
+    for name in GOLD_TABLES:
+        report.rows[name] = read_table(spark, lakehouse, name).filter(in_scope).count()
+    report.summary = summary_rows(read_table(spark, lakehouse, "policy_summary").filter(in_scope))
+    return report

@@ -1,0 +1,120 @@
+"""Column contracts of the gold tables (design.md, "Data flow" and "Durability risk").
+
+All of them are aggregates of silver `produce_replay` (plus `partitions` for min.insync.replicas).
+Durations are DOUBLE milliseconds; `window_start` is the UTC start of a `window` ("minute", "hour" or
+"day") that holds the produce's `t_start`.
+"""
+
+from pyspark.sql.types import (
+    BooleanType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+
+def _schema(*fields: tuple) -> StructType:
+    return StructType([StructField(name, dtype, nullable) for name, dtype, nullable in fields])
+
+
+_WINDOW = (
+    ("window", StringType(), False),  # minute | hour | day
+    ("window_start", TimestampType(), False),
+)
+
+# Percentiles are Spark's exact `percentile` (linear interpolation between closest ranks, see
+# transforms/gold.py). A percentile that needs more samples than the window has is null and flagged.
+LATENCY_PERCENTILES = _schema(
+    ("cluster", StringType(), False),
+    ("topic", StringType(), False),
+    ("policy", StringType(), False),
+    *_WINDOW,
+    ("produces", LongType(), False),  # replayed produces of the window, any outcome
+    ("n", LongType(), False),  # acked produces: the latency sample
+    ("p50_ms", DoubleType(), True),  # null when n == 0
+    ("p99_ms", DoubleType(), True),  # null when n == 0
+    ("p999_ms", DoubleType(), True),  # null when n < 1000
+    ("p9999_ms", DoubleType(), True),  # null when n < 10000
+    ("max_ms", DoubleType(), True),  # null when n == 0
+    ("p999_insufficient", BooleanType(), False),  # n < 1000: no P999 given
+    ("p9999_insufficient", BooleanType(), False),  # n < 10000: no P9999 given
+    ("gold_run_id", StringType(), False),
+)
+
+RISK_EXPOSURE = _schema(
+    ("cluster", StringType(), False),
+    ("topic", StringType(), False),
+    ("policy", StringType(), False),
+    *_WINDOW,
+    ("produces", LongType(), False),
+    ("acked_batches", LongType(), False),
+    ("acked_bytes", LongType(), False),
+    # acked with copies_at_ack < the partition's min.insync.replicas (from `partitions`)
+    ("under_min_isr_acks", LongType(), False),
+    ("under_min_isr_bytes", LongType(), False),
+    # acked batches whose partition is missing from `partitions` (not counted in under_min_isr_*)
+    ("min_isr_unknown_acks", LongType(), False),
+    ("exposure_byte_ms", DoubleType(), False),  # sum(bytes * exposure_ms) over finite exposure
+    ("max_exposure_ms", DoubleType(), True),  # over finite exposure; null when no acked batch has one
+    ("never_min_isr_acks", LongType(), False),  # exposure_ms = +inf: never on min ISR replicas in the data
+    ("never_min_isr_bytes", LongType(), False),
+    ("single_copy_acks", LongType(), False),  # copies_at_ack == 1 (only the leader held it)
+    ("loss_kafka_election", LongType(), False),  # acked batches lost by a leader failure at t_ack
+    ("loss_longest_log_election", LongType(), False),
+    ("gold_run_id", StringType(), False),
+)
+
+AVAILABILITY = _schema(
+    ("cluster", StringType(), False),
+    ("topic", StringType(), False),
+    ("partition", IntegerType(), False),
+    ("policy", StringType(), False),
+    *_WINDOW,
+    ("produces", LongType(), False),
+    ("acked", LongType(), False),
+    # not_enough_replicas (error 19) + not_enough_replicas_after_append (error 20)
+    ("not_enough_replicas", LongType(), False),
+    ("timeouts", LongType(), False),
+    ("not_leader", LongType(), False),
+    ("unreplayable", LongType(), False),
+    ("gold_run_id", StringType(), False),
+)
+
+POLICY_SUMMARY = _schema(
+    ("cluster", StringType(), False),
+    ("topic", StringType(), False),
+    ("policy", StringType(), False),
+    ("policy_rank", IntegerType(), False),  # reading order: acks=all first, then the alternatives
+    ("produces", LongType(), False),
+    ("n", LongType(), False),  # acked produces
+    ("p99_ms", DoubleType(), True),
+    ("p999_ms", DoubleType(), True),  # null when n < 1000
+    ("p999_insufficient", BooleanType(), False),
+    ("p999_vs_acks_all_ms", DoubleType(), True),  # p999 - p999(acks=all); null when either is null
+    ("p999_vs_acks_all_ratio", DoubleType(), True),  # p999 / p999(acks=all); null when either is null or 0
+    ("acked_bytes", LongType(), False),
+    ("under_min_isr_acks", LongType(), False),
+    ("exposure_byte_ms", DoubleType(), False),
+    ("max_exposure_ms", DoubleType(), True),
+    ("never_min_isr_acks", LongType(), False),
+    ("single_copy_acks", LongType(), False),
+    ("loss_kafka_election", LongType(), False),
+    ("loss_longest_log_election", LongType(), False),
+    ("not_enough_replicas", LongType(), False),
+    ("timeouts", LongType(), False),
+    ("not_leader", LongType(), False),
+    ("gold_run_id", StringType(), False),
+)
+
+# Quantiles of the latency distribution per policy, for the CDF chart (not a table).
+CDF_QUANTILES = _schema(
+    ("cluster", StringType(), False),
+    ("topic", StringType(), False),
+    ("policy", StringType(), False),
+    ("q", DoubleType(), False),
+    ("latency_ms", DoubleType(), True),
+)

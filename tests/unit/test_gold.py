@@ -1,0 +1,254 @@
+"""produce_replay -> gold aggregates (chispa, hand-computed values).
+
+Percentile arithmetic (Spark's exact `percentile`, position h = (n - 1) * p, linear interpolation):
+for latencies [1, 2, 3, 103]: p50 h = 1.5 -> 2.5; p99 h = 2.97 -> 3 + 0.97 * 100 = 100.0.
+For 1..1000: p999 h = 998.001 -> 999 + 0.001 * 1 = 999.001. For 0.5, 1, ..., 500: p999 = 499.5005.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from chispa import assert_approx_df_equality, assert_df_equality
+from pyspark.sql import functions as F
+
+from schemas.replay import PRODUCE_REPLAY
+from transforms.common import conform
+from transforms.gold import (
+    availability,
+    cdf_probabilities,
+    latency_percentiles,
+    latency_quantiles,
+    policy_summary,
+    risk_exposure,
+    with_window,
+)
+
+INF = float("inf")
+T10 = dt.datetime(2026, 11, 20, 10, 0, 0)
+T11 = dt.datetime(2026, 11, 20, 11, 0, 0)
+
+
+def _row(policy="acks=all", outcome="acked", latency=1.0, t=T10, partition=0, copies=3, exposure=0.0,
+         nbytes=100, loss_k=False, loss_l=False, topic="orders", cluster="c1"):
+    return {
+        "cluster": cluster, "topic": topic, "partition": partition, "leader_epoch": 0, "base_offset": 0,
+        "broker_id": 1, "bytes": nbytes, "recorded_acks": -1, "policy": policy, "outcome": outcome,
+        "t_start": t, "t_local_done": t, "t_ack": t, "t_ack_observed": None, "t_response": t,
+        "ack_wait_ms": 0.0, "latency_ms": latency, "copies_at_ack": copies if outcome == "acked" else 0,
+        "exposure_ms": exposure if outcome == "acked" else None, "full_replication_ms": None,
+        "loss_kafka_election": loss_k, "loss_longest_log_election": loss_l, "isr_source": "logs",
+        "source_file": "f", "line_number": 1, "event_date": t.date(), "replay_run_id": "r",
+    }
+
+
+def replay_frame(spark, rows: list[dict]):
+    names = PRODUCE_REPLAY.fieldNames()
+    return spark.createDataFrame([tuple(r[n] for n in names) for r in rows], PRODUCE_REPLAY)
+
+
+def many_acked(spark, policy: str, n: int, scale: float = 1.0, topic: str = "orders"):
+    """n acked produces of `policy` at T10 with latency_ms = i * scale for i = 1..n."""
+    template = replay_frame(spark, [_row(policy=policy, topic=topic)])
+    ids = spark.range(1, n + 1).withColumn("latency_ms", F.col("id") * F.lit(scale))
+    return conform(template.drop("latency_ms").crossJoin(ids), PRODUCE_REPLAY)
+
+
+def partitions_frame(spark, rows: list[tuple]):
+    return spark.createDataFrame(rows, "cluster string, topic string, partition int, min_insync_replicas int")
+
+
+LATENCY_DDL = (
+    "cluster string, topic string, policy string, window string, window_start timestamp, produces bigint, "
+    "n bigint, max_ms double, p50_ms double, p99_ms double, p999_ms double, p9999_ms double, "
+    "p999_insufficient boolean, p9999_insufficient boolean"
+)
+
+
+def test_latency_percentiles_small_windows(spark):
+    replay = replay_frame(
+        spark,
+        [
+            *[_row(latency=x) for x in (1.0, 2.0, 3.0, 103.0)],
+            _row(outcome="timeout", latency=30000.0),  # counted in produces, not in the latency sample
+            _row(t=T11 + dt.timedelta(minutes=59), latency=5.0),  # a window with a single produce
+            _row(policy="quorum=2", outcome="not_enough_replicas", latency=0.4),  # all-rejected window
+            _row(policy="quorum=2", outcome="not_enough_replicas", latency=0.6),
+        ],
+    )
+    actual = latency_percentiles(replay, "hour")
+    expected = spark.createDataFrame(
+        [
+            ("c1", "orders", "acks=all", "hour", T10, 5, 4, 103.0, 2.5, 100.0, None, None, True, True),
+            ("c1", "orders", "acks=all", "hour", T11, 1, 1, 5.0, 5.0, 5.0, None, None, True, True),
+            ("c1", "orders", "quorum=2", "hour", T10, 2, 0, None, None, None, None, None, True, True),
+        ],
+        LATENCY_DDL,
+    )
+    # percentile interpolation is floating point: 3 + 0.97 * 100 need not be exactly 100.0
+    assert_approx_df_equality(
+        actual.select(*expected.columns), expected, 1e-9, ignore_nullable=True, ignore_row_order=True
+    )
+
+
+def test_latency_percentiles_p999_needs_1000_samples(spark):
+    replay = many_acked(spark, "acks=all", 1000).unionByName(many_acked(spark, "acks=1", 999))
+    actual = latency_percentiles(replay, "day").select(
+        "policy", "window_start", "n", "p999_ms", "p9999_ms", "p999_insufficient", "p9999_insufficient"
+    )
+    day = dt.datetime(2026, 11, 20)
+    expected = spark.createDataFrame(
+        [
+            ("acks=all", day, 1000, 999.001, None, False, True),
+            ("acks=1", day, 999, None, None, True, True),
+        ],
+        "policy string, window_start timestamp, n bigint, p999_ms double, p9999_ms double, "
+        "p999_insufficient boolean, p9999_insufficient boolean",
+    )
+    assert_approx_df_equality(actual, expected, 1e-9, ignore_nullable=True, ignore_row_order=True)
+
+
+def test_latency_percentiles_p9999_exact_at_10000(spark):
+    actual = latency_percentiles(many_acked(spark, "acks=all", 10000), "hour").select("n", "p999_ms", "p9999_ms")
+    # p999: h = 9999 * 0.999 = 9989.001 -> 9990.001; p9999: h = 9998.0001 -> 9999.0001
+    expected = spark.createDataFrame([(10000, 9990.001, 9999.0001)], "n bigint, p999_ms double, p9999_ms double")
+    assert_approx_df_equality(actual, expected, 1e-6, ignore_nullable=True)
+
+
+def test_windows_minute_and_unknown(spark):
+    replay = replay_frame(spark, [_row(t=T10 + dt.timedelta(minutes=3, seconds=59, microseconds=999999))])
+    actual = with_window(replay, "minute").select("window", "window_start")
+    expected = spark.createDataFrame([("minute", T10 + dt.timedelta(minutes=3))], "window string, window_start timestamp")
+    assert_df_equality(actual, expected, ignore_nullable=True)
+    with pytest.raises(ValueError, match="unknown window"):
+        with_window(replay, "week")
+
+
+def test_empty_replay_gives_empty_tables(spark):
+    empty = replay_frame(spark, [])
+    parts = partitions_frame(spark, [("c1", "orders", 0, 2)])
+    assert latency_percentiles(empty).count() == 0
+    assert risk_exposure(empty, parts).count() == 0
+    assert availability(empty).count() == 0
+    assert policy_summary(empty, parts).count() == 0
+
+
+RISK_COLUMNS = [
+    "policy", "window_start", "produces", "acked_batches", "acked_bytes", "under_min_isr_acks",
+    "under_min_isr_bytes", "min_isr_unknown_acks", "exposure_byte_ms", "max_exposure_ms",
+    "never_min_isr_acks", "never_min_isr_bytes", "single_copy_acks", "loss_kafka_election",
+    "loss_longest_log_election",
+]
+RISK_DDL = (
+    "policy string, window_start timestamp, produces bigint, acked_batches bigint, acked_bytes bigint, "
+    "under_min_isr_acks bigint, under_min_isr_bytes bigint, min_isr_unknown_acks bigint, "
+    "exposure_byte_ms double, max_exposure_ms double, never_min_isr_acks bigint, never_min_isr_bytes bigint, "
+    "single_copy_acks bigint, loss_kafka_election bigint, loss_longest_log_election bigint"
+)
+
+
+def test_risk_exposure(spark):
+    replay = replay_frame(
+        spark,
+        [
+            _row(policy="acks=1", copies=1, exposure=5.0, nbytes=100, loss_k=True),
+            _row(policy="acks=1", copies=2, exposure=0.0, nbytes=200),
+            _row(policy="acks=1", copies=1, exposure=INF, nbytes=50, loss_k=True, loss_l=True),  # never on 2 replicas
+            _row(policy="acks=1", partition=1, copies=1, exposure=2.0, nbytes=10),  # partition 1: min ISR unknown
+            _row(policy="acks=1", outcome="timeout", nbytes=1000),  # not acked: no risk
+            _row(policy="acks=all", outcome="not_enough_replicas", nbytes=70),  # all-rejected window
+            _row(policy="acks=all", t=T11, copies=3, exposure=0.0, nbytes=None),  # a single produce, bytes unknown
+        ],
+    )
+    parts = partitions_frame(spark, [("c1", "orders", 0, 2), ("c1", "other", 1, 3)])
+    actual = risk_exposure(replay, parts, "hour").select(*RISK_COLUMNS)
+    expected = spark.createDataFrame(
+        [
+            # exposure byte·ms = 100 * 5 + 200 * 0 + 10 * 2 = 520 (the inf batch is counted apart)
+            ("acks=1", T10, 5, 4, 360, 2, 150, 1, 520.0, 5.0, 1, 50, 3, 2, 1),
+            ("acks=all", T10, 1, 0, 0, 0, 0, 0, 0.0, None, 0, 0, 0, 0, 0),
+            ("acks=all", T11, 1, 1, 0, 0, 0, 0, 0.0, 0.0, 0, 0, 0, 0, 0),
+        ],
+        RISK_DDL,
+    )
+    assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
+
+
+def test_availability_per_partition(spark):
+    replay = replay_frame(
+        spark,
+        [
+            _row(policy="min.insync", outcome="acked"),
+            _row(policy="min.insync", outcome="not_enough_replicas"),
+            _row(policy="min.insync", outcome="not_enough_replicas_after_append"),
+            _row(policy="min.insync", outcome="timeout"),
+            _row(policy="min.insync", outcome="not_leader", partition=1),
+            _row(policy="min.insync", outcome="unreplayable", partition=1),
+        ],
+    )
+    actual = availability(replay, "hour").select(
+        "partition", "policy", "window", "window_start", "produces", "acked", "not_enough_replicas", "timeouts",
+        "not_leader", "unreplayable",
+    )
+    expected = spark.createDataFrame(
+        [
+            (0, "min.insync", "hour", T10, 4, 1, 2, 1, 0, 0),
+            (1, "min.insync", "hour", T10, 2, 0, 0, 0, 1, 1),
+        ],
+        "partition int, policy string, window string, window_start timestamp, produces bigint, acked bigint, "
+        "not_enough_replicas bigint, timeouts bigint, not_leader bigint, unreplayable bigint",
+    )
+    assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
+
+
+def test_policy_summary_against_acks_all(spark):
+    replay = (
+        many_acked(spark, "acks=all", 1000)
+        .unionByName(many_acked(spark, "quorum=2", 1000, scale=0.5))
+        .unionByName(
+            replay_frame(
+                spark,
+                [
+                    _row(policy="acks=1", latency=1.0, copies=1, exposure=INF, loss_k=True),
+                    _row(policy="acks=1", outcome="timeout"),
+                    _row(policy="acks=all@lag=3000", outcome="not_enough_replicas"),  # no acked produce at all
+                    _row(policy="acks=1", topic="logs", latency=2.0, copies=1, exposure=1.5),  # no acks=all
+                ],
+            )
+        )
+    )
+    parts = partitions_frame(spark, [("c1", "orders", 0, 2), ("c1", "logs", 0, 2)])
+    actual = policy_summary(replay, parts).select(
+        "topic", "policy", "policy_rank", "produces", "n", "p99_ms", "p999_ms", "p999_insufficient",
+        "p999_vs_acks_all_ms", "p999_vs_acks_all_ratio", "acked_bytes", "under_min_isr_acks", "exposure_byte_ms",
+        "max_exposure_ms", "never_min_isr_acks", "single_copy_acks", "loss_kafka_election",
+        "not_enough_replicas", "timeouts",
+    )
+    expected = spark.createDataFrame(
+        [
+            # p99 of 1..1000: h = 989.01 -> 990.01
+            ("orders", "acks=all", 0, 1000, 1000, 990.01, 999.001, False, 0.0, 1.0, 100000, 0, 0.0, 0.0, 0, 0, 0, 0, 0),
+            ("orders", "quorum=2", 3, 1000, 1000, 495.005, 499.5005, False, -499.5005, 0.5, 100000, 0, 0.0, 0.0, 0, 0, 0, 0, 0),
+            ("orders", "acks=1", 4, 2, 1, 1.0, None, True, None, None, 100, 1, 0.0, None, 1, 1, 1, 0, 1),
+            ("orders", "acks=all@lag=3000", 1, 1, 0, None, None, True, None, None, 0, 0, 0.0, None, 0, 0, 0, 1, 0),
+            ("logs", "acks=1", 4, 1, 1, 2.0, None, True, None, None, 100, 1, 150.0, 1.5, 0, 1, 0, 0, 0),
+        ],
+        "topic string, policy string, policy_rank int, produces bigint, n bigint, p99_ms double, p999_ms double, "
+        "p999_insufficient boolean, p999_vs_acks_all_ms double, p999_vs_acks_all_ratio double, acked_bytes bigint, "
+        "under_min_isr_acks bigint, exposure_byte_ms double, max_exposure_ms double, never_min_isr_acks bigint, "
+        "single_copy_acks bigint, loss_kafka_election bigint, not_enough_replicas bigint, timeouts bigint",
+    )
+    assert_approx_df_equality(actual, expected, 1e-9, ignore_nullable=True, ignore_row_order=True)
+
+
+def test_latency_quantiles_for_the_cdf(spark):
+    replay = replay_frame(spark, [_row(latency=x) for x in (1.0, 2.0, 3.0, 103.0)] + [_row(outcome="timeout")])
+    actual = latency_quantiles(replay, [0.0, 0.5, 1.0]).select("policy", "q", "latency_ms")
+    expected = spark.createDataFrame(
+        [("acks=all", 0.0, 1.0), ("acks=all", 0.5, 2.5), ("acks=all", 1.0, 103.0)],
+        "policy string, q double, latency_ms double",
+    )
+    assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
+    probs = cdf_probabilities(200)
+    assert len(probs) == 200 and probs == sorted(probs) and 0 < probs[0] and abs(probs[-1] - 0.9999) < 1e-12
