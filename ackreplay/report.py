@@ -1,0 +1,235 @@
+"""The report: PNG charts (matplotlib, Agg) and a static `report.html` built from the gold tables.
+
+Everything plotted is a small aggregate collected from gold tables; the latency CDF is a fixed set of
+exact quantiles per policy computed in Spark (transforms/gold.py `latency_quantiles`), never the rows
+of produce_replay.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import math
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.dates as mdates  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+from ackreplay.gold import SUMMARY_COLUMNS, summary_cell, summary_rows  # noqa: E402
+from ackreplay.lakehouse import read_table  # noqa: E402
+from transforms.gold import cdf_probabilities, latency_quantiles, policy_rank  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+CHARTS = (
+    ("p999_by_window", "P999 latency per window and policy"),
+    ("latency_cdf", "Latency CDF per policy"),
+    ("exposure_over_time", "Durability exposure over time"),
+    ("p999_vs_exposure", "P999 latency vs exposure trade-off"),
+)
+_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<"]
+
+
+def _slug(*parts: str) -> str:
+    return "__".join(re.sub(r"[^A-Za-z0-9._-]+", "_", p) for p in parts)
+
+
+class _Styles:
+    """One colour and marker per policy, the same in every chart (policies in reading order)."""
+
+    def __init__(self, policies: list[str]):
+        self.style = {p: (_COLOURS[i % len(_COLOURS)], _MARKERS[i % len(_MARKERS)]) for i, p in enumerate(policies)}
+
+    def __call__(self, policy: str) -> dict:
+        colour, marker = self.style[policy]
+        return {"color": colour, "marker": marker, "label": policy}
+
+
+def _finish(fig, ax, path: Path, title: str) -> None:
+    ax.set_title(title, fontsize=11)
+    ax.grid(True, which="major", alpha=0.35)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _time_axis(ax) -> None:
+    locator = mdates.AutoDateLocator()
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+
+
+def _chart_p999(path: Path, title: str, rows: list[dict], policies: list[str], style: _Styles) -> None:
+    fig, ax = plt.subplots(figsize=(9, 5))
+    window = rows[0]["window"] if rows else "hour"
+    for policy in policies:
+        pts = sorted((r["window_start"], r["p999_ms"]) for r in rows if r["policy"] == policy and r["p999_ms"] is not None)
+        if pts:
+            ax.plot([t for t, _ in pts], [v for _, v in pts], linewidth=1.2, markersize=5, **style(policy))
+    skipped = sum(1 for r in rows if r["p999_ms"] is None)
+    ax.set_yscale("log")
+    ax.set_xlabel(f"window start ({window} windows, UTC)")
+    ax.set_ylabel("P999 produce latency (ms, log scale)")
+    _time_axis(ax)
+    if skipped:
+        ax.text(0.01, 0.01, f"{skipped} (policy, window) cells with n < 1000 acked produces: no P999, not plotted",
+                transform=ax.transAxes, fontsize=8, color="#555555")
+    _finish(fig, ax, path, title)
+
+
+def _chart_cdf(path: Path, title: str, rows: list[dict], policies: list[str], style: _Styles) -> None:
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for policy in policies:
+        pts = sorted((r["q"], r["latency_ms"]) for r in rows if r["policy"] == policy and r["latency_ms"] is not None)
+        pts = [(q, v) for q, v in pts if v > 0]
+        if pts:
+            ax.plot([v for _, v in pts], [q for q, _ in pts], linewidth=1.4, markersize=3.5, markevery=12, **style(policy))
+    ax.set_xscale("log")
+    # logit y: the body (0.5) and the tail (0.99, 0.999, 0.9999) get equal room
+    ax.set_yscale("logit")
+    ax.set_ylim(0.005, 0.9999)
+    ax.set_yticks([0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 0.9999])
+    ax.set_yticklabels(["0.01", "0.1", "0.5", "0.9", "0.99", "0.999", "0.9999"])
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("client-visible produce latency (ms, log scale)")
+    ax.set_ylabel("fraction of acked produces ≤ latency (logit scale)")
+    _finish(fig, ax, path, title)
+
+
+def _chart_exposure(path: Path, title: str, rows: list[dict], policies: list[str], style: _Styles) -> None:
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
+    window = rows[0]["window"] if rows else "hour"
+    for policy in policies:
+        pts = sorted((r["window_start"], r["exposure_byte_ms"] / 1e9, r["under_min_isr_acks"]) for r in rows if r["policy"] == policy)
+        if pts:
+            top.plot([p[0] for p in pts], [p[1] for p in pts], linewidth=1.2, markersize=4, **style(policy))
+            bottom.plot([p[0] for p in pts], [p[2] for p in pts], linewidth=1.2, markersize=4, **style(policy))
+    top.set_yscale("symlog", linthresh=1e-3)
+    top.set_ylabel("exposure (MB·s acked below\nmin ISR replicas, symlog)")
+    bottom.set_yscale("symlog", linthresh=1)
+    bottom.set_ylabel("acked batches held by\n< min ISR replicas (symlog)")
+    bottom.set_xlabel(f"window start ({window} windows, UTC)")
+    _time_axis(bottom)
+    bottom.grid(True, alpha=0.35)
+    _finish(fig, top, path, title)
+
+
+def _chart_tradeoff(path: Path, title: str, rows: list[dict], style: _Styles) -> None:
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    for r in rows:
+        if r["p999_ms"] is None:
+            continue
+        x = r["exposure_byte_ms"] / 1e9
+        ax.scatter([x], [r["p999_ms"]], s=70, zorder=3, **{k: v for k, v in style(r["policy"]).items()})
+        ax.annotate(r["policy"], (x, r["p999_ms"]), textcoords="offset points", xytext=(7, 5), fontsize=8)
+    ax.set_xscale("symlog", linthresh=1e-3)
+    ax.set_yscale("log")
+    ax.set_xlabel("exposure over the whole trace (MB·s acked below min ISR replicas, symlog)")
+    ax.set_ylabel("P999 produce latency (ms, log scale)")
+    ax.margins(x=0.15, y=0.15)
+    _finish(fig, ax, path, title)
+
+
+def _cell(row: dict, key: str, fmt: str) -> str:
+    raw = row.get(key)
+    if isinstance(raw, float) and math.isinf(raw):
+        raw_text = "inf"
+    else:
+        raw_text = "" if raw is None else repr(raw)
+    align = "left" if key == "policy" else "right"
+    return (
+        f'<td class="{align}" data-key="{key}" data-value="{html.escape(raw_text)}">'
+        f"{html.escape(summary_cell(row, key, fmt))}</td>"
+    )
+
+
+def _summary_table(rows: list[dict]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h, _, _ in SUMMARY_COLUMNS)
+    body = "\n".join(
+        f'<tr data-policy="{html.escape(r["policy"])}">' + "".join(_cell(r, k, f) for _, k, f in SUMMARY_COLUMNS) + "</tr>"
+        for r in rows
+    )
+    return f'<table class="summary">\n<tr>{head}</tr>\n{body}\n</table>'
+
+
+_CSS = """
+body { font-family: sans-serif; margin: 2em; max-width: 1400px; }
+table.summary { border-collapse: collapse; font-size: 13px; }
+table.summary th, table.summary td { border: 1px solid #ccc; padding: 3px 7px; }
+table.summary th { background: #eee; }
+td.right { text-align: right; font-variant-numeric: tabular-nums; }
+img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0 1.5em; }
+p.note { color: #444; font-size: 13px; max-width: 60em; }
+"""
+
+_NOTES = (
+    "Latency is client-visible per request (request completion + response queue + send), over acked "
+    "produces. Percentiles are Spark's exact <code>percentile</code> (position (n−1)·p, linear "
+    "interpolation between the closest ranks); P999 is '-' with fewer than 1000 acked produces. "
+    "Δ and × compare P999 with the replayed <code>acks=all</code>. Exposure: bytes × ms from the ack "
+    "until the batch is on min.insync.replicas replicas, finite windows only; 'never minISR' counts "
+    "acked batches that never got there within the data. NER = NotEnoughReplicas rejections."
+)
+
+
+def build_report(spark: SparkSession, lakehouse: str, out_dir: str | Path | None = None) -> Path:
+    """Write the charts and report.html for every (cluster, topic) of the gold tables; return the html path."""
+    out = Path(out_dir) if out_dir is not None else Path(lakehouse.rstrip("/")) / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summary_rows(read_table(spark, lakehouse, "policy_summary"))
+    latency = [r.asDict() for r in read_table(spark, lakehouse, "latency_percentiles").collect()]
+    risk = [
+        r.asDict()
+        for r in read_table(spark, lakehouse, "risk_exposure")
+        .select("cluster", "topic", "policy", "window", "window_start", "exposure_byte_ms", "under_min_isr_acks")
+        .collect()
+    ]
+    replay = read_table(spark, lakehouse, "produce_replay")
+    topics = sorted({(r["cluster"], r["topic"]) for r in summary})
+    if topics:
+        replay = replay.filter(F.col("cluster").isin(sorted({c for c, _ in topics})))
+    cdf = [r.asDict() for r in latency_quantiles(replay, cdf_probabilities(200)).collect()]
+
+    sections = []
+    for cluster, topic in topics:
+        def mine(rows, c=cluster, t=topic):
+            return [r for r in rows if r["cluster"] == c and r["topic"] == t]
+
+        rows = mine(summary)
+        policies = [r["policy"] for r in rows]
+        style = _Styles(policies)
+        slug = _slug(cluster, topic)
+        label = f"{cluster} / {topic}"
+        files = {name: f"{name}-{slug}.png" for name, _ in CHARTS}
+        _chart_p999(out / files["p999_by_window"], f"P999 produce latency per window — {label}", mine(latency), policies, style)
+        _chart_cdf(out / files["latency_cdf"], f"Produce latency CDF per policy — {label}", mine(cdf), policies, style)
+        _chart_exposure(out / files["exposure_over_time"], f"Durability exposure per window — {label}", mine(risk), policies, style)
+        _chart_tradeoff(out / files["p999_vs_exposure"], f"P999 latency vs exposure per policy — {label}", rows, style)
+        images = "\n".join(
+            f'<h3>{html.escape(caption)}</h3>\n<img src="{html.escape(files[name])}" alt="{html.escape(caption)}">'
+            for name, caption in CHARTS
+        )
+        sections.append(
+            f'<section data-cluster="{html.escape(cluster)}" data-topic="{html.escape(topic)}">\n'
+            f"<h2>{html.escape(label)}</h2>\n{_summary_table(rows)}\n{images}\n</section>"
+        )
+    page = (
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>ackreplay report</title>"
+        f"<style>{_CSS}</style></head><body>\n<h1>ackreplay: produce acknowledgement policies</h1>\n"
+        f'<p class="note">{_NOTES}</p>\n' + ("\n".join(sections) or "<p>No gold rows.</p>") + "\n</body></html>\n"
+    )
+    path = out / "report.html"
+    path.write_text(page, encoding="utf-8")
+    log.info("report written to %s (%d topics)", path, len(topics))
+    return path
+
+
+__all__ = ["build_report", "CHARTS", "policy_rank"]

@@ -1,0 +1,123 @@
+"""Gold stage + report on a small hand-made lakehouse: tables written, html references every chart,
+and the summary numbers in the html are the gold table's."""
+
+from __future__ import annotations
+
+import math
+from html.parser import HTMLParser
+
+import pytest
+
+from ackreplay.config import AppConfig
+from ackreplay.gold import GOLD_TABLES, SUMMARY_COLUMNS, run_gold, summary_cell
+from ackreplay.lakehouse import read_table, replace_rows
+from ackreplay.report import CHARTS, build_report
+from schemas.replay import PRODUCE_REPLAY
+from tests.unit.test_gold import INF, T11, _row, many_acked, partitions_frame, replay_frame
+from transforms.common import conform
+
+
+class _ReportParser(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.images: list[str] = []
+        self.rows: list[dict[str, tuple[str, str]]] = []  # key -> (data-value, text)
+        self._cell: tuple[str, str] | None = None
+        self._text = ""
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "img":
+            self.images.append(a["src"])
+        elif tag == "tr" and "data-policy" in a:
+            self.rows.append({})
+        elif tag == "td" and "data-key" in a:
+            self._cell, self._text = (a["data-key"], a["data-value"]), ""
+
+    def handle_data(self, data):
+        if self._cell:
+            self._text += data
+
+    def handle_endtag(self, tag):
+        if tag == "td" and self._cell:
+            key, value = self._cell
+            self.rows[-1][key] = (value, self._text)
+            self._cell = None
+
+
+@pytest.fixture(scope="module")
+def lakehouse(spark, tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("gold_lh"))
+    replay = (
+        many_acked(spark, "acks=all", 1200)
+        .unionByName(many_acked(spark, "quorum=2", 1100, scale=0.5))
+        .unionByName(
+            replay_frame(
+                spark,
+                [
+                    _row(policy="acks=1", latency=0.8, copies=1, exposure=3.0, nbytes=500, loss_k=True),
+                    _row(policy="acks=1", t=T11, latency=0.9, copies=1, exposure=INF, loss_k=True, loss_l=True),
+                    _row(policy="min.insync", outcome="not_enough_replicas"),
+                    _row(policy="min.insync", t=T11, outcome="timeout"),
+                ],
+            )
+        )
+    )
+    replace_rows(conform(replay, PRODUCE_REPLAY), root, "produce_replay", "cluster IN ('c1')", "test")
+    replace_rows(partitions_frame(spark, [("c1", "orders", 0, 2)]), root, "partitions", "cluster IN ('c1')", "test")
+    return root
+
+
+def test_gold_tables_and_report(spark, lakehouse, tmp_path):
+    report = run_gold(spark, AppConfig(), lakehouse, ["c1"], "gold-test", window="hour")
+    assert report.rows == {"latency_percentiles": 5, "risk_exposure": 5, "availability": 5, "policy_summary": 4}
+    assert [r["policy"] for r in report.summary] == ["acks=all", "min.insync", "quorum=2", "acks=1"]
+    lines = report.summary_lines()
+    assert lines[0].startswith("gold run gold-test (hour windows)")
+    assert [line.split()[0] for line in lines[3:]] == ["acks=all", "min.insync", "quorum=2", "acks=1"]
+
+    html_path = build_report(spark, lakehouse, tmp_path / "out")
+    assert html_path == tmp_path / "out" / "report.html"
+    parser = _ReportParser()
+    parser.feed(html_path.read_text(encoding="utf-8"))
+    pngs = sorted(p.name for p in (tmp_path / "out").glob("*.png"))
+    assert len(pngs) == len(CHARTS)
+    assert sorted(parser.images) == pngs  # every chart referenced, by a relative path, and nothing else
+    for name in pngs:
+        assert (tmp_path / "out" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    gold = {r["policy"]: r.asDict() for r in read_table(spark, lakehouse, "policy_summary").collect()}
+    assert [row["policy"][0] for row in parser.rows] == ["acks=all", "min.insync", "quorum=2", "acks=1"]
+    for row in parser.rows:
+        expected = gold[row["policy"][0]]
+        for _, key, fmt in SUMMARY_COLUMNS:
+            value, text = row[key]
+            want = expected[key]
+            assert text == summary_cell(expected, key, fmt)
+            if want is None:
+                assert value == ""
+            elif isinstance(want, str):
+                assert value == want
+            elif isinstance(want, float) and math.isinf(want):
+                assert value == "inf"
+            else:
+                assert float(value) == want, (row["policy"], key)
+    # hand-checked figures of the summary: acks=all p999 of 1..1200 (h = 1198.801 -> 1199.801)
+    assert gold["acks=all"]["p999_ms"] == pytest.approx(1199.801)
+    assert gold["acks=1"]["never_min_isr_acks"] == 1 and gold["acks=1"]["exposure_byte_ms"] == 1500.0
+    assert gold["min.insync"]["not_enough_replicas"] == 1 and gold["min.insync"]["timeouts"] == 1
+
+
+def _gold_rows(spark, lakehouse):
+    out = {}
+    for name in GOLD_TABLES:
+        df = read_table(spark, lakehouse, name).drop("gold_run_id")
+        out[name] = df.orderBy(*df.columns).collect()
+    return out
+
+
+def test_gold_rerun_is_idempotent(spark, lakehouse):
+    run_gold(spark, AppConfig(), lakehouse, ["c1"], "gold-rerun-1", window="hour")
+    first = _gold_rows(spark, lakehouse)
+    run_gold(spark, AppConfig(), lakehouse, ["c1"], "gold-rerun-2", window="hour")
+    assert _gold_rows(spark, lakehouse) == first
