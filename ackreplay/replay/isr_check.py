@@ -29,7 +29,15 @@ from ackreplay.config import AppConfig
 from ackreplay.lakehouse import read_table
 from ackreplay.replay.groups import _isr_timeline
 from ackreplay.replay.kernel import EpochInputs, IsrTimeline, ReplayOptions, simulate_isr
-from transforms.replay_inputs import KIND_FETCH, KIND_ISR, KIND_PRODUCE, build_epochs, fetch_event_rows, produce_rows, with_leader_epoch
+from transforms.replay_inputs import (
+    KIND_FETCH,
+    KIND_ISR,
+    KIND_PRODUCE,
+    build_epochs,
+    fetch_event_rows,
+    produce_rows,
+    with_leader_epoch,
+)
 
 EPOCH_KEY = ["cluster", "topic", "partition", "leader_epoch"]
 _ONE_BUCKET_US = 10**18  # a bucket longer than any trace (µs since 1970): one group per leader epoch, bucket 0
