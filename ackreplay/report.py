@@ -35,6 +35,8 @@ CHARTS = (
 )
 _COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<"]
+# Policies that coincide (min.insync and quorum=2 on RF 3 / min ISR 2) stay visible: dash patterns differ.
+_LINES = ["-", "--", "-.", ":", (0, (5, 1.5)), (0, (1, 1)), (0, (3, 1, 1, 1, 1, 1))]
 
 
 def _slug(*parts: str) -> str:
@@ -45,11 +47,34 @@ class _Styles:
     """One colour and marker per policy, the same in every chart (policies in reading order)."""
 
     def __init__(self, policies: list[str]):
-        self.style = {p: (_COLOURS[i % len(_COLOURS)], _MARKERS[i % len(_MARKERS)]) for i, p in enumerate(policies)}
+        self.style = {
+            p: (_COLOURS[i % len(_COLOURS)], _MARKERS[i % len(_MARKERS)], _LINES[i % len(_LINES)])
+            for i, p in enumerate(policies)
+        }
 
-    def __call__(self, policy: str) -> dict:
-        colour, marker = self.style[policy]
-        return {"color": colour, "marker": marker, "label": policy}
+    def __call__(self, policy: str, line: bool = True) -> dict:
+        colour, marker, dashes = self.style[policy]
+        out = {"color": colour, "marker": marker, "label": policy}
+        if line:
+            out["linestyle"] = dashes
+        return out
+
+
+def _coinciding(series: dict[str, list[tuple]]) -> str:
+    """'a = b' for policies whose plotted points agree within 1% (their lines hide each other)."""
+    groups: list[list[str]] = []
+    for policy, pts in series.items():
+        for group in groups:
+            other = series[group[0]]
+            if len(other) == len(pts) and all(
+                a[0] == b[0] and abs(a[1] - b[1]) <= 0.01 * max(abs(a[1]), abs(b[1])) for a, b in zip(other, pts)
+            ):
+                group.append(policy)
+                break
+        else:
+            groups.append([policy])
+    same = [" = ".join(g) for g in groups if len(g) > 1]
+    return ("lines on top of each other: " + "; ".join(same)) if same else ""
 
 
 def _finish(fig, ax, path: Path, title: str) -> None:
@@ -70,10 +95,15 @@ def _time_axis(ax) -> None:
 def _chart_p999(path: Path, title: str, rows: list[dict], policies: list[str], style: _Styles) -> None:
     fig, ax = plt.subplots(figsize=(9, 5))
     window = rows[0]["window"] if rows else "hour"
+    series = {}
     for policy in policies:
         pts = sorted((r["window_start"], r["p999_ms"]) for r in rows if r["policy"] == policy and r["p999_ms"] is not None)
         if pts:
+            series[policy] = pts
             ax.plot([t for t, _ in pts], [v for _, v in pts], linewidth=1.2, markersize=5, **style(policy))
+    same = _coinciding(series)
+    if same:
+        ax.text(0.01, 0.06, same, transform=ax.transAxes, fontsize=8, color="#555555")
     skipped = sum(1 for r in rows if r["p999_ms"] is None)
     ax.set_yscale("log")
     ax.set_xlabel(f"window start ({window} windows, UTC)")
@@ -87,11 +117,16 @@ def _chart_p999(path: Path, title: str, rows: list[dict], policies: list[str], s
 
 def _chart_cdf(path: Path, title: str, rows: list[dict], policies: list[str], style: _Styles) -> None:
     fig, ax = plt.subplots(figsize=(9, 5.5))
+    series = {}
     for policy in policies:
         pts = sorted((r["q"], r["latency_ms"]) for r in rows if r["policy"] == policy and r["latency_ms"] is not None)
         pts = [(q, v) for q, v in pts if v > 0]
         if pts:
+            series[policy] = pts
             ax.plot([v for _, v in pts], [q for q, _ in pts], linewidth=1.4, markersize=3.5, markevery=12, **style(policy))
+    same = _coinciding(series)
+    if same:
+        ax.text(0.99, 0.02, same, transform=ax.transAxes, fontsize=8, color="#555555", ha="right")
     ax.set_xscale("log")
     # logit y: the body (0.5) and the tail (0.99, 0.999, 0.9999) get equal room
     ax.set_yscale("logit")
@@ -124,12 +159,14 @@ def _chart_exposure(path: Path, title: str, rows: list[dict], policies: list[str
 
 def _chart_tradeoff(path: Path, title: str, rows: list[dict], style: _Styles) -> None:
     fig, ax = plt.subplots(figsize=(8, 5.5))
-    for r in rows:
-        if r["p999_ms"] is None:
-            continue
-        x = r["exposure_byte_ms"] / 1e9
-        ax.scatter([x], [r["p999_ms"]], s=70, zorder=3, **{k: v for k, v in style(r["policy"]).items()})
-        ax.annotate(r["policy"], (x, r["p999_ms"]), textcoords="offset points", xytext=(7, 5), fontsize=8)
+    points = [(r["policy"], r["exposure_byte_ms"] / 1e9, r["p999_ms"]) for r in rows if r["p999_ms"] is not None]
+    labels: dict[tuple[float, float], list[str]] = {}  # coinciding points get one joined label
+    for policy, x, y in points:
+        ax.scatter([x], [y], s=70, zorder=3, alpha=0.85, **style(policy, line=False))
+        key = next((k for k in labels if abs(k[0] - x) <= 1e-9 + 0.01 * abs(x) and abs(k[1] - y) <= 0.01 * y), (x, y))
+        labels.setdefault(key, []).append(policy)
+    for (x, y), names in labels.items():
+        ax.annotate(" = ".join(names), (x, y), textcoords="offset points", xytext=(8, 5), fontsize=8)
     ax.set_xscale("symlog", linthresh=1e-3)
     ax.set_yscale("log")
     ax.set_xlabel("exposure over the whole trace (MB·s acked below min ISR replicas, symlog)")
@@ -142,6 +179,8 @@ def _cell(row: dict, key: str, fmt: str) -> str:
     raw = row.get(key)
     if isinstance(raw, float) and math.isinf(raw):
         raw_text = "inf"
+    elif isinstance(raw, str):
+        raw_text = raw
     else:
         raw_text = "" if raw is None else repr(raw)
     align = "left" if key == "policy" else "right"

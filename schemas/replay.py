@@ -41,9 +41,35 @@ _VALUES = [
     StructField("event_date", DateType(), True),
 ]
 
-# What the pandas group function returns: times as int64 microseconds (converted in Spark).
+ISR_SOURCES = ["logs", "assumed_full", "simulated"]
+
+# What the pandas group function returns: numeric only (times as int64 µs, strings as codes); the
+# stage maps group_id, source_file_id and the codes back to the columns of PRODUCE_REPLAY.
 REPLAY_GROUP_OUTPUT = StructType(
-    _KEY + [StructField(f"{name}_us", LongType(), name == "t_ack_observed") for name in _TIMES] + _VALUES
+    [
+        StructField("group_id", LongType(), False),
+        StructField("base_offset", LongType(), False),
+        StructField("broker_id", IntegerType(), False),
+        StructField("bytes", IntegerType(), True),
+        StructField("recorded_acks", IntegerType(), False),
+        StructField("t_start_us", LongType(), False),
+        StructField("t_local_done_us", LongType(), False),
+        StructField("t_ack_observed_us", LongType(), True),
+        StructField("source_file_id", IntegerType(), False),
+        StructField("line_number", LongType(), False),
+        StructField("event_day", IntegerType(), True),
+        StructField("policy_code", IntegerType(), False),
+        StructField("outcome_code", IntegerType(), False),
+        StructField("t_ack_us", LongType(), False),
+        StructField("ack_wait_ms", DoubleType(), False),
+        StructField("latency_ms", DoubleType(), False),
+        StructField("copies_at_ack", IntegerType(), False),
+        StructField("exposure_ms", DoubleType(), True),
+        StructField("full_replication_ms", DoubleType(), True),
+        StructField("loss_kafka_election", BooleanType(), False),
+        StructField("loss_longest_log_election", BooleanType(), False),
+        StructField("isr_source_code", IntegerType(), False),
+    ]
 )
 
 PRODUCE_REPLAY = StructType(

@@ -13,7 +13,14 @@ from pyspark.sql import functions as F
 
 EPOCH_END_NEVER = 2**62  # µs: "still leader at the end of the data"
 GROUP_KEY = ["cluster", "topic", "partition", "leader_epoch", "bucket"]
-KIND_PRODUCE, KIND_FETCH, KIND_ISR = 0, 1, 2
+KIND_PRODUCE, KIND_FETCH, KIND_ISR, KIND_META = 0, 1, 2, 3
+# What crosses into Python is numeric (Arrow moves numeric columns without per-value work); strings
+# and arrays travel once per group on the meta row, and source files as ids of a small dictionary.
+
+
+def with_group_id(df: DataFrame) -> DataFrame:
+    """`group_id`: a 64-bit hash of the group key, carried through Python instead of the strings."""
+    return df.withColumn("group_id", F.xxhash64(*GROUP_KEY))
 
 
 def _micros(col: str) -> F.Column:
@@ -90,20 +97,19 @@ def bucket_of(time_us: F.Column, bucket_us: int) -> F.Column:
     return F.floor(time_us / F.lit(bucket_us)).cast("bigint")
 
 
-def produce_rows(produces_df: DataFrame, partitions_df: DataFrame, bucket_us: int) -> DataFrame:
-    """Replayable produces (appended: error 0, base offset known) as group rows with the assignment."""
-    meta = partitions_df.select("cluster", "topic", "partition", "replicas", "min_insync_replicas")
-    return (
-        produces_df.join(F.broadcast(meta), ["cluster", "topic", "partition"], "inner")
-        .select(
+def produce_rows(produces_df: DataFrame, source_ids_df: DataFrame, bucket_us: int) -> DataFrame:
+    """Replayable produces (appended: error 0, base offset known) as numeric group rows.
+
+    `source_ids_df` maps source_file -> source_file_id (a small dictionary, broadcast).
+    """
+    return with_group_id(
+        produces_df.join(F.broadcast(source_ids_df), ["source_file"], "inner").select(
             *GROUP_KEY[:-1],
             bucket_of(_micros("t_local_done"), bucket_us).alias("bucket"),
             F.lit(KIND_PRODUCE).cast("tinyint").alias("kind"),
             _micros("t_local_done").alias("t_us"),
             F.col("base_offset").alias("offset"),
             F.lit(None).cast("int").alias("follower_id"),
-            F.lit(None).cast("array<int>").alias("isr"),
-            "broker_id",
             "acks",
             "timeout_ms",
             "records_size_bytes",
@@ -111,14 +117,32 @@ def produce_rows(produces_df: DataFrame, partitions_df: DataFrame, bucket_us: in
             _micros("t_ack_observed").alias("t_ack_observed_us"),
             "response_queue_time_ms",
             "send_time_ms",
+            "source_file_id",
+            "line_number",
+            F.unix_date("event_date").alias("event_day"),
+        )
+    )
+
+
+def meta_rows(group_keys_df: DataFrame, epochs_df: DataFrame, partitions_df: DataFrame) -> DataFrame:
+    """One row per group with what is constant in it: leader, assignment, min ISR, epoch bounds, start ISR."""
+    meta = partitions_df.select("cluster", "topic", "partition", "replicas", "min_insync_replicas")
+    epochs = epochs_df.select(
+        "cluster", "topic", "partition", "leader_epoch", "leader_id", "epoch_start_us", "epoch_end_us", "start_isr"
+    )
+    return (
+        group_keys_df.join(F.broadcast(epochs), ["cluster", "topic", "partition", "leader_epoch"], "inner")
+        .join(F.broadcast(meta), ["cluster", "topic", "partition"], "inner")
+        .select(
+            *GROUP_KEY,
+            "group_id",
+            F.lit(KIND_META).cast("tinyint").alias("kind"),
+            F.col("leader_id").alias("broker_id"),
             "replicas",
             "min_insync_replicas",
             "epoch_start_us",
             "epoch_end_us",
-            "start_isr",
-            "source_file",
-            "line_number",
-            "event_date",
+            F.col("start_isr").alias("isr"),
         )
     )
 
@@ -143,7 +167,6 @@ def fetch_event_rows(
         learned.alias("t_us"),
         F.col("fetch_offset").alias("offset"),
         "follower_id",
-        F.lit(None).cast("array<int>").alias("isr"),
     )
 
 
@@ -153,24 +176,19 @@ def isr_rows(isr_changes_df: DataFrame, group_keys_df: DataFrame) -> DataFrame:
         "cluster", "topic", "partition", "leader_epoch", _micros("t_log").alias("t_us"), "isr"
     )
     return group_keys_df.join(changes, ["cluster", "topic", "partition", "leader_epoch"], "inner").select(
-        *GROUP_KEY,
-        F.lit(KIND_ISR).cast("tinyint").alias("kind"),
-        "t_us",
-        F.lit(None).cast("bigint").alias("offset"),
-        F.lit(None).cast("int").alias("follower_id"),
-        "isr",
+        *GROUP_KEY, "group_id", F.lit(KIND_ISR).cast("tinyint").alias("kind"), "t_us", "isr"
     )
 
 
 def with_request_response(replayed_df: DataFrame) -> DataFrame:
-    """`t_response`: the broker answers a produce request when all its partitions are done, so each
+    """`t_response_us`: the broker answers a produce request when all its partitions are done, so each
     policy's response time is the latest `t_ack_us` over the request's rows (same source line);
     `latency_ms` becomes the client-visible latency of that response."""
-    request = Window.partitionBy("cluster", "source_file", "line_number", "policy")
+    request = Window.partitionBy("source_file_id", "line_number", "policy_code")
     t_response_us = F.max("t_ack_us").over(request)
     return replayed_df.withColumns(
         {
-            "t_response": F.timestamp_micros(t_response_us),
+            "t_response_us": t_response_us,
             "latency_ms": F.col("latency_ms") + (t_response_us - F.col("t_ack_us")) / 1000.0,
         }
     )

@@ -13,21 +13,24 @@ import time
 from dataclasses import dataclass, field
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
 from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists
-from ackreplay.replay.groups import replay_group
+from ackreplay.replay.groups import policy_order, replay_group
+from ackreplay.replay.kernel import OUTCOME_NAMES
 from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
-from schemas.replay import PRODUCE_REPLAY, REPLAY_GROUP_OUTPUT
+from schemas.replay import ISR_SOURCES, PRODUCE_REPLAY, REPLAY_GROUP_OUTPUT
 from transforms.common import conform
 from transforms.replay_inputs import (
     GROUP_KEY,
     build_epochs,
     fetch_event_rows,
     isr_rows,
+    meta_rows,
     produce_rows,
+    with_group_id,
     with_leader_epoch,
     with_request_response,
 )
@@ -84,24 +87,34 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
 
     appended = (F.col("acks") != 0) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0)
     candidates = produce.filter(appended)
+    # Source files travel through Python as ids of this small dictionary.
+    source_ids = (
+        produce.select("source_file")
+        .distinct()
+        .withColumn("source_file_id", F.row_number().over(Window.orderBy("source_file")).cast("int"))
+        .cache()
+    )
     produces_in_epochs = with_leader_epoch(candidates, epochs, F.unix_micros("t_local_done"))
-    group_produces = produce_rows(produces_in_epochs, partitions, bucket_us)
+    group_produces = produce_rows(produces_in_epochs, source_ids, bucket_us)
+    group_keys = group_produces.select(*GROUP_KEY, "group_id").distinct().cache()
     events = with_leader_epoch(
         fetches.filter((F.coalesce("partition_error_code", F.lit(0)) == 0) & ~F.col("diverging_epoch")),
         epochs,
         F.unix_micros("t_dequeue"),
     )
-    group_events = fetch_event_rows(events, bucket_us, horizon, settings.fetch_update_fraction)
-    # ISR lines from server.log carry no epoch: place every change in the epoch of its leader at that time.
-    isr_in_epochs = with_leader_epoch(
-        isr_changes.drop("leader_epoch"), epochs, F.unix_micros("t_log")
-    )
-    group_keys = group_produces.select(*GROUP_KEY).distinct()
-    group_isr = isr_rows(isr_in_epochs, group_keys)
     # Events copied into a neighbouring bucket that has no produce are not needed.
-    group_events = group_events.join(group_keys, GROUP_KEY, "left_semi")
-    rows = group_produces.unionByName(group_events, allowMissingColumns=True).unionByName(
-        group_isr, allowMissingColumns=True
+    group_events = with_group_id(fetch_event_rows(events, bucket_us, horizon, settings.fetch_update_fraction)).join(
+        group_keys.select("group_id"), ["group_id"], "left_semi"
+    )
+    # ISR lines from server.log carry no epoch: place every change in the epoch of its leader at that time.
+    isr_in_epochs = with_leader_epoch(isr_changes.drop("leader_epoch"), epochs, F.unix_micros("t_log"))
+    group_isr = isr_rows(isr_in_epochs, group_keys)
+    group_meta = meta_rows(group_keys, epochs, partitions)
+    rows = (
+        group_produces.drop(*GROUP_KEY)
+        .unionByName(group_events.drop(*GROUP_KEY), allowMissingColumns=True)
+        .unionByName(group_isr.drop(*GROUP_KEY), allowMissingColumns=True)
+        .unionByName(group_meta.drop(*GROUP_KEY), allowMissingColumns=True)
     )
     quorum_sizes = tuple(settings.quorum_sizes)
     lag_ms = tuple(float(x) for x in settings.lag_ms)
@@ -110,12 +123,27 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
     def replay_fn(pdf: pd.DataFrame) -> pd.DataFrame:
         return replay_group(pdf, quorum_sizes, lag_ms, strict_min_isr)
 
-    replayed = rows.groupBy(*GROUP_KEY).applyInPandas(replay_fn, REPLAY_GROUP_OUTPUT)
-    out = with_request_response(replayed).withColumns(
-        {
-            **{name: F.timestamp_micros(F.col(f"{name}_us")) for name in ("t_start", "t_local_done", "t_ack", "t_ack_observed")},
-            "replay_run_id": F.lit(run_id),
-        }
+    replayed = rows.groupBy("group_id").applyInPandas(replay_fn, REPLAY_GROUP_OUTPUT)
+    names = lambda values: F.array(*[F.lit(v) for v in values])  # noqa: E731
+    out = (
+        with_request_response(replayed)
+        .join(group_keys.drop("bucket"), ["group_id"], "inner")
+        .join(F.broadcast(source_ids), ["source_file_id"], "inner")
+        .withColumns(
+            {
+                **{
+                    name: F.timestamp_micros(F.col(f"{name}_us"))
+                    for name in ("t_start", "t_local_done", "t_ack", "t_ack_observed", "t_response")
+                },
+                "policy": F.element_at(names(policy_order(quorum_sizes, lag_ms)), F.col("policy_code") + 1),
+                "outcome": F.element_at(
+                    names([OUTCOME_NAMES[i] for i in sorted(OUTCOME_NAMES)]), F.col("outcome_code") + 1
+                ),
+                "isr_source": F.element_at(names(ISR_SOURCES), F.col("isr_source_code") + 1),
+                "event_date": F.date_from_unix_date("event_day"),
+                "replay_run_id": F.lit(run_id),
+            }
+        )
     )
     predicate = f"cluster IN ({', '.join(map(sql_string, clusters))})"
     started = time.monotonic()
@@ -123,6 +151,8 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
     replace_rows(conform(out, PRODUCE_REPLAY), lakehouse, "produce_replay", predicate, run_id)
     log.info("replay done in %.1f s", time.monotonic() - started)
     epochs.unpersist()
+    source_ids.unpersist()
+    group_keys.unpersist()
 
     result = read_table(spark, lakehouse, "produce_replay").filter(in_scope)
     report.outcomes = {
