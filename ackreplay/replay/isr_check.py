@@ -35,7 +35,6 @@ from transforms.replay_inputs import (
     KIND_PRODUCE,
     build_epochs,
     fetch_event_rows,
-    produce_rows,
     with_leader_epoch,
 )
 
@@ -181,9 +180,18 @@ def epoch_rows(
     produce, fetches, partitions = table("produce_requests"), table("follower_fetches"), table("partitions")
     epochs = build_epochs(table("leader_epochs"), fetches)
     appended = (F.col("acks") != 0) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0)
-    produces = produce_rows(
-        with_leader_epoch(produce.filter(appended), epochs, F.unix_micros("t_local_done")), partitions, _ONE_BUCKET_US
-    )
+    # Only what simulate_isr needs, with the epoch's constants on every produce row (own selection:
+    # the replay stage's produce_rows / meta_rows carry group ids and output columns instead).
+    meta = partitions.select("cluster", "topic", "partition", "replicas", "min_insync_replicas")
+    produces = (
+        with_leader_epoch(produce.filter(appended), epochs, F.unix_micros("t_local_done"))
+        .join(F.broadcast(meta), ["cluster", "topic", "partition"], "inner")
+        .select(
+            *EPOCH_KEY, F.lit(KIND_PRODUCE).cast("tinyint").alias("kind"), F.unix_micros("t_local_done").alias("t_us"),
+            F.col("base_offset").alias("offset"), F.lit(None).cast("int").alias("follower_id"), "broker_id",
+            "timeout_ms", "replicas", "min_insync_replicas", "epoch_start_us", "epoch_end_us", "start_isr",
+        )
+    )  # fmt: skip
     usable = fetches.filter((F.coalesce("partition_error_code", F.lit(0)) == 0) & ~F.col("diverging_epoch"))
     if carried_events:
         # The later requests of the session that omitted the partition: the leader handled the same
@@ -193,12 +201,13 @@ def epoch_rows(
         )
         usable = usable.unionByName(carried)
     events = with_leader_epoch(usable, epochs, F.unix_micros("t_dequeue"))
-    events = fetch_event_rows(events, _ONE_BUCKET_US, 0, config.replay.fetch_update_fraction).filter(
-        F.col("bucket") == 0
+    events = (
+        fetch_event_rows(events, _ONE_BUCKET_US, 0, config.replay.fetch_update_fraction)
+        .filter(F.col("bucket") == 0)
+        .select(*EPOCH_KEY, "kind", "t_us", "offset", "follower_id")
     )
     isr = with_leader_epoch(table("isr_changes").drop("leader_epoch"), epochs, F.unix_micros("t_log")).select(
-        *EPOCH_KEY, F.lit(0).cast("bigint").alias("bucket"), F.lit(KIND_ISR).cast("tinyint").alias("kind"),
-        F.unix_micros("t_log").alias("t_us"), "isr",
+        *EPOCH_KEY, F.lit(KIND_ISR).cast("tinyint").alias("kind"), F.unix_micros("t_log").alias("t_us"), "isr",
     )  # fmt: skip
     keys = produces.select(*EPOCH_KEY).distinct()
     return (
