@@ -22,6 +22,7 @@ from ackreplay.config import AppConfig
 from ackreplay.inputs import InputFile, InputInventory, discover_all
 from ackreplay.lakehouse import read_table, replace_rows, rows_written, source_files_predicate, table_exists
 from ackreplay.line_reader import read_lines
+from ackreplay.metrics import MetricsReport, ingest_metrics
 from schemas import tables
 from transforms.common import conform
 from transforms.follower_fetches import build_follower_fetches
@@ -63,6 +64,7 @@ class IngestReport:
     topics_lines: dict[str, int] = field(default_factory=dict)  # header / partition / blank / unrecognised
     clusters: list[str] = field(default_factory=list)
     broker_logs: BrokerLogReport | None = None
+    metrics: MetricsReport | None = None
 
     @property
     def total_lines(self) -> int:
@@ -83,6 +85,8 @@ class IngestReport:
             out.append(f"  {table}: {n:,} rows written")
         if self.broker_logs is not None:
             out.extend(self.broker_logs.summary_lines())
+        if self.metrics is not None and self.metrics.files:
+            out.extend(self.metrics.summary_lines())
         if self.ignored_files:
             out.append(f"  {len(self.ignored_files)} files outside the input layout ignored, e.g. {self.ignored_files[0]}")
         return out
@@ -211,7 +215,7 @@ def ingest_request_logs(
 def run_ingest(spark: SparkSession, config: AppConfig, inputs: str | list[str], lakehouse: str) -> IngestReport:
     """Ingest every request log and topics.txt under the input folder(s) into `lakehouse`."""
     inventory: InputInventory = discover_all([inputs] if isinstance(inputs, str) else list(inputs))
-    run_id = "ingest-" + inventory.fingerprint(("request_log", "topics", "server_log", "state_change_log"))
+    run_id = "ingest-" + inventory.fingerprint(("request_log", "topics", "server_log", "state_change_log", "metrics"))
     request_files = inventory.of_kind("request_log")
     topics_files = inventory.of_kind("topics")
     report = IngestReport(run_id, len(request_files), len(topics_files), list(inventory.ignored))
@@ -225,5 +229,8 @@ def run_ingest(spark: SparkSession, config: AppConfig, inputs: str | list[str], 
     broker_log_files = inventory.of_kind("server_log") + inventory.of_kind("state_change_log")
     with _step(f"reading {len(broker_log_files)} server.log/state-change.log files"):
         report.broker_logs = ingest_broker_logs(spark, config, broker_log_files, lakehouse, run_id)
+    metrics_files = inventory.of_kind("metrics")
+    with _step(f"reading {len(metrics_files)} metrics scrape files"):
+        report.metrics = ingest_metrics(spark, config, metrics_files, lakehouse, run_id)
     report.clusters = sorted({f.cluster for f in inventory.files})
     return report

@@ -155,16 +155,23 @@ def fetch_event_rows(
 
     The leader learns `fetch_offset` while handling the FETCH, between `t_dequeue` and `t_local_done`
     (it reads the partitions listed before this one first): the event is placed `update_fraction` of
-    the way through that interval.
+    the way through that interval. A listing that later incremental requests carried over (the
+    partition was idle, so the follower did not re-send it) adds a second event with the same offset
+    at `carried_until`: the leader still saw the follower fetching at that offset, which keeps it
+    caught up in the ISR re-simulation.
     """
     dequeue, local_done = _micros("t_dequeue"), _micros("t_local_done")
     learned = dequeue + F.round((local_done - dequeue) * F.lit(update_fraction)).cast("bigint")
-    own = bucket_of(learned, bucket_us)
-    return fetches_df.select(
+    times = F.when(
+        F.col("carried_requests") > 0, F.array(learned, _micros("carried_until"))
+    ).otherwise(F.array(learned))
+    events = fetches_df.select(*GROUP_KEY[:-1], "follower_id", "fetch_offset", F.explode(times).alias("t_us"))
+    own = bucket_of(F.col("t_us"), bucket_us)
+    return events.select(
         *GROUP_KEY[:-1],
         F.explode(F.sequence(own - F.lit(horizon_buckets), own + F.lit(1))).alias("bucket"),
         F.lit(KIND_FETCH).cast("tinyint").alias("kind"),
-        learned.alias("t_us"),
+        "t_us",
         F.col("fetch_offset").alias("offset"),
         "follower_id",
     )
