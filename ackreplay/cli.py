@@ -12,7 +12,7 @@ from ackreplay.inputs import InputError
 
 log = logging.getLogger("ackreplay")
 
-STAGES = ("ingest", "replay")
+STAGES = ("ingest", "replay", "gold", "report")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,6 +38,12 @@ def _parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="silver tables -> produce_replay under every configured policy")
     replay.add_argument("--cluster", nargs="+", help="clusters to replay (default: every cluster in produce_requests)")
     common(replay)
+    gold = sub.add_parser("gold", help="produce_replay -> latency_percentiles, risk_exposure, availability, policy_summary")
+    gold.add_argument("--cluster", nargs="+", help="clusters to aggregate (default: every cluster in produce_replay)")
+    common(gold)
+    report = sub.add_parser("report", help="charts and report.html from the gold tables")
+    report.add_argument("--out", help="output folder (default: <lakehouse>/report)")
+    common(report)
     export = sub.add_parser("export", help="write a table as CSV or Parquet for other tools")
     export.add_argument("table", help="table name, e.g. produce_requests")
     export.add_argument("--format", choices=("csv", "parquet"), required=True)
@@ -87,6 +93,21 @@ def main(argv: list[str] | None = None) -> int:
                 )
             replay_report = run_replay(spark, config, lakehouse, clusters, run_id=f"replay-{int(time.time())}")
             print("\n".join(replay_report.summary_lines()))
+        if args.command in ("run", "gold"):
+            from ackreplay.gold import run_gold
+            from ackreplay.lakehouse import read_table
+
+            if args.command == "gold":
+                clusters = args.cluster or sorted(
+                    r["cluster"] for r in read_table(spark, lakehouse, "produce_replay").select("cluster").distinct().collect()
+                )
+            gold_report = run_gold(spark, config, lakehouse, clusters, f"gold-{int(time.time())}", config.gold.window)
+            print("\n".join(gold_report.summary_lines()))
+        if args.command in ("run", "report"):
+            from ackreplay.report import build_report
+
+            html = build_report(spark, lakehouse, getattr(args, "out", None))
+            print(f"report: {html}")
         elif args.command == "export":
             from ackreplay.export import export_table
 

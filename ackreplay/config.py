@@ -7,7 +7,7 @@ names the key, so a typo never silently falls back to a default.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
@@ -88,6 +88,12 @@ class ReplaySettings(_Strict):
         return values
 
 
+class GoldSettings(_Strict):
+    """Aggregation of produce_replay into the gold tables."""
+
+    window: Literal["minute", "hour", "day"] = "hour"
+
+
 class AppConfig(_Strict):
     """The whole configuration of one environment."""
 
@@ -95,6 +101,7 @@ class AppConfig(_Strict):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     replay: ReplaySettings = Field(default_factory=ReplaySettings)
+    gold: GoldSettings = Field(default_factory=GoldSettings)
     default_cluster: ClusterSettings = Field(default_factory=ClusterSettings)
     clusters: dict[str, ClusterSettings] = Field(default_factory=dict)
 
