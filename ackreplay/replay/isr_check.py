@@ -166,13 +166,10 @@ def epoch_rows(
     config: AppConfig,
     lakehouse: str,
     clusters: list[str] | None = None,
-    carried_events: bool = False,
 ) -> DataFrame:
     """The kernel's input rows (produces, follower LEO events, ISR changes) of every leader epoch with
-    produces, as the replay stage builds them but with one group per epoch (bucket 0).
-
-    `carried_events`: also a LEO event at `carried_until` for a FETCH whose offset later requests of
-    its incremental session carried over (the replay stage does not add these)."""
+    produces, as the replay stage builds them (LEO events at carried-over fetches included) but with one
+    group per epoch (bucket 0)."""
     def table(name: str) -> DataFrame:
         df = read_table(spark, lakehouse, name)
         return df if clusters is None else df.filter(F.col("cluster").isin(clusters))
@@ -193,13 +190,6 @@ def epoch_rows(
         )
     )  # fmt: skip
     usable = fetches.filter((F.coalesce("partition_error_code", F.lit(0)) == 0) & ~F.col("diverging_epoch"))
-    if carried_events:
-        # The later requests of the session that omitted the partition: the leader handled the same
-        # fetchOffset again, last at `carried_until` (an idle, caught-up follower keeps fetching).
-        carried = usable.filter(F.col("carried_requests") > 0).withColumns(
-            {"t_dequeue": F.col("carried_until"), "t_local_done": F.col("carried_until")}
-        )
-        usable = usable.unionByName(carried)
     events = with_leader_epoch(usable, epochs, F.unix_micros("t_dequeue"))
     events = (
         fetch_event_rows(events, _ONE_BUCKET_US, 0, config.replay.fetch_update_fraction)
@@ -259,14 +249,13 @@ def compare_isr(
     window_ms: float = 10_000.0,
     clusters: list[str] | None = None,
     options: ReplayOptions | None = None,
-    carried_events: bool = False,
 ) -> IsrComparison:
     """Re-simulate every partition-epoch's ISR for `lag_ms` and compare it with the recorded one.
 
     Events of the same follower and kind are paired closest first, at most `window_ms` apart.
     Collects each epoch's rows to the driver: for the small lab traces only (see the module doc).
     """
-    pdf = epoch_rows(spark, config, lakehouse, clusters, carried_events).toPandas()
+    pdf = epoch_rows(spark, config, lakehouse, clusters).toPandas()
     result = [
         compare_epoch(group, lag_ms, window_ms, options)
         for _, group in sorted(pdf.groupby(EPOCH_KEY, sort=False), key=lambda kv: kv[0])
@@ -283,13 +272,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--conf", default="conf/local.yaml")
     p.add_argument("--lag-ms", type=float, default=3000.0)
     p.add_argument("--window-ms", type=float, default=10_000.0)
-    p.add_argument("--carried-events", action="store_true", help="add LEO events at carried_until")
     args = p.parse_args(argv)
     config = load_config(args.conf)
     spark = build_spark_session(config.spark)
     try:
         comparison = compare_isr(
-            spark, config, args.lakehouse, args.lag_ms, args.window_ms, carried_events=args.carried_events
+            spark, config, args.lakehouse, args.lag_ms, args.window_ms
         )
         print("\n".join(comparison.table_lines()))
     finally:
