@@ -22,7 +22,6 @@ import gzip
 import io
 import json
 import re
-import sys
 from pathlib import Path
 
 LINE_RE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] (\w+) (.*)$")
@@ -221,4 +220,10 @@ def compare_batches(logged: dict, client: dict) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(check_trace(Path(sys.argv[1]), *(sys.argv[2:3])), indent=2, default=str))
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Check a recorded trace: files complete, log batches = client's acked batches.")
+    parser.add_argument("trace", type=Path, help="trace folder, e.g. data/samples/trace-3.9.1-utc")
+    parser.add_argument("topic", nargs="?", default="ackreplay-lab", help="the workload's topic (default: ackreplay-lab)")
+    args = parser.parse_args()
+    print(json.dumps(check_trace(args.trace, args.topic), indent=2, default=str))
