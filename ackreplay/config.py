@@ -94,6 +94,44 @@ class GoldSettings(_Strict):
     window: Literal["minute", "hour", "day"] = "hour"
 
 
+class QualitySettings(_Strict):
+    """Data-quality checks between stages (ackreplay/quality/): which block the run, which only warn."""
+
+    enabled: bool = True
+    # Check name (`table.check`, listed in ackreplay/quality/catalog.py) -> blocking | warning | off;
+    # checks not named keep their default.
+    checks: dict[str, Literal["blocking", "warning", "off"]] = Field(default_factory=dict)
+    # Offending rows shown (and kept in dq_results) for a failed check.
+    sample_rows: int = Field(default=5, ge=1, le=100)
+
+    @field_validator("checks")
+    @classmethod
+    def _known_checks(cls, checks: dict[str, str]) -> dict[str, str]:
+        from ackreplay.quality.catalog import CHECKS
+
+        unknown = sorted(set(checks) - set(CHECKS))
+        if unknown:
+            raise ValueError(f"unknown check(s) {', '.join(unknown)}; see ackreplay/quality/catalog.py")
+        return checks
+
+
+class PrivacySettings(_Strict):
+    """Pseudonymising principals, client ids and transactional ids in silver and gold (transforms/privacy.py)."""
+
+    hash_identities: bool = False
+    # The salt is a secret: it is read from this environment variable, never from the YAML file.
+    salt_env: str = "ACKREPLAY_PRIVACY_SALT"
+
+    def salt(self) -> str:
+        """The salt, or a ConfigError naming the variable when hashing is on and it is not set."""
+        import os
+
+        value = os.environ.get(self.salt_env, "")
+        if self.hash_identities and not value:
+            raise ConfigError(f"privacy.hash_identities is on but environment variable {self.salt_env} is not set")
+        return value
+
+
 class AppConfig(_Strict):
     """The whole configuration of one environment."""
 
@@ -102,6 +140,8 @@ class AppConfig(_Strict):
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     replay: ReplaySettings = Field(default_factory=ReplaySettings)
     gold: GoldSettings = Field(default_factory=GoldSettings)
+    quality: QualitySettings = Field(default_factory=QualitySettings)
+    privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     default_cluster: ClusterSettings = Field(default_factory=ClusterSettings)
     clusters: dict[str, ClusterSettings] = Field(default_factory=dict)
 

@@ -1,0 +1,265 @@
+"""The data-quality checks, as data: per table, named checks made of Great Expectations 1.x expectations.
+
+A check is `<table>.<check>`; each holds one or more GX expectations (class name + arguments, built
+at run time so importing this module stays cheap: config.py validates check names against it before
+Spark starts). `severity` is the default: `blocking` fails the run before anything downstream is
+written, `warning` is recorded and printed; `quality.checks` in the conf overrides it per check.
+
+Some checks read columns that are not in the table: `ackreplay/quality/frames.py` adds them (a
+lookup from `partitions`, or an explicit derived value) so each table is still checked in one pass.
+Schema checks (`<table>.schema`) are generated from the table contracts in schemas/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+BLOCKING, WARNING, OFF = "blocking", "warning", "off"
+
+# Tables checked after each stage.
+STAGE_TABLES: dict[str, tuple[str, ...]] = {
+    "ingest": (
+        "request_log_lines",
+        "quarantine",
+        "produce_requests",
+        "follower_fetches",
+        "partitions",
+        "isr_changes",
+        "leader_epochs",
+        "follower_leo_samples",
+    ),
+    "replay": ("produce_replay",),
+    "gold": ("latency_percentiles", "risk_exposure", "availability", "policy_summary"),
+}
+
+# Columns that identify a row: shown with each offending row of a failed check.
+ROW_IDS: dict[str, tuple[str, ...]] = {
+    "request_log_lines": ("cluster", "broker_id", "source_file", "line_number"),
+    "quarantine": ("cluster", "stage", "source_file", "line_number"),
+    "produce_requests": ("cluster", "source_file", "line_number", "topic", "partition"),
+    "follower_fetches": ("cluster", "source_file", "line_number", "topic", "partition"),
+    "partitions": ("cluster", "topic", "partition"),
+    "isr_changes": ("cluster", "source_file", "line_number", "topic", "partition"),
+    "leader_epochs": ("cluster", "source_file", "line_number", "topic", "partition"),
+    "follower_leo_samples": ("cluster", "source_file", "line_number"),
+    "produce_replay": ("cluster", "topic", "partition", "leader_epoch", "base_offset", "policy"),
+    "latency_percentiles": ("cluster", "topic", "policy", "window", "window_start"),
+    "risk_exposure": ("cluster", "topic", "policy", "window", "window_start"),
+    "availability": ("cluster", "topic", "partition", "policy", "window", "window_start"),
+    "policy_summary": ("cluster", "topic", "policy"),
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    """A named check: GX expectations (class name, arguments) that must all pass."""
+
+    name: str  # <table>.<check>
+    description: str
+    expectations: tuple[tuple[str, dict], ...]
+    severity: str = BLOCKING
+    schema: bool = False  # runs on the table as stored, not on the frame with lookup columns
+
+    @property
+    def table(self) -> str:
+        return self.name.split(".", 1)[0]
+
+
+def _unique(*columns: str, condition: str | None = None) -> tuple[str, dict]:
+    kwargs: dict = {"column_list": list(columns)}
+    if condition:
+        kwargs |= {"row_condition": condition, "condition_parser": "spark"}
+    return ("ExpectCompoundColumnsToBeUnique", kwargs)
+
+
+def _not_null(column: str, condition: str | None = None) -> tuple[str, dict]:
+    kwargs: dict = {"column": column}
+    if condition:
+        kwargs |= {"row_condition": condition, "condition_parser": "spark"}
+    return ("ExpectColumnValuesToNotBeNull", kwargs)
+
+
+def _null(column: str, condition: str) -> tuple[str, dict]:
+    return ("ExpectColumnValuesToBeNull", {"column": column, "row_condition": condition, "condition_parser": "spark"})
+
+
+def _in_set(column: str, values: list) -> tuple[str, dict]:
+    return ("ExpectColumnValuesToBeInSet", {"column": column, "value_set": values})
+
+
+def _between(column: str, low=None, high=None, condition: str | None = None) -> tuple[str, dict]:
+    kwargs: dict = {"column": column, "min_value": low, "max_value": high}
+    if condition:
+        kwargs |= {"row_condition": condition, "condition_parser": "spark"}
+    return ("ExpectColumnValuesToBeBetween", kwargs)
+
+
+def _ge(a: str, b: str, condition: str | None = None) -> tuple[str, dict]:
+    """a >= b on every row where both are set."""
+    kwargs: dict = {"column_A": a, "column_B": b, "or_equal": True, "ignore_row_if": "either_value_is_missing"}
+    if condition:
+        kwargs |= {"row_condition": condition, "condition_parser": "spark"}
+    return ("ExpectColumnPairValuesAToBeGreaterThanB", kwargs)
+
+
+def _equal(a: str, b: str, condition: str | None = None) -> tuple[str, dict]:
+    kwargs: dict = {"column_A": a, "column_B": b, "ignore_row_if": "either_value_is_missing"}
+    if condition:
+        kwargs |= {"row_condition": condition, "condition_parser": "spark"}
+    return ("ExpectColumnPairValuesToBeEqual", kwargs)
+
+
+APPENDED = "acks != 0 AND error_code = 0"
+ACKED = "outcome = 'acked'"
+# The names of ackreplay.replay.kernel.Outcome (a unit test keeps them in step).
+OUTCOMES = ["acked", "not_enough_replicas", "timeout", "not_leader", "not_enough_replicas_after_append", "unreplayable"]
+
+
+def _checks() -> list[Check]:
+    c = Check
+    return [
+        # bronze
+        c("request_log_lines.unique_line", "one row per line of a request-log file",
+          (_unique("cluster", "broker_id", "source_file", "line_number"),)),
+        c("request_log_lines.status", "every line has a known status, and a reason unless parsed",
+          (_in_set("status", ["parsed", "quarantined", "unused"]), _not_null("detail", "status != 'parsed'"))),
+        c("request_log_lines.line_number", "line numbers start at 1", (_between("line_number", 1),)),
+        c("quarantine.unique_line", "a line is quarantined once per stage",
+          (_unique("cluster", "stage", "source_file", "line_number"),)),
+        # silver: produce_requests
+        c("produce_requests.unique_line_partition", "one row per (PRODUCE line, partition)",
+          (_unique("cluster", "source_file", "line_number", "topic", "partition"),)),
+        c("produce_requests.unique_batch",
+          "an appended batch (cluster, topic, partition, base_offset) is logged once (offsets are reused only"
+          " after a truncation, which the lab traces do not have)",
+          (_unique("cluster", "topic", "partition", "base_offset", condition=APPENDED),), WARNING),
+        c("produce_requests.times_ordered", "t_start <= t_dequeue <= t_local_done <= t_ack_observed <= t_log",
+          (_ge("t_dequeue", "t_start"), _ge("t_local_done", "t_dequeue"), _ge("t_ack_observed", "t_local_done"),
+           _ge("t_log", "t_local_done"))),
+        c("produce_requests.durations", "timing fields are >= 0",
+          tuple(_between(x, 0) for x in ("total_time_ms", "request_queue_time_ms", "local_time_ms",
+                                         "remote_time_ms", "response_queue_time_ms", "send_time_ms"))),
+        c("produce_requests.offsets", "an appended batch has a base offset >= 0 and >= the log start offset",
+          (_between("base_offset", 0, condition=APPENDED), _not_null("base_offset", APPENDED),
+           _ge("base_offset", "log_start_offset", APPENDED))),
+        c("produce_requests.values", "acks in {-1, 0, 1}; sizes and timeouts >= 0; partitions >= 0",
+          (_in_set("acks", [-1, 0, 1]), _between("records_size_bytes", 0), _between("timeout_ms", 0),
+           _between("partition", 0))),
+        c("produce_requests.ack_observed", "a recorded acks=all append carries the broker's ack time",
+          (_not_null("t_ack_observed", "acks = -1 AND error_code = 0"),)),
+        c("produce_requests.partition_known", "every produce's partition exists in `partitions` (topics.txt)",
+          (_in_set("partition_known", [True]),), WARNING),
+        # silver: follower_fetches
+        c("follower_fetches.unique_line_partition", "one row per (follower FETCH line, partition)",
+          (_unique("cluster", "source_file", "line_number", "topic", "partition"),)),
+        c("follower_fetches.times_ordered", "t_start <= t_dequeue <= t_local_done <= t_log; carried_until >= t_dequeue",
+          (_ge("t_dequeue", "t_start"), _ge("t_local_done", "t_dequeue"), _ge("t_log", "t_local_done"),
+           _ge("carried_until", "t_dequeue"))),
+        c("follower_fetches.values", "fetch offsets >= 0, carried requests >= 0, follower ids >= 0",
+          (_between("fetch_offset", 0), _between("carried_requests", 0), _between("follower_id", 0))),
+        c("follower_fetches.follower_is_not_leader", "a follower never fetches from itself",
+          (_in_set("follower_is_leader", [False]),)),
+        c("follower_fetches.partition_known", "every fetched partition exists in `partitions` (topics.txt)",
+          (_in_set("partition_known", [True]),), WARNING),
+        # silver: partitions
+        c("partitions.unique_partition", "one row per (cluster, topic, partition)",
+          (_unique("cluster", "topic", "partition"),)),
+        c("partitions.replication", "RF = number of distinct assigned replicas; 1 <= min.insync.replicas",
+          (_equal("replication_factor", "replica_count"), _equal("replica_count", "distinct_replica_count"),
+           _between("replication_factor", 1), _between("min_insync_replicas", 1))),
+        c("partitions.min_isr_le_rf", "min.insync.replicas <= RF (else acks=all can never succeed)",
+          (_ge("replication_factor", "min_insync_replicas"),), WARNING),
+        # silver: broker logs and metrics
+        c("isr_changes.isr", "the ISR is non-empty and isr_size is its length",
+          (_between("isr_size", 1), _equal("isr_size", "isr_count"))),
+        c("isr_changes.kinds", "known change kinds and sources",
+          (_in_set("change_kind", ["shrink", "expand", "unchanged", "leader_start"]),
+           _in_set("source", ["server_log", "state_change_log"]))),
+        c("leader_epochs.values", "epochs and offsets >= 0",
+          (_between("leader_epoch", 0), _between("epoch_start_offset", 0), _between("previous_leader_epoch", -1))),
+        c("leader_epochs.unique_epoch", "one leadership start per (partition, leader epoch)",
+          (_unique("cluster", "topic", "partition", "leader_epoch"),), WARNING),
+        c("follower_leo_samples.values", "known metrics, LEO >= 0, scrape gaps >= 0",
+          (_in_set("metric", ["kafka_log_log_logendoffset", "kafka_server_fetcherlagmetrics_consumerlag"]),
+           _between("value", 0, condition="metric = 'kafka_log_log_logendoffset'"), _between("sample_gap_ms", 0),
+           _between("granularity_ms", 0))),
+        # silver: produce_replay
+        c("produce_replay.unique_batch_policy", "one row per (batch, policy): cluster, topic, partition, leader"
+          " epoch, base offset, policy",
+          (_unique("cluster", "topic", "partition", "leader_epoch", "base_offset", "policy"),)),
+        c("produce_replay.codes", "known outcomes and ISR sources",
+          (_in_set("outcome", OUTCOMES), _in_set("isr_source", ["logs", "assumed_full", "simulated"]))),
+        c("produce_replay.policies", "only the configured policies are in the table",
+          (_in_set("policy_configured", [True]),)),
+        c("produce_replay.times_ordered",
+          "t_start <= t_local_done <= t_ack; an acked batch's request answers at or after its ack",
+          (_ge("t_local_done", "t_start"), _ge("t_ack", "t_local_done"), _ge("t_response", "t_ack", ACKED))),
+        c("produce_replay.values", "waits, latencies and exposure >= 0; full replication not before min ISR",
+          (_between("ack_wait_ms", 0), _between("latency_ms", 0), _between("exposure_ms", 0, condition=ACKED),
+           _ge("full_replication_ms", "exposure_ms", ACKED), _between("base_offset", 0),
+           _between("leader_epoch", 0))),
+        c("produce_replay.copies", "an acked batch is on 1..RF replicas at its ack; a rejected one on none",
+          (_between("copies_at_ack", 1, condition=ACKED), _ge("replication_factor", "copies_at_ack"),
+           _between("copies_at_ack", 0, 0, condition="outcome != 'acked'"))),
+        c("produce_replay.policy_guarantee",
+          "an acked batch holds the copies its policy promises: quorum=Q >= Q, min.insync >= min ISR; acks=1"
+          " acks at the append",
+          (_ge("copies_at_ack", "required_copies", ACKED),
+           _equal("t_ack", "t_local_done", "policy = 'acks=1' AND outcome = 'acked'"))),
+        c("produce_replay.partition_known", "every replayed batch's partition exists in `partitions`",
+          (_not_null("replication_factor"),)),
+        # gold
+        c("latency_percentiles.unique_window", "one row per (cluster, topic, policy, window)",
+          (_unique("cluster", "topic", "policy", "window", "window_start"),)),
+        c("latency_percentiles.ordered", "n <= produces; p50 <= p99 <= p999 <= p9999 <= max",
+          (_ge("produces", "n"), _ge("p99_ms", "p50_ms"), _ge("p999_ms", "p99_ms"), _ge("p9999_ms", "p999_ms"),
+           _ge("max_ms", "p9999_ms"), _ge("max_ms", "p99_ms"))),
+        c("latency_percentiles.sample_size", "P999 only from >= 1000 samples, and then always",
+          (_null("p999_ms", "n < 1000"), _not_null("p999_ms", "n >= 1000"),
+           _null("p9999_ms", "n < 10000"), _not_null("p9999_ms", "n >= 10000"))),
+        c("risk_exposure.unique_window", "one row per (cluster, topic, policy, window)",
+          (_unique("cluster", "topic", "policy", "window", "window_start"),)),
+        c("risk_exposure.counts", "acked <= produces; under-min-ISR, single-copy and lost acks <= acked",
+          (_ge("produces", "acked_batches"), _ge("acked_batches", "under_min_isr_acks"),
+           _ge("acked_batches", "single_copy_acks"), _ge("acked_batches", "loss_kafka_election"),
+           _ge("acked_batches", "loss_longest_log_election"), _between("exposure_byte_ms", 0))),
+        c("availability.unique_window", "one row per (cluster, topic, partition, policy, window)",
+          (_unique("cluster", "topic", "partition", "policy", "window", "window_start"),)),
+        c("availability.outcomes_add_up", "acked + rejected + timeouts + not leader + unreplayable = produces",
+          (_equal("produces", "outcomes_total"),)),
+        c("policy_summary.unique_policy", "one row per (cluster, topic, policy)",
+          (_unique("cluster", "topic", "policy"),)),
+        c("policy_summary.counts", "n <= produces; lost acks <= n",
+          (_ge("produces", "n"), _ge("n", "loss_kafka_election"), _ge("n", "loss_longest_log_election"))),
+    ]
+
+
+def _schema_checks() -> list[Check]:
+    return [
+        Check(f"{table}.schema", "columns, order and types as in the table's contract (schemas/)", (), BLOCKING, True)
+        for tables in STAGE_TABLES.values()
+        for table in tables
+    ]
+
+
+CHECKS: dict[str, Check] = {check.name: check for check in _schema_checks() + _checks()}
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    """The checks of one table with their effective severity (conf overrides applied, `off` dropped)."""
+
+    table: str
+    checks: list[tuple[Check, str]] = field(default_factory=list)
+
+
+def plan_for(table: str, overrides: dict[str, str]) -> CheckPlan:
+    """The checks of `table`, each with its severity after `quality.checks` overrides."""
+    plan = CheckPlan(table)
+    for check in CHECKS.values():
+        if check.table != table:
+            continue
+        severity = overrides.get(check.name, check.severity)
+        if severity != OFF:
+            plan.checks.append((check, severity))
+    return plan
