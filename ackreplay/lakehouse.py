@@ -40,6 +40,7 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("risk_exposure", "gold", ("cluster",)),
         TableSpec("availability", "gold", ("cluster",)),
         TableSpec("policy_summary", "gold", ("cluster",)),
+        TableSpec("dq_results", "quality", ("stage",)),
     )
 }
 
