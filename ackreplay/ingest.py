@@ -21,17 +21,17 @@ from ackreplay.broker_logs import BrokerLogReport, ingest_broker_logs
 from ackreplay.config import AppConfig
 from ackreplay.inputs import InputFile, InputInventory, discover_all
 from ackreplay.lakehouse import read_table, replace_rows, rows_written, source_files_predicate, table_exists
-from ackreplay.line_reader import read_lines
+from ackreplay.line_reader import read_lines, read_request_logs
 from ackreplay.metrics import MetricsReport, ingest_metrics
 from schemas import tables
 from transforms.common import conform
 from transforms.follower_fetches import build_follower_fetches
 from transforms.request_log import (
-    explode_produce_partitions,
+    select_produce_requests,
+    select_quarantine,
+    select_request_log_lines,
     with_event_time,
-    with_line_status,
-    with_log_fields,
-    with_parsed_json,
+    with_local_log_time,
 )
 from transforms.topics import build_partitions, with_topics_line_kind
 
@@ -142,8 +142,8 @@ def _topic_ids(spark: SparkSession, lakehouse: str, clusters: list[str]) -> dict
     return {f"{r['cluster']}/{r['topic_id']}": r["topic"] for r in rows}
 
 
-def classify_request_log_lines(lines_df: DataFrame, config: AppConfig, topic_ids: dict[str, str]) -> DataFrame:
-    """Raw numbered lines -> lines with log fields, UTC times, parsed JSON and a status (no I/O)."""
+def with_event_times(rows_df: DataFrame, config: AppConfig) -> DataFrame:
+    """`t_log` (UTC) and `event_date` of parsed request-log rows, from each cluster's zone and broker clocks."""
     clusters = sorted({r for r in config.clusters})
     zones = {name: config.cluster(name).log_timezone for name in clusters}
     offsets = {
@@ -151,11 +151,8 @@ def classify_request_log_lines(lines_df: DataFrame, config: AppConfig, topic_ids
         for name in clusters
         for broker, ms in config.cluster(name).broker_clock_offsets_ms.items()
     }
-    return (
-        lines_df.transform(with_log_fields)
-        .transform(with_event_time, zones, config.default_cluster.log_timezone, offsets)
-        .transform(with_parsed_json)
-        .transform(with_line_status, topic_ids)
+    return rows_df.transform(with_local_log_time).transform(
+        with_event_time, zones, config.default_cluster.log_timezone, offsets
     )
 
 
@@ -164,39 +161,30 @@ def ingest_request_logs(
 ) -> None:
     clusters = sorted({f.cluster for f in files})
     topic_ids = _topic_ids(spark, lakehouse, clusters)
-    lines = read_lines(spark, files, config.ingest.read_chunk_bytes, config.ingest.max_line_bytes).withColumn(
-        "ingest_run_id", F.lit(run_id)
+    # Read, classified and parsed in one pass over the files; the rows (line text for bronze, typed
+    # columns for silver) are kept on disk for the four writes and the counts.
+    rows = (
+        read_request_logs(spark, files, config.ingest.read_chunk_bytes, config.ingest.max_line_bytes, topic_ids)
+        .withColumn("ingest_run_id", F.lit(run_id))
+        .transform(with_event_times, config)
+        .persist(StorageLevel.DISK_ONLY)
     )
-    # Parsed once, then read by the four writes; on disk, since rows are wide (text + parsed JSON).
-    classified = classify_request_log_lines(lines, config, topic_ids).persist(StorageLevel.DISK_ONLY)
     try:
         predicate = source_files_predicate(files)
         with _step(f"reading and parsing {len(files)} request-log files into request_log_lines"):
-            replace_rows(
-                conform(classified, tables.REQUEST_LOG_LINES), lakehouse, "request_log_lines", predicate, run_id
-            )
-        quarantine = classified.filter(F.col("status") == "quarantined").withColumns(
-            {"stage": F.lit("request_log"), "reason": F.col("detail")}
-        )
+            replace_rows(select_request_log_lines(rows), lakehouse, "request_log_lines", predicate, run_id)
         with _step("writing quarantine"):
             replace_rows(
-                conform(quarantine, tables.QUARANTINE),
-                lakehouse,
-                "quarantine",
-                predicate + " AND stage = 'request_log'",
-                run_id,
+                select_quarantine(rows), lakehouse, "quarantine", predicate + " AND stage = 'request_log'", run_id
             )
         with _step("writing produce_requests"):
-            replace_rows(
-                explode_produce_partitions(classified, topic_ids), lakehouse, "produce_requests", predicate, run_id
-            )
+            replace_rows(select_produce_requests(rows), lakehouse, "produce_requests", predicate, run_id)
         with _step("writing follower_fetches"):
-            replace_rows(
-                build_follower_fetches(classified, topic_ids), lakehouse, "follower_fetches", predicate, run_id
-            )
-        by_status = _counts(classified, "status", "detail")
+            replace_rows(build_follower_fetches(rows), lakehouse, "follower_fetches", predicate, run_id)
+        with _step("counting lines by status"):
+            by_status = _counts(rows.filter(F.col("row_kind") == "line"), "status", "detail")
     finally:
-        classified.unpersist()
+        rows.unpersist()
     for (status, detail), n in by_status.items():
         report.line_status[status] = report.line_status.get(status, 0) + n
         if status == "unused":

@@ -3,14 +3,15 @@
 Spark's text source does not number lines, and a gzip file that ends mid-stream makes it fail the
 whole job. This reader runs as `mapInArrow` over a one-row-per-file DataFrame: each task streams one
 file with pyarrow (gzip detected by magic bytes), splits lines in C, and emits Arrow batches of
-(file, line number, text). Problems stay attached to the line they concern (`read_error`) so that
+(file, line number, text); for request logs the same task also classifies and parses the lines
+(`read_request_logs`), so the text crosses from Python to Spark once. Problems stay attached to the line they concern (`read_error`) so that
 the ingestion can quarantine them instead of losing them.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -156,12 +157,14 @@ def iter_file_lines(
         yield batch([carry], extra)
 
 
-def read_lines(
-    spark: SparkSession, files: Sequence[InputFile], chunk_bytes: int, max_line_bytes: int
+def _map_files(
+    spark: SparkSession,
+    files: Sequence[InputFile],
+    read_file: Callable[[dict], Iterator[pa.RecordBatch]],
+    ddl: str,
+    columns: Sequence[str],
 ) -> DataFrame:
-    """A DataFrame of every line of `files`, one Spark task per file."""
-    if not files:
-        return spark.createDataFrame([], LINES_DDL)
+    """`read_file(file row)` as one Spark task per file, with cluster, broker and file looked up."""
     file_structs = F.array(
         *[
             F.struct(
@@ -180,22 +183,61 @@ def read_lines(
     files_df = (
         spark.range(0, len(files), 1, numPartitions=len(files))
         .select(F.element_at(file_structs, F.element_at(order, F.col("id").cast("int") + 1) + 1).alias("f"))
-        .select("f.file_index", "f.uri", "f.compression")
+        .select("f.file_index", "f.cluster", "f.uri", "f.compression")
     )
 
     def read_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for file_batch in batches:
             for row in file_batch.to_pylist():
-                yield from iter_file_lines(row, chunk_bytes, max_line_bytes)
+                yield from read_file(row)
 
     file_of_line = F.element_at(file_structs, F.col("file_index") + 1)
-    return files_df.mapInArrow(read_partition, READER_DDL).select(
+    return files_df.mapInArrow(read_partition, ddl).select(
         file_of_line["cluster"].alias("cluster"),
         file_of_line["broker_id"].alias("broker_id"),
         file_of_line["source_file"].alias("source_file"),
-        "line_number",
-        "line",
-        "line_bytes",
-        "read_error",
-        "first_log_time",
+        *columns,
     )
+
+
+def read_lines(
+    spark: SparkSession, files: Sequence[InputFile], chunk_bytes: int, max_line_bytes: int
+) -> DataFrame:
+    """A DataFrame of every line of `files`, one Spark task per file."""
+    if not files:
+        return spark.createDataFrame([], LINES_DDL)
+
+    def read_file(row: dict) -> Iterator[pa.RecordBatch]:
+        return iter_file_lines(row, chunk_bytes, max_line_bytes)
+
+    columns = ["line_number", "line", "line_bytes", "read_error", "first_log_time"]
+    return _map_files(spark, files, read_file, READER_DDL, columns)
+
+
+def read_request_logs(
+    spark: SparkSession, files: Sequence[InputFile], chunk_bytes: int, max_line_bytes: int, topic_ids: dict[str, str]
+) -> DataFrame:
+    """Every line of request-log `files`, classified and parsed in the reading task.
+
+    One `line` row per line (text, status, detail) and the silver rows of parsed PRODUCE and
+    follower FETCH lines (see `schemas.request_log.PARSED_ROW_FIELDS`), one Spark task per file.
+    `topic_ids` maps "cluster/topicId" -> topic name.
+    """
+    from ackreplay.request_log_parser import parsed_batches
+    from schemas.request_log import PARSED_ROW_DDL, PARSED_ROW_FIELDS
+
+    def read_file(row: dict) -> Iterator[pa.RecordBatch]:
+        for batch in iter_file_lines(row, chunk_bytes, max_line_bytes):
+            n = batch.num_rows
+            yield from parsed_batches(
+                batch.select(["file_index", "line_number", "first_log_time"]),
+                batch.column("line"),
+                batch.column("line_bytes"),
+                batch.column("read_error"),
+                pa.repeat(pa.scalar(row["cluster"], pa.string()), n),
+                topic_ids,
+            )
+
+    ddl = "file_index int, line_number bigint, first_log_time string, " + PARSED_ROW_DDL
+    columns = ["line_number", "first_log_time", *[name for name, _ in PARSED_ROW_FIELDS]]
+    return _map_files(spark, files, read_file, ddl, columns)

@@ -7,7 +7,7 @@ from chispa import assert_df_equality
 from ackreplay.kafka_lines import FetchPartition, FetchTopic, Timing, fetch_body, request_log_line
 from tests.helpers import TOPIC_ID, TOPIC_IDS, lines_frame
 from transforms.follower_fetches import build_follower_fetches
-from transforms.request_log import with_event_time, with_line_status, with_log_fields, with_parsed_json
+from transforms.request_log import parse_request_log_lines, with_event_time, with_local_log_time
 
 T0 = datetime(2026, 11, 20, 13, 0, 0)
 
@@ -42,14 +42,13 @@ def test_partitions_absent_from_incremental_requests_keep_their_offset(spark):
         _fetch(7, 11, 3, [(0, 5)], 0, -1),  # sessionless (Fetch v11), follower 3
         _fetch(8, 17, 2, [(0, 40)], 88, 5, error=71),  # rejected: INVALID_FETCH_SESSION_EPOCH
     ]
-    classified = (
+    parsed = (
         lines_frame(spark, lines)
-        .transform(with_log_fields)
+        .transform(parse_request_log_lines, TOPIC_IDS)
+        .transform(with_local_log_time)
         .transform(with_event_time, {}, "UTC", {})
-        .transform(with_parsed_json)
-        .transform(with_line_status, TOPIC_IDS)
     )
-    out = build_follower_fetches(classified, TOPIC_IDS)
+    out = build_follower_fetches(parsed)
     actual = out.select(
         "line_number", "follower_id", "partition", "fetch_offset", "session_id", "session_epoch",
         "request_error_code", "high_watermark", "carried_requests", "carried_until",

@@ -18,24 +18,28 @@ from ackreplay.kafka_lines import (
 )
 from tests.helpers import TOPIC_ID, TOPIC_IDS, lines_frame
 from transforms.request_log import (
-    explode_produce_partitions,
+    parse_request_log_lines,
+    select_produce_requests,
     with_event_time,
-    with_line_status,
-    with_log_fields,
-    with_parsed_json,
+    with_local_log_time,
 )
 
 T0 = datetime(2026, 11, 20, 13, 0, 0, 317000)
 UNKNOWN_ID = "ZZZZZZZZZZZZZZZZZZZZZZ"
 
 
-def classify(df, zones=None, offsets=None):
+def parse(df, zones=None, offsets=None):
+    """Every output row of the parser (lines and silver rows), with UTC times."""
     return (
-        df.transform(with_log_fields)
+        df.transform(parse_request_log_lines, TOPIC_IDS)
+        .transform(with_local_log_time)
         .transform(with_event_time, zones or {}, "UTC", offsets or {})
-        .transform(with_parsed_json)
-        .transform(with_line_status, TOPIC_IDS)
     )
+
+
+def classify(df, zones=None, offsets=None):
+    """The `line` rows: one per input line."""
+    return parse(df, zones, offsets).filter(F.col("row_kind") == "line")
 
 
 def fetch(version, replica_id, topic="orders", topic_id=TOPIC_ID):
@@ -139,7 +143,7 @@ def test_produce_rows_carry_offsets_errors_and_derived_times(spark):
         request_log_line(T0, produce_body(13, 2, 1, "orders", [ProducePartition(0, 50, 7)], Timing(), topic_id=TOPIC_ID)),
         request_log_line(T0, produce_body(9, 3, 0, "orders", [ProducePartition(1, 60)], Timing())),
     ]
-    out = explode_produce_partitions(classify(lines_frame(spark, lines)), TOPIC_IDS)
+    out = select_produce_requests(parse(lines_frame(spark, lines)))
     actual = out.select(
         "line_number", "topic", "topic_id", "partition", "acks", "records_size_bytes", "error_code", "base_offset",
         "t_start", "t_dequeue", "t_local_done", "t_ack_observed",
