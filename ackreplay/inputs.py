@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from pyarrow import fs as pafs
 
@@ -22,6 +24,9 @@ _KINDS = (
     ("state_change_log", re.compile(r"^state-change\.log(\..+)?$")),
 )
 _GZIP_MAGIC = b"\x1f\x8b"
+# log4j's time-based rollover names a rotated file after the period it holds: `.2026-11-20-10`
+# (hourly, Kafka's default for every log) or `.2026-11-20` (daily), maybe followed by `.gz`.
+_ROTATED_PERIOD = re.compile(r"\.(\d{4}-\d\d-\d\d)(?:-(\d\d))?(?:\.gz)?$")
 
 
 class InputError(ValueError):
@@ -57,6 +62,22 @@ class InputInventory:
             if kinds is None or f.kind in kinds:
                 digest.update(f"{f.source_file}\0{f.size}\0{f.mtime_ns}\n".encode())
         return digest.hexdigest()[:16]
+
+
+def rotation_period(f: InputFile) -> tuple[datetime, datetime] | None:
+    """[start, end) of the broker-local period a rotated log holds, from its name; None if not rotated."""
+    if f.kind not in ("request_log", "server_log", "state_change_log"):
+        return None
+    m = _ROTATED_PERIOD.search(f.source_file.rsplit("/", 1)[-1])
+    if m is None:
+        return None
+    try:
+        start = datetime.fromisoformat(m.group(1)) + timedelta(hours=int(m.group(2) or 0))
+    except ValueError:  # e.g. month 13: not a rotation suffix after all
+        return None
+    if m.group(2) is not None and int(m.group(2)) > 23:
+        return None
+    return start, start + (timedelta(hours=1) if m.group(2) is not None else timedelta(days=1))
 
 
 def _filesystem(root: str) -> tuple[pafs.FileSystem, str]:
@@ -123,20 +144,30 @@ def discover_inputs(root: str) -> InputInventory:
     return InputInventory(tuple(files), tuple(ignored))
 
 
-def discover_all(roots: list[str]) -> InputInventory:
-    """`discover_inputs` over several input folders; the same relative file in two of them is an error."""
+def discover_all(sources: Sequence[str | InputFile]) -> InputInventory:
+    """`discover_inputs` over several input folders; the same relative file in two of them is an error.
+
+    A source may also be an `InputFile` already discovered: the scheduler (`ackreplay.ledger`) selects
+    the new and changed files itself and passes them through `run_ingest` this way.
+    """
     files: list[InputFile] = []
     ignored: list[str] = []
     seen: dict[str, str] = {}
-    for root in roots:
-        inventory = discover_inputs(root)
-        for f in inventory.files:
+    for source in sources:
+        if isinstance(source, InputFile):
+            found, where = [source], source.uri
+        else:
+            inventory = discover_inputs(source)
+            found, where = list(inventory.files), source
+            ignored.extend(inventory.ignored)
+        for f in found:
             if f.source_file in seen:
                 raise InputError(
-                    f"{f.source_file} is in two input folders ({seen[f.source_file]} and {root}); "
+                    f"{f.source_file} is in two input folders ({seen[f.source_file]} and {where}); "
                     "cluster folder names must be unique across inputs"
                 )
-            seen[f.source_file] = root
-        files.extend(inventory.files)
-        ignored.extend(inventory.ignored)
+            seen[f.source_file] = where
+        files.extend(found)
+    if not files:
+        raise InputError("no input files selected")
     return InputInventory(tuple(files), tuple(ignored))

@@ -40,6 +40,8 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("risk_exposure", "gold", ("cluster",)),
         TableSpec("availability", "gold", ("cluster",)),
         TableSpec("policy_summary", "gold", ("cluster",)),
+        # The scheduler's ledger of input files (ackreplay/ledger.py, schemas/ledger.py).
+        TableSpec("ingested_files", "meta", ("cluster",)),
         TableSpec("dq_results", "quality", ("stage",)),
     )
 }

@@ -1,0 +1,171 @@
+"""What a scheduled run must know about an input file before ingesting it: a content fingerprint (to
+tell a new or changed file from a copy of one already ingested) and the times of its first and last
+lines (to select files by date).
+
+The fingerprint is sha256 over the size of the decompressed content, its first MiB and its last MiB.
+Broker logs are append-only and nearly every line carries a millisecond timestamp and request ids,
+so two different logs do not share size, head and tail, and a log that grew changes size; hashing
+every byte of GBs of logs would read them a second time for no gain. Compressed files are hashed
+over their decompressed content, so that `kafka-request.log.2026-11-20-10` and a `.gz` copy of it
+get the same fingerprint; a new `.gz` is therefore read whole (as the ingest does anyway), on the
+executors, one Spark task per file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from ackreplay.inputs import InputError, InputFile
+
+SAMPLE_BYTES = 1 << 20
+_READ_BYTES = 4 << 20
+_FINGERPRINT_VERSION = b"ackreplay-fingerprint-1\n"
+_MAX_TASKS = 512
+
+# `[yyyy-MM-dd HH:mm:ss,SSS]` at the start of a log4j line (broker JVM local time, no zone).
+_LOG_TIME = re.compile(rb"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]", re.MULTILINE)
+# A Prometheus text sample with a timestamp (epoch milliseconds, UTC): `name{labels} value ts`.
+_SAMPLE_TIME = re.compile(rb"^[A-Za-z_:][A-Za-z0-9_:]*(?:\{[^\n]*\})?[ \t]+\S+[ \t]+(\d{10,16})[ \t]*\r?$", re.MULTILINE)
+_TIME_PATTERN = {
+    "request_log": _LOG_TIME,
+    "server_log": _LOG_TIME,
+    "state_change_log": _LOG_TIME,
+    "metrics": _SAMPLE_TIME,
+}
+
+FACTS_DDL = (
+    "uri string, content_bytes bigint, fingerprint string, first_time string, last_time string, "
+    "detail string, error string"
+)
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """Fingerprint and time span of one file's content.
+
+    `first_time`/`last_time` are the raw time text of the earliest line in the first MiB and the
+    latest line in the last MiB: `yyyy-MM-dd HH:mm:ss,SSS` local time for broker logs, epoch
+    milliseconds for metrics scrapes, None when no line has a readable time (and for topics.txt).
+    """
+
+    content_bytes: int
+    fingerprint: str
+    first_time: str | None
+    last_time: str | None
+    detail: str | None = None  # e.g. a gzip stream that ends early: the fingerprint covers what was read
+
+
+def _open_file(uri: str):
+    from pyarrow import fs as pafs
+
+    try:
+        filesystem, path = pafs.FileSystem.from_uri(uri)
+    except Exception:  # a plain local path
+        filesystem, path = pafs.LocalFileSystem(), uri
+    return filesystem, path
+
+
+def _sample_plain(filesystem, path: str, listed_size: int) -> tuple[bytes, bytes, int]:
+    # Only the bytes up to the listed size: a live log may have grown since the listing.
+    with filesystem.open_input_file(path) as f:
+        size = min(listed_size, f.size())
+        head = f.read_at(min(SAMPLE_BYTES, size), 0)
+        tail_start = max(0, size - SAMPLE_BYTES)
+        tail = f.read_at(size - tail_start, tail_start)
+    return head, tail, size
+
+
+def _sample_gzip(filesystem, path: str) -> tuple[bytes, bytes, int, str | None]:
+    head, tail, size, detail = b"", b"", 0, None
+    stream = pa.CompressedInputStream(filesystem.open_input_stream(path, compression=None), "gzip")
+    try:
+        while chunk := stream.read(_READ_BYTES):
+            if len(head) < SAMPLE_BYTES:
+                head += chunk[: SAMPLE_BYTES - len(head)]
+            tail = (tail + chunk)[-SAMPLE_BYTES:]
+            size += len(chunk)
+    except OSError as exc:  # cut mid-stream: the ingest keeps the lines before the cut, so does the fingerprint
+        detail = f"gzip stream ends early after {size} bytes: {exc}"
+    finally:
+        stream.close()
+    return head, tail, size, detail
+
+
+def _time_text(pattern: re.Pattern | None, data: bytes, last: bool) -> str | None:
+    if pattern is None:
+        return None
+    found = [m.group(1).decode() for m in pattern.finditer(data)]
+    if not found:
+        return None
+    # Times of one file are nearly ordered (threads interleave by milliseconds): take the extreme one.
+    if pattern is _SAMPLE_TIME:
+        return str(max(map(int, found)) if last else min(map(int, found)))
+    return max(found) if last else min(found)
+
+
+def read_facts(uri: str, compression: str, kind: str, listed_size: int) -> FileFacts:
+    """Fingerprint and first/last line times of one file (raises OSError if it cannot be opened)."""
+    filesystem, path = _open_file(uri)
+    detail = None
+    if compression == "gzip":
+        head, tail, size, detail = _sample_gzip(filesystem, path)
+    else:
+        head, tail, size = _sample_plain(filesystem, path, listed_size)
+    digest = hashlib.sha256(_FINGERPRINT_VERSION)
+    digest.update(f"{size}\n".encode())
+    digest.update(head)
+    digest.update(tail)
+    pattern = _TIME_PATTERN.get(kind)
+    return FileFacts(size, digest.hexdigest(), _time_text(pattern, head, False), _time_text(pattern, tail, True), detail)
+
+
+def collect_facts(spark: SparkSession, files: Sequence[InputFile]) -> dict[str, FileFacts]:
+    """`read_facts` of every file (by uri), one Spark task per file; an unreadable file is an InputError.
+
+    Collects one small row per file: the driver already holds the file listing.
+    """
+    if not files:
+        return {}
+    rows = [(f.uri, f.compression, f.kind, f.size) for f in files]
+    files_df = spark.createDataFrame(rows, "uri string, compression string, kind string, size bigint").repartition(
+        min(len(rows), _MAX_TASKS)
+    )
+
+    def read_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        out = []
+        for batch in batches:
+            for row in batch.to_pylist():
+                try:
+                    facts = read_facts(row["uri"], row["compression"], row["kind"], row["size"])
+                    out.append({"uri": row["uri"], **facts.__dict__, "error": None})
+                except OSError as exc:
+                    out.append({"uri": row["uri"], "error": str(exc).splitlines()[0] if str(exc) else repr(exc)})
+        yield pa.RecordBatch.from_pylist(out, schema=_FACTS_ARROW)
+
+    result = {}
+    for row in files_df.mapInArrow(read_partition, FACTS_DDL).collect():
+        if row["error"] is not None:
+            raise InputError(f"cannot read input file {row['uri']}: {row['error']}")
+        result[row["uri"]] = FileFacts(
+            row["content_bytes"], row["fingerprint"], row["first_time"], row["last_time"], row["detail"]
+        )
+    return result
+
+
+_FACTS_ARROW = pa.schema(
+    [
+        ("uri", pa.string()),
+        ("content_bytes", pa.int64()),
+        ("fingerprint", pa.string()),
+        ("first_time", pa.string()),
+        ("last_time", pa.string()),
+        ("detail", pa.string()),
+        ("error", pa.string()),
+    ]
+)
