@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 import time
+from datetime import date
 
 from ackreplay.config import ConfigError, load_config
 from ackreplay.inputs import InputError
@@ -27,20 +28,30 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--lakehouse", help="lakehouse root folder or URI (default: `lakehouse` from the conf)")
         p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
+    def scheduled(p: argparse.ArgumentParser, full_help: str) -> None:
+        # README, "Scheduling": dates are UTC (the tables' event_date); only new work unless --full.
+        p.add_argument("--since", type=date.fromisoformat, metavar="YYYY-MM-DD", help="first UTC date to process")
+        p.add_argument("--until", type=date.fromisoformat, metavar="YYYY-MM-DD", help="last UTC date (inclusive)")
+        p.add_argument("--full", action="store_true", help=full_help)
+
     run = sub.add_parser("run", help="run every stage in order on an input folder")
     run.add_argument(
         "--input", required=True, nargs="+", help="input folder(s): <cluster>/broker-<id>/kafka-request.log*, ..."
     )
     common(run)
+    scheduled(run, "re-ingest every input file on the dates and rebuild every cluster, not only new work")
     ingest = sub.add_parser("ingest", help="raw logs -> bronze request_log_lines/quarantine -> silver tables")
     ingest.add_argument("--input", required=True, nargs="+", help="input folder(s) in the layout of the README")
     common(ingest)
+    scheduled(ingest, "re-ingest every input file on the dates, not only new and changed ones")
     replay = sub.add_parser("replay", help="silver tables -> produce_replay under every configured policy")
     replay.add_argument("--cluster", nargs="+", help="clusters to replay (default: every cluster in produce_requests)")
     common(replay)
+    scheduled(replay, "replay every cluster with produces on the dates, not only those with newly ingested files")
     gold = sub.add_parser("gold", help="produce_replay -> latency_percentiles, risk_exposure, availability, policy_summary")
     gold.add_argument("--cluster", nargs="+", help="clusters to aggregate (default: every cluster in produce_replay)")
     common(gold)
+    scheduled(gold, "aggregate every cluster with replayed produces on the dates, not only newly replayed ones")
     report = sub.add_parser("report", help="charts and report.html from the gold tables")
     report.add_argument("--out", help="output folder (default: <lakehouse>/report)")
     common(report)
@@ -71,43 +82,62 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     lakehouse = args.lakehouse or config.lakehouse
+    from ackreplay.ledger import DateRange
+
+    try:
+        dates = DateRange(getattr(args, "since", None), getattr(args, "until", None))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    full = getattr(args, "full", False)
 
     from ackreplay.session import build_spark_session
 
     started = time.monotonic()
     try:
         spark = build_spark_session(config.spark)
-        if args.command in ("run", "ingest"):
-            from ackreplay.ingest import run_ingest
+        from ackreplay.ledger import mark_done, stage_scope
 
-            report = run_ingest(spark, config, args.input, lakehouse)
-            print("\n".join(report.summary_lines()))
-            clusters = report.clusters
+        gold_scope = None
+        if args.command in ("run", "ingest"):
+            from ackreplay.ledger import ingest_new_files, plan_ingest
+
+            # Only new and changed files (README, "Scheduling"); the ledger is written once the ingest committed.
+            plan = plan_ingest(spark, config, lakehouse, args.input, dates, full)
+            print("\n".join(plan.summary_lines()))
+            report = ingest_new_files(spark, config, lakehouse, plan)
+            if report is not None:
+                print("\n".join(report.summary_lines()))
         if args.command in ("run", "replay"):
-            from ackreplay.lakehouse import read_table
             from ackreplay.replay.stage import run_replay
 
-            if args.command == "replay":
-                clusters = args.cluster or sorted(
-                    r["cluster"] for r in read_table(spark, lakehouse, "produce_requests").select("cluster").distinct().collect()
-                )
-            replay_report = run_replay(spark, config, lakehouse, clusters, run_id=f"replay-{int(time.time())}")
-            print("\n".join(replay_report.summary_lines()))
+            scope = stage_scope(spark, lakehouse, "replay", dates, full, getattr(args, "cluster", None))
+            print(scope.summary_line())
+            if scope.clusters:
+                replay_run_id = f"replay-{int(time.time())}"
+                replay_report = run_replay(spark, config, lakehouse, scope.clusters, run_id=replay_run_id)
+                print("\n".join(replay_report.summary_lines()))
+                mark_done(spark, lakehouse, scope, replay_run_id)
         if args.command in ("run", "gold"):
             from ackreplay.gold import run_gold
-            from ackreplay.lakehouse import read_table
 
-            if args.command == "gold":
-                clusters = args.cluster or sorted(
-                    r["cluster"] for r in read_table(spark, lakehouse, "produce_replay").select("cluster").distinct().collect()
-                )
-            gold_report = run_gold(spark, config, lakehouse, clusters, f"gold-{int(time.time())}", config.gold.window)
-            print("\n".join(gold_report.summary_lines()))
-        if args.command in ("run", "report"):
+            gold_scope = stage_scope(spark, lakehouse, "gold", dates, full, getattr(args, "cluster", None))
+            print(gold_scope.summary_line())
+            if gold_scope.clusters:
+                gold_run_id = f"gold-{int(time.time())}"
+                gold_report = run_gold(spark, config, lakehouse, gold_scope.clusters, gold_run_id, config.gold.window)
+                print("\n".join(gold_report.summary_lines()))
+                if args.command == "gold":
+                    mark_done(spark, lakehouse, gold_scope, gold_run_id)
+        if args.command == "report" or (args.command == "run" and gold_scope.clusters):
             from ackreplay.report import build_report
 
             html = build_report(spark, lakehouse, getattr(args, "out", None))
             print(f"report: {html}")
+            if args.command == "run":  # marked after the report, so a retry rebuilds a report that failed
+                mark_done(spark, lakehouse, gold_scope, gold_run_id)
+        elif args.command == "run":
+            print("report: unchanged (no gold table was rebuilt)")
         elif args.command == "export":
             from ackreplay.export import export_table
 
