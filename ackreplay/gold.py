@@ -1,5 +1,6 @@
-"""The gold stage: silver `produce_replay` + `partitions` -> gold `latency_percentiles`, `risk_exposure`,
-`availability` and `policy_summary` (transforms/gold.py holds the aggregates and their definitions).
+"""The gold stage: silver `produce_replay` + `partitions` + `isr_changes` -> gold `latency_percentiles`,
+`risk_exposure`, `availability` and `policy_summary` (transforms/gold.py holds the aggregates and
+their definitions).
 
 Each table is rewritten for the clusters of the run (`replaceWhere cluster IN (...)`), so a rerun
 leaves identical tables. Only the small policy summary is collected, to print it.
@@ -16,7 +17,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
-from ackreplay.lakehouse import read_table, replace_rows, sql_string
+from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists
+from schemas.broker_logs import ISR_CHANGES
 from schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE
 from transforms.common import conform
 from transforms.gold import availability, latency_percentiles, policy_summary, risk_exposure
@@ -65,9 +67,13 @@ SUMMARY_COLUMNS = (
     ("1-copy acks", "single_copy_acks", "{:,}"),
     ("loss kafka", "loss_kafka_election", "{:,}"),
     ("loss longest", "loss_longest_log_election", "{:,}"),
+    ("all-replicas p99 ms", "full_replication_p99_ms", "{:,.1f}"),
+    ("all-replicas max ms", "full_replication_max_ms", "{:,.1f}"),
+    ("never all", "never_full_replication_acks", "{:,}"),
     ("NER", "not_enough_replicas", "{:,}"),
     ("timeouts", "timeouts", "{:,}"),
     ("not leader", "not_leader", "{:,}"),
+    ("<minISR s", "under_min_isr_ms", "{:,.1f}"),
 )
 
 
@@ -76,6 +82,8 @@ def summary_cell(row: dict, key: str, fmt: str) -> str:
     value = row.get(key)
     if key == "exposure_byte_ms" and value is not None:
         value = value / 1e9  # byte·ms -> MB·s
+    if key == "under_min_isr_ms" and value is not None:
+        value = value / 1e3  # partition·ms -> partition·s
     return _num(value, fmt)
 
 
@@ -89,20 +97,26 @@ def format_summary(rows: list[dict]) -> list[str]:
             [summary_cell(r, key, fmt) for _, key, fmt in SUMMARY_COLUMNS] for r in block
         ]
         widths = [max(len(row[i]) for row in cells) for i in range(len(SUMMARY_COLUMNS))]
-        out.append(f"  {cluster} / {topic}  (Δ and × against the replayed acks=all; '-': too few samples)")
+        out.append(
+            f"  {cluster} / {topic}  (Δ and × against the replayed acks=all; '-': too few samples, or for"
+            " <minISR s (partition·s under min ISR) an ISR not stored: acks=all@lag)"
+        )
         for row in cells:
             out.append("    " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
     return out
 
 
-def build_gold(replay: DataFrame, partitions: DataFrame, window: str, run_id: str) -> dict[str, DataFrame]:
-    """The four gold frames (conformed to their contracts) from produce_replay and partitions."""
+def build_gold(
+    replay: DataFrame, partitions: DataFrame, isr_changes: DataFrame, window: str, run_id: str
+) -> dict[str, DataFrame]:
+    """The four gold frames (conformed to their contracts) from produce_replay, partitions and isr_changes."""
     run = F.lit(run_id)
+    available = availability(replay, isr_changes, partitions, window)
     frames = {
         "latency_percentiles": (latency_percentiles(replay, window), LATENCY_PERCENTILES),
         "risk_exposure": (risk_exposure(replay, partitions, window), RISK_EXPOSURE),
-        "availability": (availability(replay, window), AVAILABILITY),
-        "policy_summary": (policy_summary(replay, partitions), POLICY_SUMMARY),
+        "availability": (available, AVAILABILITY),
+        "policy_summary": (policy_summary(replay, partitions, available), POLICY_SUMMARY),
     }
     return {name: conform(df.withColumn("gold_run_id", run), schema) for name, (df, schema) in frames.items()}
 
@@ -126,11 +140,17 @@ def run_gold(
     in_scope = F.col("cluster").isin(clusters)
     replay = read_table(spark, lakehouse, "produce_replay").filter(in_scope)
     partitions = read_table(spark, lakehouse, "partitions").filter(in_scope)
+    if table_exists(spark, lakehouse, "isr_changes"):
+        isr_changes = read_table(spark, lakehouse, "isr_changes").filter(in_scope)
+    else:
+        # no server.log / state-change.log was ever ingested: time under min ISR is null (isr_known_ms 0)
+        log.warning("no isr_changes table in %s: availability has no time under min ISR", lakehouse)
+        isr_changes = spark.createDataFrame([], ISR_CHANGES)
     predicate = f"cluster IN ({', '.join(map(sql_string, clusters))})"
-    for name, df in build_gold(replay, partitions, window, run_id).items():
+    for name, df in build_gold(replay, partitions, isr_changes, window, run_id).items():
         started = time.monotonic()
         log.info("writing %s ...", name)
-        replace_rows(df, lakehouse, name, predicate, run_id)
+        replace_rows(df, lakehouse, name, predicate, run_id, merge_schema=True)  # contracts grow
         log.info("writing %s done in %.1f s", name, time.monotonic() - started)
     for name in GOLD_TABLES:
         report.rows[name] = read_table(spark, lakehouse, name).filter(in_scope).count()

@@ -1,6 +1,7 @@
 """Column contracts of the gold tables (design.md, "Data flow" and "Durability risk").
 
-All of them are aggregates of silver `produce_replay` (plus `partitions` for min.insync.replicas).
+All of them are aggregates of silver `produce_replay` (plus `partitions` for min.insync.replicas and
+`isr_changes` for the time under min ISR).
 Durations are DOUBLE milliseconds; `window_start` is the UTC start of a `window` ("minute", "hour" or
 "day") that holds the produce's `t_start`.
 """
@@ -65,6 +66,10 @@ RISK_EXPOSURE = _schema(
     ("single_copy_acks", LongType(), False),  # copies_at_ack == 1 (only the leader held it)
     ("loss_kafka_election", LongType(), False),  # acked batches lost by a leader failure at t_ack
     ("loss_longest_log_election", LongType(), False),
+    # time from the ack until on all assigned replicas, over the acked batches that got there (exact p99)
+    ("full_replication_p99_ms", DoubleType(), True),  # null when no acked batch got there
+    ("full_replication_max_ms", DoubleType(), True),
+    ("never_full_replication_acks", LongType(), False),  # full_replication_ms = +inf: not on all replicas in the data
     ("gold_run_id", StringType(), False),
 )
 
@@ -81,6 +86,12 @@ AVAILABILITY = _schema(
     ("timeouts", LongType(), False),
     ("not_leader", LongType(), False),
     ("unreplayable", LongType(), False),
+    # Time under min ISR (transforms/gold.py "Time under min ISR"): from the committed ISR of isr_changes
+    # ('isr_changes'), or null for acks=all@lag=<ms>, whose re-simulated ISR is not stored ('not_stored').
+    ("under_min_isr_source", StringType(), False),
+    ("min_insync_replicas", IntegerType(), True),  # from `partitions`; null when it lacks the partition
+    ("isr_known_ms", DoubleType(), True),  # time of the window the ISR was known (null: not_stored)
+    ("under_min_isr_ms", DoubleType(), True),  # null: not_stored, min ISR unknown or no ISR known in the window
     ("gold_run_id", StringType(), False),
 )
 
@@ -107,6 +118,11 @@ POLICY_SUMMARY = _schema(
     ("not_enough_replicas", LongType(), False),
     ("timeouts", LongType(), False),
     ("not_leader", LongType(), False),
+    ("full_replication_p99_ms", DoubleType(), True),
+    ("full_replication_max_ms", DoubleType(), True),
+    ("never_full_replication_acks", LongType(), False),
+    ("under_min_isr_ms", DoubleType(), True),  # summed over the topic's partitions (partition·ms)
+    ("under_min_isr_source", StringType(), False),
     ("gold_run_id", StringType(), False),
 )
 

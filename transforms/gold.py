@@ -14,11 +14,21 @@ percentile: it is null with `p999_insufficient` set (likewise P9999 below 10000 
 
 The latency sample is the client-visible `latency_ms` of the acked produces (outcome `acked`) only;
 rejected, timed-out and not-leader produces are counted in `produces` and in `availability`.
+
+Time under min ISR
+------------------
+`availability.under_min_isr_ms` comes from the committed ISR of silver `isr_changes` (leader starts
+included): each state holds from its `t_log` until the partition's next state, the last one until the
+cluster's last recorded produce or ISR change; time before a partition's first state is unknown and
+not counted (`isr_known_ms` is the time the ISR was known). The recorded ISR is the cluster's whatever
+the producers' acks, so every policy gets that figure (only acks=all and min.insync reject under it),
+except `acks=all@lag=<ms>`: its ISR is re-simulated inside the replay and not stored as a table, so
+its time is null with `under_min_isr_source` = 'not_stored' (its rejections are still counted).
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 WINDOWS = ("minute", "hour", "day")
@@ -27,6 +37,10 @@ P9999_MIN_N = 10000
 ACKED = "acked"
 NOT_ENOUGH_REPLICAS = ("not_enough_replicas", "not_enough_replicas_after_append")
 RECORDED_POLICY = "acks=all"  # the baseline of policy_summary: the replayed acks=all
+LAG_POLICY_PREFIX = "acks=all@lag="
+ISR_FROM_CHANGES = "isr_changes"  # under_min_isr_source: the committed ISR of silver isr_changes
+ISR_NOT_STORED = "not_stored"  # ... acks=all@lag: the re-simulated ISR is not kept by the replay
+WINDOW_US = {"minute": 60_000_000, "hour": 3_600_000_000, "day": 86_400_000_000}
 
 
 def with_window(df: DataFrame, window: str = "hour") -> DataFrame:
@@ -57,8 +71,14 @@ def _count_if(cond: Column) -> Column:
     return F.count_if(F.coalesce(cond, F.lit(False))).cast("bigint")
 
 
+def _finite(column: str) -> Column:
+    """Acked and `column` a finite number (null and NaN for not acked, +inf for never in the data)."""
+    value = F.col(column)
+    return _acked() & value.isNotNull() & ~F.isnan(value) & (value < F.lit(float("inf")))
+
+
 def _finite_exposure() -> Column:
-    return _acked() & F.col("exposure_ms").isNotNull() & (F.col("exposure_ms") < F.lit(float("inf")))
+    return _finite("exposure_ms")
 
 
 def _latency_aggs() -> list[Column]:
@@ -128,6 +148,18 @@ def _risk_aggs() -> list[Column]:
         _count_if(acked & (F.col("copies_at_ack") == 1)).alias("single_copy_acks"),
         _count_if(acked & F.col("loss_kafka_election")).alias("loss_kafka_election"),
         _count_if(acked & F.col("loss_longest_log_election")).alias("loss_longest_log_election"),
+        *_full_replication_aggs(),
+    ]
+
+
+def _full_replication_aggs() -> list[Column]:
+    """Time from the ack until the batch was on all assigned replicas: exact p99 and max over the acked
+    batches that got there (null when none did); those that never did within the data counted apart."""
+    finite = F.when(_finite("full_replication_ms"), F.col("full_replication_ms"))
+    return [
+        F.percentile(finite, 0.99).alias("full_replication_p99_ms"),
+        F.max(finite).alias("full_replication_max_ms"),
+        _count_if(_acked() & (F.col("full_replication_ms") == F.lit(float("inf")))).alias("never_full_replication_acks"),
     ]
 
 
@@ -156,21 +188,140 @@ def _failure_aggs() -> list[Column]:
     ]
 
 
-def availability(replay: DataFrame, window: str = "hour") -> DataFrame:
-    """One row per (cluster, topic, partition, policy, window): produces and how many failed, by error."""
-    keys = ["cluster", "topic", "partition", "policy", "window", "window_start"]
+def observed_until(replay: DataFrame, isr_changes: DataFrame) -> DataFrame:
+    """(cluster, end_us): the cluster's last recorded produce start or ISR change, in µs."""
     return (
+        replay.select("cluster", F.unix_micros("t_start").alias("t_us"))
+        .unionByName(isr_changes.select("cluster", F.unix_micros("t_log").alias("t_us")))
+        .groupBy("cluster")
+        .agg(F.max("t_us").alias("end_us"))
+    )
+
+
+def isr_segments(isr_changes: DataFrame, until: DataFrame) -> DataFrame:
+    """Committed ISR states as intervals: (cluster, topic, partition, from_us, to_us, isr_size).
+
+    A partition's states are ordered by log time; each holds until the next, the last one until the
+    cluster's `end_us` (`until`, from :func:`observed_until`). A state logged with an older leader epoch
+    than one already seen (a deposed leader still logging) is dropped: the newer leader's ISR stands.
+    """
+    partition = Window.partitionBy("cluster", "topic", "partition")
+    ordered = partition.orderBy(
+        "t_us", F.coalesce(F.col("leader_epoch"), F.lit(-1)), F.coalesce(F.col("partition_epoch"), F.lit(-1)),
+        "source_file", "line_number",
+    )
+    earlier = ordered.rowsBetween(Window.unboundedPreceding, -1)
+    states = (
+        isr_changes.select(
+            "cluster", "topic", "partition", "leader_epoch", "partition_epoch", "isr_size", "source_file",
+            "line_number", F.unix_micros("t_log").alias("t_us"),
+        )
+        .withColumn("_newest_epoch", F.max("leader_epoch").over(earlier))
+        .filter(F.col("leader_epoch").isNull() | F.col("_newest_epoch").isNull() | (F.col("leader_epoch") >= F.col("_newest_epoch")))
+    )
+    return (
+        states.withColumn("_next_us", F.lead("t_us").over(ordered))
+        .join(until, ["cluster"], how="inner")
+        .select(
+            "cluster", "topic", "partition", F.col("t_us").alias("from_us"),
+            F.coalesce(F.col("_next_us"), F.greatest(F.col("end_us"), F.col("t_us"))).alias("to_us"),
+            "isr_size",
+        )
+    )
+
+
+def isr_time_by_window(segments: DataFrame, partitions: DataFrame, window: str = "hour") -> DataFrame:
+    """Per (cluster, topic, partition, window_start): ms the ISR was known and ms it was below the
+    partition's min.insync.replicas (null when `partitions` lacks the partition)."""
+    if window not in WINDOWS:
+        raise ValueError(f"unknown window {window!r}; use one of {', '.join(WINDOWS)}")
+    size = F.lit(WINDOW_US[window])
+
+    def window_us(t_us: Column) -> Column:
+        return F.unix_micros(F.date_trunc(window, F.timestamp_micros(t_us)))
+
+    pieces = (
+        segments.filter(F.col("to_us") > F.col("from_us"))
+        .withColumn(
+            "_ws", F.explode(F.sequence(window_us(F.col("from_us")), window_us(F.col("to_us") - 1), size))
+        )
+        .withColumn(
+            "_overlap_us", F.least(F.col("to_us"), F.col("_ws") + size) - F.greatest(F.col("from_us"), F.col("_ws"))
+        )
+    )
+    mins = partitions.select("cluster", "topic", "partition", "min_insync_replicas").dropDuplicates(
+        ["cluster", "topic", "partition"]
+    )
+    under = F.col("isr_size") < F.col("min_insync_replicas")
+    return (
+        pieces.join(mins, ["cluster", "topic", "partition"], how="left")
+        .groupBy("cluster", "topic", "partition", F.timestamp_micros("_ws").alias("window_start"))
+        .agg(
+            F.first("min_insync_replicas").alias("min_insync_replicas"),
+            (F.sum("_overlap_us") / F.lit(1000.0)).alias("isr_known_ms"),
+            (F.sum(F.when(under, F.col("_overlap_us")).otherwise(F.lit(0))) / F.lit(1000.0)).alias("_under_ms"),
+        )
+        .withColumn("under_min_isr_ms", F.when(F.col("min_insync_replicas").isNotNull(), F.col("_under_ms")))
+        .drop("_under_ms")
+    )
+
+
+def _isr_source(policy: Column) -> Column:
+    """Where a policy's time under min ISR comes from (see the module docstring)."""
+    return F.when(policy.startswith(LAG_POLICY_PREFIX), F.lit(ISR_NOT_STORED)).otherwise(F.lit(ISR_FROM_CHANGES))
+
+
+def availability(
+    replay: DataFrame, isr_changes: DataFrame, partitions: DataFrame, window: str = "hour"
+) -> DataFrame:
+    """One row per (cluster, topic, partition, policy, window): produces and how many failed, by error,
+    and the time the partition's ISR was below min.insync.replicas (see the module docstring).
+
+    Windows without produces but with a known ISR are kept (0 produces), for every policy replayed on
+    the topic; topics without replayed produces are not covered.
+    """
+    keys = ["cluster", "topic", "partition", "policy", "window_start"]
+    counts = (
         with_window(replay, window)
         .groupBy(*keys)
         .agg(F.count("*").cast("bigint").alias("produces"), _count_if(_acked()).alias("acked"), *_failure_aggs())
     )
+    isr_time = isr_time_by_window(isr_segments(isr_changes, observed_until(replay, isr_changes)), partitions, window)
+    topic_policies = replay.select("cluster", "topic", "policy").distinct()
+    isr_rows = isr_time.join(topic_policies, ["cluster", "topic"], how="inner")
+    count_columns = ["produces", "acked", "not_enough_replicas", "timeouts", "not_leader", "unreplayable"]
+    recorded_isr = _isr_source(F.col("policy")) == F.lit(ISR_FROM_CHANGES)
+    known = F.coalesce(F.col("isr_known_ms"), F.lit(0.0))
+    return (
+        counts.join(isr_rows, keys, how="full")
+        .fillna(0, subset=count_columns)
+        .withColumns(
+            {
+                "window": F.lit(window),
+                "under_min_isr_source": _isr_source(F.col("policy")),
+                "isr_known_ms": F.when(recorded_isr, known),
+                # nothing known about the ISR in the window: no figure rather than a 0 that means nothing
+                "under_min_isr_ms": F.when(recorded_isr & (known > 0), F.col("under_min_isr_ms")),
+            }
+        )
+    )
 
 
-def policy_summary(replay: DataFrame, partitions: DataFrame) -> DataFrame:
+def _isr_time_by_policy(availability_df: DataFrame) -> DataFrame:
+    """(cluster, topic, policy): time under min ISR summed over partitions and windows, and its source."""
+    return availability_df.groupBy("cluster", "topic", "policy").agg(
+        F.sum("under_min_isr_ms").alias("under_min_isr_ms"),
+        F.first("under_min_isr_source").alias("under_min_isr_source"),
+    )
+
+
+def policy_summary(replay: DataFrame, partitions: DataFrame, availability_df: DataFrame) -> DataFrame:
     """One row per (cluster, topic, policy) over all the data: the decision table.
 
     P999 is exact over the whole run (percentiles of windows cannot be combined); the change of P999 is
     against the replayed `acks=all` of the same topic (null when that policy or either P999 is missing).
+    Time under min ISR is the sum over the topic's partitions and windows of `availability_df` (the
+    output of :func:`availability`): partition·ms.
     """
     keys = ["cluster", "topic", "policy"]
     by_policy = (
@@ -186,11 +337,13 @@ def policy_summary(replay: DataFrame, partitions: DataFrame) -> DataFrame:
     return (
         by_policy.alias("s")
         .join(baseline.alias("b"), ["cluster", "topic"], how="left")
+        .join(_isr_time_by_policy(availability_df).alias("a"), keys, how="left")
         .withColumns(
             {
                 "policy_rank": policy_rank(F.col("policy")),
                 "p999_vs_acks_all_ms": F.col("p999_ms") - base,
                 "p999_vs_acks_all_ratio": F.when(base != 0, F.col("p999_ms") / base),
+                "under_min_isr_source": F.coalesce(F.col("under_min_isr_source"), _isr_source(F.col("policy"))),
             }
         )
         .drop("_pct", "_base_p999", "p50_ms", "p9999_ms", "p9999_insufficient", "max_ms")

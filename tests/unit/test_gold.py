@@ -13,6 +13,7 @@ import pytest
 from chispa import assert_approx_df_equality, assert_df_equality
 from pyspark.sql import functions as F
 
+from schemas.broker_logs import ISR_CHANGES
 from schemas.replay import PRODUCE_REPLAY
 from transforms.common import conform
 from transforms.gold import (
@@ -31,13 +32,14 @@ T11 = dt.datetime(2026, 11, 20, 11, 0, 0)
 
 
 def _row(policy="acks=all", outcome="acked", latency=1.0, t=T10, partition=0, copies=3, exposure=0.0,
-         nbytes=100, loss_k=False, loss_l=False, topic="orders", cluster="c1"):
+         nbytes=100, loss_k=False, loss_l=False, topic="orders", cluster="c1", full=None):
     return {
         "cluster": cluster, "topic": topic, "partition": partition, "leader_epoch": 0, "base_offset": 0,
         "broker_id": 1, "bytes": nbytes, "recorded_acks": -1, "policy": policy, "outcome": outcome,
         "t_start": t, "t_local_done": t, "t_ack": t, "t_ack_observed": None, "t_response": t,
         "ack_wait_ms": 0.0, "latency_ms": latency, "copies_at_ack": copies if outcome == "acked" else 0,
-        "exposure_ms": exposure if outcome == "acked" else None, "full_replication_ms": None,
+        "exposure_ms": exposure if outcome == "acked" else None,
+        "full_replication_ms": full if outcome == "acked" else None,
         "loss_kafka_election": loss_k, "loss_longest_log_election": loss_l, "isr_source": "logs",
         "source_file": "f", "line_number": 1, "event_date": t.date(), "replay_run_id": "r",
     }
@@ -57,6 +59,22 @@ def many_acked(spark, policy: str, n: int, scale: float = 1.0, topic: str = "ord
 
 def partitions_frame(spark, rows: list[tuple]):
     return spark.createDataFrame(rows, "cluster string, topic string, partition int, min_insync_replicas int")
+
+
+def isr_frame(spark, rows: list[tuple]):
+    """isr_changes rows from (topic, partition, leader_epoch, isr, t_log); the other columns are filler."""
+    full = [
+        {
+            "cluster": "c1", "topic": topic, "partition": partition, "broker_id": isr[0], "leader_epoch": epoch,
+            "partition_epoch": i, "isr": isr, "isr_size": len(isr), "under_min_isr": None, "previous_isr": None,
+            "change_kind": None, "proposed_at": None, "out_of_sync_replicas": None, "proposal_high_watermark": None,
+            "proposal_end_offset": None, "source": "server_log", "t_log": t, "source_file": "s", "line_number": i,
+            "event_date": t.date(), "ingest_run_id": "i",
+        }
+        for i, (topic, partition, epoch, isr, t) in enumerate(rows)
+    ]
+    names = ISR_CHANGES.fieldNames()
+    return spark.createDataFrame([tuple(r[n] for n in names) for r in full], ISR_CHANGES)
 
 
 LATENCY_DDL = (
@@ -128,23 +146,26 @@ def test_windows_minute_and_unknown(spark):
 def test_empty_replay_gives_empty_tables(spark):
     empty = replay_frame(spark, [])
     parts = partitions_frame(spark, [("c1", "orders", 0, 2)])
+    # ISR states without any replayed produce: no policy to report them under, so no rows either
+    isr = isr_frame(spark, [("orders", 0, 1, [1, 2, 3], T10)])
     assert latency_percentiles(empty).count() == 0
     assert risk_exposure(empty, parts).count() == 0
-    assert availability(empty).count() == 0
-    assert policy_summary(empty, parts).count() == 0
+    assert availability(empty, isr, parts).count() == 0
+    assert policy_summary(empty, parts, availability(empty, isr, parts)).count() == 0
 
 
 RISK_COLUMNS = [
     "policy", "window_start", "produces", "acked_batches", "acked_bytes", "under_min_isr_acks",
     "under_min_isr_bytes", "min_isr_unknown_acks", "exposure_byte_ms", "max_exposure_ms",
     "never_min_isr_acks", "never_min_isr_bytes", "single_copy_acks", "loss_kafka_election",
-    "loss_longest_log_election",
+    "loss_longest_log_election", "full_replication_p99_ms", "full_replication_max_ms", "never_full_replication_acks",
 ]
 RISK_DDL = (
     "policy string, window_start timestamp, produces bigint, acked_batches bigint, acked_bytes bigint, "
     "under_min_isr_acks bigint, under_min_isr_bytes bigint, min_isr_unknown_acks bigint, "
     "exposure_byte_ms double, max_exposure_ms double, never_min_isr_acks bigint, never_min_isr_bytes bigint, "
-    "single_copy_acks bigint, loss_kafka_election bigint, loss_longest_log_election bigint"
+    "single_copy_acks bigint, loss_kafka_election bigint, loss_longest_log_election bigint, "
+    "full_replication_p99_ms double, full_replication_max_ms double, never_full_replication_acks bigint"
 )
 
 
@@ -152,27 +173,41 @@ def test_risk_exposure(spark):
     replay = replay_frame(
         spark,
         [
-            _row(policy="acks=1", copies=1, exposure=5.0, nbytes=100, loss_k=True),
-            _row(policy="acks=1", copies=2, exposure=0.0, nbytes=200),
-            _row(policy="acks=1", copies=1, exposure=INF, nbytes=50, loss_k=True, loss_l=True),  # never on 2 replicas
-            _row(policy="acks=1", partition=1, copies=1, exposure=2.0, nbytes=10),  # partition 1: min ISR unknown
+            _row(policy="acks=1", copies=1, exposure=5.0, nbytes=100, loss_k=True, full=40.0),
+            _row(policy="acks=1", copies=2, exposure=0.0, nbytes=200, full=10.0),
+            # never on 2 replicas, nor on all 3
+            _row(policy="acks=1", copies=1, exposure=INF, nbytes=50, loss_k=True, loss_l=True, full=INF),
+            _row(policy="acks=1", partition=1, copies=1, exposure=2.0, nbytes=10, full=2.0),  # min ISR unknown
             _row(policy="acks=1", outcome="timeout", nbytes=1000),  # not acked: no risk
             _row(policy="acks=all", outcome="not_enough_replicas", nbytes=70),  # all-rejected window
-            _row(policy="acks=all", t=T11, copies=3, exposure=0.0, nbytes=None),  # a single produce, bytes unknown
+            _row(policy="acks=all", t=T11, copies=3, exposure=0.0, nbytes=None, full=0.0),  # single produce, no bytes
         ],
     )
     parts = partitions_frame(spark, [("c1", "orders", 0, 2), ("c1", "other", 1, 3)])
     actual = risk_exposure(replay, parts, "hour").select(*RISK_COLUMNS)
     expected = spark.createDataFrame(
         [
-            # exposure byte·ms = 100 * 5 + 200 * 0 + 10 * 2 = 520 (the inf batch is counted apart)
-            ("acks=1", T10, 5, 4, 360, 2, 150, 1, 520.0, 5.0, 1, 50, 3, 2, 1),
-            ("acks=all", T10, 1, 0, 0, 0, 0, 0, 0.0, None, 0, 0, 0, 0, 0),
-            ("acks=all", T11, 1, 1, 0, 0, 0, 0, 0.0, 0.0, 0, 0, 0, 0, 0),
+            # exposure byte·ms = 100 * 5 + 200 * 0 + 10 * 2 = 520 (the inf batch is counted apart);
+            # full replication of the finite [2, 10, 40]: p99 h = 2 * 0.99 = 1.98 -> 10 + 0.98 * 30 = 39.4
+            ("acks=1", T10, 5, 4, 360, 2, 150, 1, 520.0, 5.0, 1, 50, 3, 2, 1, 39.4, 40.0, 1),
+            ("acks=all", T10, 1, 0, 0, 0, 0, 0, 0.0, None, 0, 0, 0, 0, 0, None, None, 0),
+            ("acks=all", T11, 1, 1, 0, 0, 0, 0, 0.0, 0.0, 0, 0, 0, 0, 0, 0.0, 0.0, 0),
         ],
         RISK_DDL,
     )
-    assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
+    # 10 + 0.98 * 30 is floating point
+    assert_approx_df_equality(actual, expected, 1e-9, ignore_nullable=True, ignore_row_order=True)
+
+
+AVAILABILITY_COLUMNS = [
+    "partition", "policy", "window", "window_start", "produces", "acked", "not_enough_replicas", "timeouts",
+    "not_leader", "unreplayable", "under_min_isr_source", "min_insync_replicas", "isr_known_ms", "under_min_isr_ms",
+]
+AVAILABILITY_DDL = (
+    "partition int, policy string, window string, window_start timestamp, produces bigint, acked bigint, "
+    "not_enough_replicas bigint, timeouts bigint, not_leader bigint, unreplayable bigint, "
+    "under_min_isr_source string, min_insync_replicas int, isr_known_ms double, under_min_isr_ms double"
+)
 
 
 def test_availability_per_partition(spark):
@@ -187,17 +222,88 @@ def test_availability_per_partition(spark):
             _row(policy="min.insync", outcome="unreplayable", partition=1),
         ],
     )
-    actual = availability(replay, "hour").select(
-        "partition", "policy", "window", "window_start", "produces", "acked", "not_enough_replicas", "timeouts",
-        "not_leader", "unreplayable",
-    )
+    parts = partitions_frame(spark, [("c1", "orders", 0, 2)])
+    actual = availability(replay, isr_frame(spark, []), parts, "hour").select(*AVAILABILITY_COLUMNS)
     expected = spark.createDataFrame(
         [
-            (0, "min.insync", "hour", T10, 4, 1, 2, 1, 0, 0),
-            (1, "min.insync", "hour", T10, 2, 0, 0, 0, 1, 1),
+            # no ISR state known at all: the time under min ISR is null, not 0
+            (0, "min.insync", "hour", T10, 4, 1, 2, 1, 0, 0, "isr_changes", None, 0.0, None),
+            (1, "min.insync", "hour", T10, 2, 0, 0, 0, 1, 1, "isr_changes", None, 0.0, None),
         ],
-        "partition int, policy string, window string, window_start timestamp, produces bigint, acked bigint, "
-        "not_enough_replicas bigint, timeouts bigint, not_leader bigint, unreplayable bigint",
+        AVAILABILITY_DDL,
+    )
+    assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
+
+
+H = 3_600_000.0  # ms in an hour
+
+
+def test_availability_time_under_min_isr(spark):
+    t12 = dt.datetime(2026, 11, 20, 12, 0, 0)
+    minutes = dt.timedelta(minutes=1)
+    replay = replay_frame(
+        spark,
+        [
+            _row(t=T10 + 5 * minutes),
+            _row(t=T11 + 10 * minutes, outcome="not_enough_replicas"),  # all-rejected window
+            _row(t=t12 + 30 * minutes),  # the cluster's last event: the last ISR state holds until 12:30
+            _row(policy="acks=all@lag=3000", t=T10 + 5 * minutes),
+        ],
+    )
+    isr = isr_frame(
+        spark,
+        [
+            ("orders", 0, 5, [1, 2, 3], T10),
+            ("orders", 0, 5, [1], T10 + 20 * minutes),  # under min ISR 2 from 10:20 ...
+            ("orders", 0, 4, [1, 2, 3], T11 + 40 * minutes),  # a deposed leader (older epoch) still logging: ignored
+            ("orders", 0, None, [1, 2], t12 + 15 * minutes),  # ... to 12:15 (a server.log line without epoch)
+            ("orders", 1, 7, [2, 3, 1], T10 + 30 * minutes),  # never under; unknown before 10:30
+            ("orders", 2, 1, [3], T10),  # min ISR unknown: no figure
+            ("idle", 0, 1, [1], T10),  # no replayed produce on the topic: no policy to report it under
+        ],
+    )
+    parts = partitions_frame(spark, [("c1", "orders", 0, 2), ("c1", "orders", 1, 2), ("c1", "idle", 0, 2)])
+    actual = availability(replay, isr, parts, "hour").select(*AVAILABILITY_COLUMNS)
+    lag, src, stored = "acks=all@lag=3000", "isr_changes", "not_stored"
+    expected = spark.createDataFrame(
+        [
+            (0, "acks=all", "hour", T10, 1, 1, 0, 0, 0, 0, src, 2, H, 40 * 60_000.0),
+            (0, "acks=all", "hour", T11, 1, 0, 1, 0, 0, 0, src, 2, H, H),  # entirely under min ISR
+            (0, "acks=all", "hour", t12, 1, 1, 0, 0, 0, 0, src, 2, 30 * 60_000.0, 15 * 60_000.0),
+            (0, lag, "hour", T10, 1, 1, 0, 0, 0, 0, stored, 2, None, None),
+            (0, lag, "hour", T11, 0, 0, 0, 0, 0, 0, stored, 2, None, None),
+            (0, lag, "hour", t12, 0, 0, 0, 0, 0, 0, stored, 2, None, None),
+            (1, "acks=all", "hour", T10, 0, 0, 0, 0, 0, 0, src, 2, 30 * 60_000.0, 0.0),
+            (1, "acks=all", "hour", T11, 0, 0, 0, 0, 0, 0, src, 2, H, 0.0),  # never under
+            (1, "acks=all", "hour", t12, 0, 0, 0, 0, 0, 0, src, 2, 30 * 60_000.0, 0.0),
+            (1, lag, "hour", T10, 0, 0, 0, 0, 0, 0, stored, 2, None, None),
+            (1, lag, "hour", T11, 0, 0, 0, 0, 0, 0, stored, 2, None, None),
+            (1, lag, "hour", t12, 0, 0, 0, 0, 0, 0, stored, 2, None, None),
+            (2, "acks=all", "hour", T10, 0, 0, 0, 0, 0, 0, src, None, H, None),
+            (2, "acks=all", "hour", T11, 0, 0, 0, 0, 0, 0, src, None, H, None),
+            (2, "acks=all", "hour", t12, 0, 0, 0, 0, 0, 0, src, None, 30 * 60_000.0, None),
+            (2, lag, "hour", T10, 0, 0, 0, 0, 0, 0, stored, None, None, None),
+            (2, lag, "hour", T11, 0, 0, 0, 0, 0, 0, stored, None, None, None),
+            (2, lag, "hour", t12, 0, 0, 0, 0, 0, 0, stored, None, None, None),
+        ],
+        AVAILABILITY_DDL,
+    )
+    assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
+
+
+def test_isr_time_in_minute_windows(spark):
+    # one state from 10:00:30 to 10:02:15 (the last produce) under min ISR 3: three minute windows
+    replay = replay_frame(spark, [_row(t=T10 + dt.timedelta(minutes=2, seconds=15))])
+    isr = isr_frame(spark, [("orders", 0, 1, [1, 2], T10 + dt.timedelta(seconds=30))])
+    parts = partitions_frame(spark, [("c1", "orders", 0, 3)])
+    actual = availability(replay, isr, parts, "minute").select("window_start", "produces", "isr_known_ms", "under_min_isr_ms")
+    expected = spark.createDataFrame(
+        [
+            (T10, 0, 30_000.0, 30_000.0),
+            (T10 + dt.timedelta(minutes=1), 0, 60_000.0, 60_000.0),
+            (T10 + dt.timedelta(minutes=2), 1, 15_000.0, 15_000.0),
+        ],
+        "window_start timestamp, produces bigint, isr_known_ms double, under_min_isr_ms double",
     )
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
 
@@ -210,34 +316,44 @@ def test_policy_summary_against_acks_all(spark):
             replay_frame(
                 spark,
                 [
-                    _row(policy="acks=1", latency=1.0, copies=1, exposure=INF, loss_k=True),
+                    _row(policy="acks=1", latency=1.0, copies=1, exposure=INF, loss_k=True, full=INF),
                     _row(policy="acks=1", outcome="timeout"),
                     _row(policy="acks=all@lag=3000", outcome="not_enough_replicas"),  # no acked produce at all
-                    _row(policy="acks=1", topic="logs", latency=2.0, copies=1, exposure=1.5),  # no acks=all
+                    _row(policy="acks=1", topic="logs", latency=2.0, copies=1, exposure=1.5, full=7.0),  # no acks=all
                 ],
             )
         )
     )
     parts = partitions_frame(spark, [("c1", "orders", 0, 2), ("c1", "logs", 0, 2)])
-    actual = policy_summary(replay, parts).select(
+    # orders/0 under min ISR 2 from 9:30 until the last produce (10:00): 1,800,000 ms; logs has no ISR data
+    isr = isr_frame(spark, [("orders", 0, 3, [1], T10 - dt.timedelta(minutes=30))])
+    actual = policy_summary(replay, parts, availability(replay, isr, parts)).select(
         "topic", "policy", "policy_rank", "produces", "n", "p99_ms", "p999_ms", "p999_insufficient",
         "p999_vs_acks_all_ms", "p999_vs_acks_all_ratio", "acked_bytes", "under_min_isr_acks", "exposure_byte_ms",
         "max_exposure_ms", "never_min_isr_acks", "single_copy_acks", "loss_kafka_election",
-        "not_enough_replicas", "timeouts",
+        "not_enough_replicas", "timeouts", "full_replication_p99_ms", "never_full_replication_acks",
+        "under_min_isr_ms", "under_min_isr_source",
     )
+    half, src = 1_800_000.0, "isr_changes"
     expected = spark.createDataFrame(
         [
-            # p99 of 1..1000: h = 989.01 -> 990.01
-            ("orders", "acks=all", 0, 1000, 1000, 990.01, 999.001, False, 0.0, 1.0, 100000, 0, 0.0, 0.0, 0, 0, 0, 0, 0),
-            ("orders", "quorum=2", 3, 1000, 1000, 495.005, 499.5005, False, -499.5005, 0.5, 100000, 0, 0.0, 0.0, 0, 0, 0, 0, 0),
-            ("orders", "acks=1", 4, 2, 1, 1.0, None, True, None, None, 100, 1, 0.0, None, 1, 1, 1, 0, 1),
-            ("orders", "acks=all@lag=3000", 1, 1, 0, None, None, True, None, None, 0, 0, 0.0, None, 0, 0, 0, 1, 0),
-            ("logs", "acks=1", 4, 1, 1, 2.0, None, True, None, None, 100, 1, 150.0, 1.5, 0, 1, 0, 0, 0),
+            # p99 of 1..1000: h = 989.01 -> 990.01 (many_acked rows have no full replication time)
+            ("orders", "acks=all", 0, 1000, 1000, 990.01, 999.001, False, 0.0, 1.0, 100000, 0, 0.0, 0.0, 0, 0, 0, 0, 0,
+             None, 0, half, src),
+            ("orders", "quorum=2", 3, 1000, 1000, 495.005, 499.5005, False, -499.5005, 0.5, 100000, 0, 0.0, 0.0, 0, 0, 0,
+             0, 0, None, 0, half, src),
+            ("orders", "acks=1", 4, 2, 1, 1.0, None, True, None, None, 100, 1, 0.0, None, 1, 1, 1, 0, 1, None, 1, half,
+             src),
+            ("orders", "acks=all@lag=3000", 1, 1, 0, None, None, True, None, None, 0, 0, 0.0, None, 0, 0, 0, 1, 0, None,
+             0, None, "not_stored"),
+            ("logs", "acks=1", 4, 1, 1, 2.0, None, True, None, None, 100, 1, 150.0, 1.5, 0, 1, 0, 0, 0, 7.0, 0, None, src),
         ],
         "topic string, policy string, policy_rank int, produces bigint, n bigint, p99_ms double, p999_ms double, "
         "p999_insufficient boolean, p999_vs_acks_all_ms double, p999_vs_acks_all_ratio double, acked_bytes bigint, "
         "under_min_isr_acks bigint, exposure_byte_ms double, max_exposure_ms double, never_min_isr_acks bigint, "
-        "single_copy_acks bigint, loss_kafka_election bigint, not_enough_replicas bigint, timeouts bigint",
+        "single_copy_acks bigint, loss_kafka_election bigint, not_enough_replicas bigint, timeouts bigint, "
+        "full_replication_p99_ms double, never_full_replication_acks bigint, under_min_isr_ms double, "
+        "under_min_isr_source string",
     )
     assert_approx_df_equality(actual, expected, 1e-9, ignore_nullable=True, ignore_row_order=True)
 
