@@ -104,6 +104,12 @@ def _lookup(keys: pa.Array, mapping: dict[str, str]) -> pa.Array:
     return pc.take(pa.array([mapping[k] for k in names], pa.string()), pc.index_in(keys, pa.array(names, pa.string())))
 
 
+def _selection(rows: np.ndarray, n: int) -> np.ndarray:
+    selected = np.zeros(n, dtype=bool)
+    selected[rows] = True
+    return selected
+
+
 def _any_per_parent(flags: np.ndarray, parents: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros(n, dtype=bool)
     out[parents[flags]] = True
@@ -369,11 +375,16 @@ def _matching_responses(
     return pc.take(response_partitions, pc.index_in(request_keys, response_keys))
 
 
-def produce_rows(parsed: pa.StructArray, cluster: pa.Array, topic_ids: dict[str, str]) -> tuple[np.ndarray, dict]:
-    """One row per (PRODUCE line, topic-partition): (index of the line in `parsed`, columns)."""
+def produce_rows(
+    parsed: pa.StructArray, selected: np.ndarray, cluster: pa.Array, topic_ids: dict[str, str]
+) -> tuple[np.ndarray, dict]:
+    """One row per (selected PRODUCE line, topic-partition): (index of the line in `parsed`, columns)."""
     request = _field(parsed, "request")
     topic_data, td_line = _flatten(_field(request, "topicData"))
     partition_data, pd_td = _flatten(_field(topic_data, "partitionData"))
+    keep = selected[td_line[pd_td]]
+    if not keep.all():
+        partition_data, pd_td = pc.filter(partition_data, pa.array(keep)), pd_td[keep]
     row_line = td_line[pd_td]
     take_td, take_line = pa.array(pd_td), pa.array(row_line)
     name = pc.take(_field(topic_data, "name"), take_td)
@@ -410,9 +421,9 @@ def produce_rows(parsed: pa.StructArray, cluster: pa.Array, topic_ids: dict[str,
 
 
 def fetch_rows(
-    parsed: pa.StructArray, follower_id: pa.Array, cluster: pa.Array, topic_ids: dict[str, str]
+    parsed: pa.StructArray, selected: np.ndarray, follower_id: pa.Array, cluster: pa.Array, topic_ids: dict[str, str]
 ) -> dict[str, tuple[np.ndarray, dict]]:
-    """Follower FETCH lines -> rows of kind `fetch` (listed partitions), `fetch_request` and `forgotten`.
+    """Selected follower FETCH lines -> rows of kind `fetch` (listed partitions), `fetch_request` and `forgotten`.
 
     A full request (epoch 0) opens the session whose id is in its response; incremental requests
     (epoch > 0) name it; sessionless requests (epoch -1) and failed requests get session 0 (no
@@ -442,6 +453,9 @@ def fetch_rows(
     }
     topics, tt_line = _flatten(_field(request, "topics"))
     partitions, pp_tt = _flatten(_field(topics, "partitions"))
+    keep = selected[tt_line[pp_tt]]
+    if not keep.all():
+        partitions, pp_tt = pc.filter(partitions, pa.array(keep)), pp_tt[keep]
     row_line = tt_line[pp_tt]
     take_tt, take_line = pa.array(pp_tt), pa.array(row_line)
     topic = pc.take(_field(topics, "topic"), take_tt)
@@ -466,26 +480,26 @@ def fetch_rows(
             "diverging_epoch": pc.is_valid(_field(response, "divergingEpoch")),
         }
     )
-    in_session = np.flatnonzero(_mask(pc.not_equal(session_id, 0)))
+    in_session = selected & _mask(pc.not_equal(session_id, 0))
+    session_lines = np.flatnonzero(in_session)
     session_requests = {
-        name: pc.take(per_request[name], pa.array(in_session))
+        name: pc.take(per_request[name], pa.array(session_lines))
         for name in ("follower_id", "session_id", "session_epoch", "total_time_ms", "request_queue_time_ms")
     }
-    forgotten_topics, ft_line = _flatten(_field(pc.take(request, pa.array(in_session)), "forgottenTopicsData"))
+    forgotten_topics, ft_line = _flatten(_field(request, "forgottenTopicsData"))
     forgotten_partitions, fp_ft = _flatten(_field(forgotten_topics, "partitions"))
-    fp_line = ft_line[fp_ft]  # index into in_session
-    take_ft, take_session_line = pa.array(fp_ft), pa.array(fp_line)
-    forgotten = {
-        name: pc.take(session_requests[name], take_session_line)
-        for name in ("follower_id", "session_id", "session_epoch")
-    }
+    keep = in_session[ft_line[fp_ft]]
+    if not keep.all():
+        forgotten_partitions, fp_ft = pc.filter(forgotten_partitions, pa.array(keep)), fp_ft[keep]
+    fp_line = ft_line[fp_ft]
+    take_ft, take_line = pa.array(fp_ft), pa.array(fp_line)
+    forgotten = {name: pc.take(per_request[name], take_line) for name in ("follower_id", "session_id", "session_epoch")}
     forgotten_ids = pc.take(_field(forgotten_topics, "topicId"), take_ft)
-    forgotten_cluster = pc.take(pc.take(cluster, pa.array(in_session)), take_session_line)
     forgotten.update(
         {
             "topic": pc.coalesce(
                 pc.take(_field(forgotten_topics, "topic"), take_ft),
-                _lookup(_topic_keys(forgotten_cluster, forgotten_ids), topic_ids),
+                _lookup(_topic_keys(pc.take(cluster, take_line), forgotten_ids), topic_ids),
             ),
             "topic_id": forgotten_ids,
             "partition": forgotten_partitions,
@@ -493,8 +507,8 @@ def fetch_rows(
     )
     return {
         "fetch": (row_line, listed),
-        "fetch_request": (in_session, session_requests),
-        "forgotten": (in_session[fp_line], forgotten),
+        "fetch_request": (session_lines, session_requests),
+        "forgotten": (fp_line, forgotten),
     }
 
 
@@ -580,16 +594,12 @@ def classify_lines(
         produce_at = np.flatnonzero((status == "parsed") & _mask(pc.equal(parsed_api, "PRODUCE")))
         fetch_at = np.flatnonzero((status == "parsed") & _mask(pc.equal(parsed_api, "FETCH")))
         if len(produce_at):
-            take = pa.array(produce_at)
-            rows_line, columns = produce_rows(pc.take(parsed, take), pc.take(parsed_cluster, take), topic_ids)
-            silver.append(("produce", to_parse[produce_at[rows_line]], columns))
+            rows_line, columns = produce_rows(parsed, _selection(produce_at, len(parsed)), parsed_cluster, topic_ids)
+            silver.append(("produce", to_parse[rows_line], columns))
         if len(fetch_at):
-            take = pa.array(fetch_at)
-            kinds = fetch_rows(
-                pc.take(parsed, take), pc.take(parsed_follower, take), pc.take(parsed_cluster, take), topic_ids
-            )
+            kinds = fetch_rows(parsed, _selection(fetch_at, len(parsed)), parsed_follower, parsed_cluster, topic_ids)
             for kind, (rows_line, columns) in kinds.items():
-                silver.append((kind, to_parse[fetch_at[rows_line]], columns))
+                silver.append((kind, to_parse[rows_line], columns))
     bronze = {
         "log_time_local": log_time,
         "status": pa.array(rules.status, pa.string()),

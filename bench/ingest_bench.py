@@ -3,12 +3,15 @@
     python -m bench.ingest_bench --gigabytes 1.0
 
 Generates the input once (bench/out/ingest-<size>GB, reused), starts the Spark session (not timed),
-then times one full ingest run and prints a table. Run on an otherwise idle machine.
+then times one full ingest run and prints a table, with the run log's per-step timings and the load
+average before and after (the machine is shared: a figure means little without it).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import shutil
 import time
 from pathlib import Path
@@ -36,11 +39,15 @@ def main() -> None:
     lakehouse = work / "ingest-lakehouse"
     shutil.rmtree(lakehouse, ignore_errors=True)
 
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
+    logging.getLogger("ackreplay").setLevel(logging.INFO)  # the per-step timings of the run
     config = load_config(args.conf)
     spark = build_spark_session(config.spark, app_name="ackreplay-bench-ingest")
+    load_before = os.getloadavg()
     started = time.monotonic()
     report = run_ingest(spark, config, str(data), str(lakehouse))
     seconds = time.monotonic() - started
+    load_after = os.getloadavg()
     print()
     print("| metric | value |")
     print("|---|---|")
@@ -50,7 +57,10 @@ def main() -> None:
     print(f"| throughput | {input_bytes / 1e6 / seconds:,.1f} MB/s, {report.total_lines / seconds:,.0f} lines/s |")
     for table, rows in report.rows_written.items():
         print(f"| {table} rows | {rows:,} |")
+    print(f"| load average (1, 5, 15 min) before | {', '.join(f'{x:.1f}' for x in load_before)} |")
+    print(f"| load average (1, 5, 15 min) after | {', '.join(f'{x:.1f}' for x in load_after)} |")
     print(f"| Spark | {spark.version}, master {spark.sparkContext.master}, {spark.sparkContext.defaultParallelism} cores |")
+    spark.stop()
 
 
 if __name__ == "__main__":
