@@ -132,6 +132,29 @@ class PrivacySettings(_Strict):
         return value
 
 
+class MetastoreSettings(_Strict):
+    """Table names besides paths: every table is also registered as `<catalog>.<schema>.<table>`."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    # None: the session's current catalog (spark_catalog locally, the workspace default on Databricks).
+    catalog: str | None = None
+    schema_name: str = Field(alias="schema", min_length=1)
+
+    @field_validator("catalog", "schema_name")
+    @classmethod
+    def _one_identifier(cls, value: str | None) -> str | None:
+        if value is not None and ("." in value or "`" in value or not value.strip()):
+            raise ValueError(f"{value!r} must be one catalog or schema name, without dots or backticks")
+        return value
+
+    @property
+    def prefix(self) -> str:
+        """`catalog`.`schema` (or `schema`), quoted for SQL."""
+        parts = [self.catalog, self.schema_name] if self.catalog else [self.schema_name]
+        return ".".join(f"`{p}`" for p in parts)
+
+
 class AppConfig(_Strict):
     """The whole configuration of one environment."""
 
@@ -144,6 +167,8 @@ class AppConfig(_Strict):
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     default_cluster: ClusterSettings = Field(default_factory=ClusterSettings)
     clusters: dict[str, ClusterSettings] = Field(default_factory=dict)
+    # None: tables are addressed by path only.
+    metastore: MetastoreSettings | None = None
 
     def cluster(self, name: str) -> ClusterSettings:
         """Settings of one cluster, falling back to `default_cluster`."""
