@@ -8,7 +8,7 @@ import sys
 import time
 from datetime import date
 
-from ackreplay.config import ConfigError, load_config
+from ackreplay.config import ConfigError, load_config, parse_config
 from ackreplay.inputs import InputError
 
 log = logging.getLogger("ackreplay")
@@ -27,6 +27,10 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--conf", help="YAML configuration (conf/local.yaml, conf/cluster.yaml); default: built-in local")
         p.add_argument("--lakehouse", help="lakehouse root folder or URI (default: `lakehouse` from the conf)")
         p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+        p.add_argument(
+            "--metastore", metavar="[CATALOG.]SCHEMA",
+            help="also register the tables under this catalog and schema (overrides `metastore` in the conf)",
+        )
 
     def scheduled(p: argparse.ArgumentParser, full_help: str) -> None:
         # README, "Scheduling": dates are UTC (the tables' event_date); only new work unless --full.
@@ -82,6 +86,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     lakehouse = args.lakehouse or config.lakehouse
+    metastore = config.metastore
+    if args.metastore:
+        catalog, _, schema = args.metastore.rpartition(".")
+        try:
+            metastore = parse_config({"metastore": {"catalog": catalog or None, "schema": schema}}, "--metastore").metastore
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     from ackreplay.ledger import DateRange
 
     try:
@@ -143,6 +155,11 @@ def main(argv: list[str] | None = None) -> int:
 
             export_table(spark, lakehouse, args.table, args.format, args.out)
             print(f"exported {args.table} to {args.out} ({args.format})")
+        if metastore is not None and args.command != "export":
+            from ackreplay.metastore import register_tables
+
+            names = register_tables(spark, lakehouse, metastore)
+            print(f"tables: {len(names)} registered as {metastore.prefix}.<table>")
     except (InputError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
