@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 LAKEHOUSE ?= lakehouse
 SAMPLES ?= $(sort $(wildcard data/samples/*/))
 
-.PHONY: setup sample test test-lab bench-ingest bench-kernel clean
+.PHONY: setup sample test test-lab test-cluster dist bench-ingest bench-kernel clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,16 @@ test: setup  ## lint, then the test suite (without the slow real-Kafka lab and S
 test-lab: setup  ## runs a real 3-broker Kafka cluster for about a minute
 	$(BIN)/pytest -m lab
 
+test-cluster: setup  ## the pipeline under spark-submit on a Spark standalone master and two workers (127.0.0.1)
+	$(BIN)/pytest -m cluster
+
+# Spark puts --py-files on the executors' sys.path only for .zip/.egg/.jar names; a pure-Python wheel
+# is a zip of the packages, so the same file is shipped as dist/ackreplay.zip.
+dist: setup  ## dist/ackreplay-*.whl (pip, Databricks) and dist/ackreplay.zip (spark-submit --py-files)
+	rm -rf dist
+	$(BIN)/pip wheel . --no-deps --quiet -w dist
+	cp dist/ackreplay-*.whl dist/ackreplay.zip
+
 bench-ingest: setup  ## ingest throughput on a generated >= 1 GB request log
 	$(BIN)/python -m bench.ingest_bench --gigabytes 1.0
 
@@ -32,4 +42,4 @@ bench-kernel: setup  ## replay kernel alone: produces/s on one core
 	taskset -c 0 $(BIN)/python -m bench.kernel_bench --repeat 7
 
 clean:
-	rm -rf $(LAKEHOUSE) spark-warehouse metastore_db derby.log bench/out
+	rm -rf $(LAKEHOUSE) spark-warehouse metastore_db derby.log bench/out dist build

@@ -1,0 +1,212 @@
+"""The whole pipeline under spark-submit on a real Spark standalone cluster (a master and two workers on
+127.0.0.1, separate JVMs started from the pyspark installation) gives the same gold tables as a local run.
+
+The code reaches the driver and the executors only as the built wheel passed with `--py-files`: both run
+a Python that has the dependencies but not the project (the venv's editable install is hidden from it),
+so a module that was not shipped fails the run instead of being imported from the checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import venv
+from pathlib import Path
+
+import pyspark
+import pytest
+from chispa import assert_df_equality
+
+from ackreplay.config import DELTA_VERSION, load_config
+from ackreplay.gold import GOLD_TABLES, run_gold
+from ackreplay.ingest import run_ingest
+from ackreplay.lakehouse import read_table
+from ackreplay.replay.stage import run_replay
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[2]
+TRACE = REPO / "data/samples/trace-3.9.1-utc"
+CONF = REPO / "conf/cluster.yaml"
+SPARK_HOME = Path(pyspark.__file__).parent
+SPARK_MINOR = ".".join(pyspark.__version__.split(".")[:2])
+DELTA_PACKAGE = f"io.delta:delta-spark_{SPARK_MINOR}_2.13:{DELTA_VERSION}"
+WORKERS = 2
+# A guard against a hung run, not a speed check: a shared 2-core machine under load needed > 20 min.
+SUBMIT_TIMEOUT_S = 3600
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(condition, what: str, timeout_s: float, logs: list[Path]):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(1)
+    tails = "\n".join(f"--- {p}:\n{p.read_text(errors='replace')[-3000:]}" for p in logs if p.exists())
+    raise TimeoutError(f"{what} not ready after {timeout_s:.0f} s\n{tails}")
+
+
+def _master_state(ui_port: int) -> dict | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as response:
+            return json.load(response)
+    except OSError:
+        return None
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """The environment of the cluster's processes: no PYTHONPATH leaking the checkout into them."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return {**env, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1", **extra}
+
+
+def _python_without_project(root: Path) -> Path:
+    """A venv whose site-packages are this venv's (pyspark, pandas, ...) without the editable ackreplay.
+
+    A path line in a .pth file adds that folder without running the .pth files inside it, so the
+    editable install's finder is not installed and `import ackreplay` works only from shipped code.
+    """
+    venv.create(root, with_pip=False, symlinks=True)
+    site_packages = next(p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir())
+    (next(root.glob("lib/python*/site-packages")) / "ackreplay_deps.pth").write_text(site_packages + "\n")
+    python = root / "bin/python"
+    probe = subprocess.run(
+        [python, "-c", "import pandas, pyspark, ackreplay"], capture_output=True, text=True, cwd=root, env=_env()
+    )
+    assert "No module named 'ackreplay'" in probe.stderr, probe.stderr
+    return python
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", str(out)],
+        check=True,
+    )
+    (built,) = out.glob("ackreplay-*.whl")
+    # Spark puts --py-files on the executors' sys.path only for .zip/.egg/.jar names; a pure-Python
+    # wheel is a zip of the packages, so ship it under a .zip name (see README, "Running on a cluster").
+    shipped = out / "ackreplay.zip"
+    shutil.copyfile(built, shipped)
+    return shipped
+
+
+@pytest.fixture(scope="module")
+def standalone_master(tmp_path_factory):
+    """spark://127.0.0.1:<port> with two one-core workers; every JVM is stopped at teardown."""
+    root = tmp_path_factory.mktemp("standalone")
+    port, ui_port = _free_port(), _free_port()
+    env = _env(SPARK_DAEMON_MEMORY="256m", SPARK_LOG_DIR=str(root))
+    spark_class = str(SPARK_HOME / "bin/spark-class")
+    daemons: list[subprocess.Popen] = []
+    logs: list[Path] = []
+
+    def start(name: str, *args: str) -> None:
+        log_path = root / f"{name}.log"
+        logs.append(log_path)
+        with open(log_path, "wb") as log_file:
+            daemons.append(
+                subprocess.Popen([spark_class, *args], env=env, stdout=log_file, stderr=subprocess.STDOUT, cwd=root)
+            )
+
+    try:
+        start("master", "org.apache.spark.deploy.master.Master",
+              "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui_port))
+        _wait_for(lambda: _master_state(ui_port), "Spark master", 120, logs)
+        url = f"spark://127.0.0.1:{port}"
+        for i in range(WORKERS):
+            work_dir = root / f"worker-{i}"
+            work_dir.mkdir()
+            start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", url,
+                  "--host", "127.0.0.1", "--cores", "1", "--memory", "1536m",
+                  "--webui-port", str(_free_port()), "--work-dir", str(work_dir))
+        _wait_for(
+            lambda: (_master_state(ui_port) or {}).get("aliveworkers", 0) >= WORKERS, "two Spark workers", 120, logs
+        )
+        yield url, root, logs
+    finally:
+        for process in reversed(daemons):
+            process.terminate()
+        for process in reversed(daemons):
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster_lakehouse(standalone_master, wheel, tmp_path_factory) -> str:
+    url, root, logs = standalone_master
+    lakehouse = str(tmp_path_factory.mktemp("cluster_run") / "lakehouse")
+    python = _python_without_project(root / "python-without-project")
+    env = _env(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
+    command = [
+        str(SPARK_HOME / "bin/spark-submit"),
+        "--master", url,
+        "--packages", DELTA_PACKAGE,
+        "--py-files", str(wheel),
+        "--driver-memory", "1g",
+        "--executor-memory", "1g",
+        "--executor-cores", "1",
+        "--total-executor-cores", str(WORKERS),
+        "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.driver.host=127.0.0.1",
+        str(REPO / "jobs/run.py"),
+        "--conf", str(CONF),
+        "--input", str(TRACE),
+        "--lakehouse", lakehouse,
+    ]
+    # Run from an empty folder: nothing of the checkout is importable from the working directory.
+    workdir = root / "submit"
+    workdir.mkdir()
+    stdout_path, stderr_path = root / "submit.out", root / "submit.err"
+    with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
+        returncode = subprocess.run(command, env=env, cwd=workdir, stdout=stdout, stderr=stderr,
+                                    timeout=SUBMIT_TIMEOUT_S).returncode
+    printed, errors = stdout_path.read_text(errors="replace"), stderr_path.read_text(errors="replace")
+    executor_logs = "\n".join(
+        f"--- {p}:\n{p.read_text(errors='replace')[-2000:]}" for p in sorted(root.glob("worker-*/app-*/*/stderr"))
+    )
+    assert returncode == 0, f"spark-submit failed:\n{printed[-4000:]}\n{errors[-8000:]}\n{executor_logs}"
+    assert "done in" in printed, printed
+    # The application really ran on the workers: each one started an executor for it.
+    assert len(list(root.glob("worker-*/app-*/*"))) >= WORKERS, executor_logs
+    return lakehouse
+
+
+@pytest.fixture(scope="module")
+def local_lakehouse(spark, tmp_path_factory) -> str:
+    """The same conf and trace on the local test session."""
+    lakehouse = str(tmp_path_factory.mktemp("local_run") / "lakehouse")
+    config = load_config(CONF)
+    ingest = run_ingest(spark, config, str(TRACE), lakehouse)
+    run_replay(spark, config, lakehouse, ingest.clusters, run_id="local")
+    run_gold(spark, config, lakehouse, ingest.clusters, "local", config.gold.window)
+    return lakehouse
+
+
+@pytest.mark.parametrize("table", GOLD_TABLES)
+def test_gold_tables_equal_the_local_runs(spark, cluster_lakehouse, local_lakehouse, table):
+    cluster_df = read_table(spark, cluster_lakehouse, table).drop("gold_run_id")
+    local_df = read_table(spark, local_lakehouse, table).drop("gold_run_id")
+    assert local_df.count() > 0
+    assert_df_equality(cluster_df, local_df, ignore_row_order=True)
+
+
+def test_report_written_by_the_cluster_driver(cluster_lakehouse):
+    assert (Path(cluster_lakehouse) / "report/report.html").stat().st_size > 0
