@@ -10,6 +10,7 @@ from datetime import date
 
 from ackreplay.config import ConfigError, load_config, parse_config
 from ackreplay.inputs import InputError
+from ackreplay.quality.runner import QualityError
 
 log = logging.getLogger("ackreplay")
 
@@ -77,11 +78,19 @@ def _configure_logging(verbose: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+def _check_quality(spark, config, lakehouse: str, stage: str, clusters: list[str], run_id: str) -> None:
+    """Data-quality checks of what `stage` wrote; a blocking failure raises before the next stage runs."""
+    from ackreplay.quality.runner import run_quality
+
+    print("\n".join(run_quality(spark, config, lakehouse, stage, clusters, run_id).summary_lines()))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging(args.verbose)
     try:
         config = load_config(args.conf)  # validated before Spark starts
+        config.privacy.salt()  # hashing identities needs its salt: fail now, not after ingest
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -120,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             report = ingest_new_files(spark, config, lakehouse, plan)
             if report is not None:
                 print("\n".join(report.summary_lines()))
+                _check_quality(spark, config, lakehouse, "ingest", report.clusters, report.run_id)
         if args.command in ("run", "replay"):
             from ackreplay.replay.stage import run_replay
 
@@ -129,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                 replay_run_id = f"replay-{int(time.time())}"
                 replay_report = run_replay(spark, config, lakehouse, scope.clusters, run_id=replay_run_id)
                 print("\n".join(replay_report.summary_lines()))
+                _check_quality(spark, config, lakehouse, "replay", scope.clusters, replay_run_id)
                 mark_done(spark, lakehouse, scope, replay_run_id)
         if args.command in ("run", "gold"):
             from ackreplay.gold import run_gold
@@ -139,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                 gold_run_id = f"gold-{int(time.time())}"
                 gold_report = run_gold(spark, config, lakehouse, gold_scope.clusters, gold_run_id, config.gold.window)
                 print("\n".join(gold_report.summary_lines()))
+                _check_quality(spark, config, lakehouse, "gold", gold_scope.clusters, gold_run_id)
                 if args.command == "gold":
                     mark_done(spark, lakehouse, gold_scope, gold_run_id)
         if args.command == "report" or (args.command == "run" and gold_scope.clusters):
@@ -160,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
 
             names = register_tables(spark, lakehouse, metastore)
             print(f"tables: {len(names)} registered as {metastore.prefix}.<table>")
+    except QualityError as exc:  # the whole message: it names the table, the check and offending rows
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except (InputError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

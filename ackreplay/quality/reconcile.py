@@ -1,0 +1,174 @@
+"""Reconciliation: every input line and every silver row is accounted for through to gold.
+
+Counts per stage and cluster (small grouped aggregates: one row per cluster, status or policy), each
+compared with the count it must equal. A mismatch means rows were lost or invented between stages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ackreplay.lakehouse import read_table, table_exists
+
+
+@dataclass(frozen=True)
+class Count:
+    """`left` must relate to `right` by `relation` ("=" or "<=")."""
+
+    name: str  # reconcile.<what>
+    table: str  # the downstream table the count checks
+    cluster: str
+    left_label: str
+    left: int
+    relation: str
+    right_label: str
+    right: int
+    note: str = ""  # what the difference is, when `<=`
+
+    @property
+    def ok(self) -> bool:
+        return self.left == self.right if self.relation == "=" else self.left <= self.right
+
+    def describe(self) -> str:
+        mark = "ok" if self.ok else "MISMATCH"
+        text = f"{self.left_label} {self.left:,} {self.relation} {self.right_label} {self.right:,}"
+        if self.note and self.ok and self.left != self.right:
+            text += f" ({self.right - self.left:,} {self.note})"
+        return f"{self.cluster}: {text}  {mark}"
+
+
+def _scoped(spark: SparkSession, lakehouse: str, name: str, clusters: list[str]) -> DataFrame | None:
+    if not table_exists(spark, lakehouse, name):
+        return None
+    return read_table(spark, lakehouse, name).filter(F.col("cluster").isin(clusters))
+
+
+def _grouped(df: DataFrame, keys: list[str], *aggs) -> dict:
+    """A grouped aggregate (one row per key: clusters x statuses or policies) as {key tuple: row}."""
+    return {tuple(r[k] for k in keys): r for r in df.groupBy(*keys).agg(*aggs).collect()}
+
+
+def ingest_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> list[Count]:
+    """Bronze lines -> quarantine and silver rows."""
+    bronze = _scoped(spark, lakehouse, "request_log_lines", clusters)
+    if bronze is None:
+        return []
+    lines = _grouped(bronze, ["cluster", "status", "api_key_name"], F.count("*").alias("n"))
+    quarantine = _scoped(spark, lakehouse, "quarantine", clusters)
+    quarantined_rows = (
+        _grouped(quarantine.filter(F.col("stage") == "request_log"), ["cluster"], F.count("*").alias("n"))
+        if quarantine is not None
+        else {}
+    )
+    line_id = F.struct("source_file", "line_number")
+    produce = _grouped(
+        _scoped(spark, lakehouse, "produce_requests", clusters), ["cluster"], F.count_distinct(line_id).alias("n")
+    )
+    fetches = _grouped(
+        _scoped(spark, lakehouse, "follower_fetches", clusters), ["cluster"], F.count_distinct(line_id).alias("n")
+    )
+    out: list[Count] = []
+    for cluster in sorted({k[0] for k in lines}):
+        def lines_of(status: str, api: str | None = None) -> int:
+            return sum(
+                r["n"] for (c, s, a), r in lines.items() if c == cluster and s == status and (api is None or a == api)
+            )
+
+        total = sum(r["n"] for (c, _, _), r in lines.items() if c == cluster)
+        parsed, quarantined, unused = lines_of("parsed"), lines_of("quarantined"), lines_of("unused")
+        parsed_produce, parsed_fetch = lines_of("parsed", "PRODUCE"), lines_of("parsed", "FETCH")
+        out += [
+            Count("reconcile.bronze_status", "request_log_lines", cluster, "request-log lines", total, "=",
+                  f"parsed {parsed:,} + quarantined {quarantined:,} + unused", parsed + quarantined + unused),
+            Count("reconcile.parsed_kinds", "request_log_lines", cluster, "parsed lines", parsed, "=",
+                  "parsed PRODUCE + follower FETCH lines", parsed_produce + parsed_fetch),
+            Count("reconcile.quarantine", "quarantine", cluster, "quarantined lines", quarantined, "=",
+                  "quarantine rows", quarantined_rows.get((cluster,), {"n": 0})["n"]),
+            Count("reconcile.produce_lines", "produce_requests", cluster, "parsed PRODUCE lines", parsed_produce, "=",
+                  "PRODUCE lines in produce_requests", produce.get((cluster,), {"n": 0})["n"]),
+            Count("reconcile.fetch_lines", "follower_fetches", cluster, "FETCH lines in follower_fetches",
+                  fetches.get((cluster,), {"n": 0})["n"], "<=", "parsed follower FETCH lines", parsed_fetch,
+                  "listing no partition (incremental fetch with nothing changed)"),
+        ]
+    return out
+
+
+def _appended() -> Column:
+    """A produce the broker appended (the replay's candidates)."""
+    return (F.col("acks") != 0) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0)
+
+
+PRODUCE_ROW = ["cluster", "source_file", "line_number", "topic", "partition"]
+
+
+def replay_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> list[Count]:
+    """Silver produce rows -> replayed batches x policies."""
+    produce = _scoped(spark, lakehouse, "produce_requests", clusters)
+    replay = _scoped(spark, lakehouse, "produce_replay", clusters)
+    if produce is None or replay is None:
+        return []
+    appended = _grouped(produce, ["cluster"], F.count_if(_appended()).alias("n"), F.count("*").alias("rows"))
+    per_policy = _grouped(replay, ["cluster", "policy"], F.count("*").alias("n"))
+    # replay rows without their produce row: invented or mis-keyed by the replay
+    orphans = _grouped(
+        replay.filter(F.col("policy") == "acks=1").join(produce.select(*PRODUCE_ROW), PRODUCE_ROW, "left_anti"),
+        ["cluster"],
+        F.count("*").alias("n"),
+    )
+    out: list[Count] = []
+    for cluster in sorted({k[0] for k in appended}):
+        replayed = per_policy.get((cluster, "acks=1"), {"n": 0})["n"]
+        out.append(
+            Count("reconcile.replayed", "produce_replay", cluster, "replayed batches", replayed, "<=",
+                  "appended produce rows", appended[(cluster,)]["n"], "outside any known leader epoch or partition")
+        )
+        out.append(
+            Count("reconcile.replay_orphans", "produce_replay", cluster, "replayed batches without a produce row",
+                  orphans.get((cluster,), {"n": 0})["n"], "=", "none", 0)
+        )
+        for (c, policy), r in sorted(per_policy.items()):
+            if c == cluster and policy != "acks=1":
+                out.append(
+                    Count(f"reconcile.policy_rows[{policy}]", "produce_replay", cluster, f"{policy} rows", r["n"], "=",
+                          "acks=1 rows", replayed)
+                )
+    return out
+
+
+GOLD_SUMS = {
+    # table -> (column summing to the replay rows, column summing to the acked rows)
+    "latency_percentiles": ("produces", "n"),
+    "risk_exposure": ("produces", "acked_batches"),
+    "availability": ("produces", "acked"),
+    "policy_summary": ("produces", "n"),
+}
+
+
+def gold_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> list[Count]:
+    """produce_replay rows per (cluster, policy) -> the sums of every gold table."""
+    replay = _scoped(spark, lakehouse, "produce_replay", clusters)
+    if replay is None:
+        return []
+    expected = _grouped(
+        replay, ["cluster", "policy"], F.count("*").alias("rows"), F.count_if(F.col("outcome") == "acked").alias("acked")
+    )
+    out: list[Count] = []
+    for table, (rows_col, acked_col) in GOLD_SUMS.items():
+        gold = _scoped(spark, lakehouse, table, clusters)
+        if gold is None:
+            continue
+        sums = _grouped(gold, ["cluster", "policy"], F.sum(rows_col).alias("rows"), F.sum(acked_col).alias("acked"))
+        for key in sorted(set(expected) | set(sums)):
+            cluster, policy = key
+            want, got = expected.get(key, {"rows": 0, "acked": 0}), sums.get(key, {"rows": 0, "acked": 0})
+            out.append(Count(f"reconcile.{table}.{rows_col}", table, cluster, f"{policy}: produce_replay rows",
+                             want["rows"], "=", f"sum({table}.{rows_col})", got["rows"] or 0))
+            out.append(Count(f"reconcile.{table}.{acked_col}", table, cluster, f"{policy}: acked rows",
+                             want["acked"], "=", f"sum({table}.{acked_col})", got["acked"] or 0))
+    return out
+
+
+STAGE_COUNTS = {"ingest": ingest_counts, "replay": replay_counts, "gold": gold_counts}

@@ -1,0 +1,320 @@
+"""Running the checks of a stage with Great Expectations 1.x on the Spark DataFrames, and the verdict.
+
+Per table: one GX validation of its schema checks (metadata only) and one of all its other checks on
+the frame of ackreplay/quality/frames.py, cached for the duration (GX bundles the aggregates of one
+domain into one Spark job). Counts only at first (`partial_unexpected_count: 0`); the failed
+expectations alone are run again for a handful of offending rows (GX applies a `limit`). Then the
+reconciliation counts. Every result goes to `dq_results`; a blocking failure raises QualityError
+after that write, so the caller writes nothing downstream.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from ackreplay.config import AppConfig
+from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists
+from ackreplay.quality.catalog import BLOCKING, ROW_IDS, STAGE_TABLES, WARNING, Check, plan_for
+from ackreplay.quality.frames import CONTRACTS, check_frame
+from ackreplay.quality.reconcile import STAGE_COUNTS, Count
+from schemas.dq import DQ_RESULTS
+
+log = logging.getLogger(__name__)
+
+COUNTS_ONLY = {"result_format": "BASIC", "partial_unexpected_count": 0}
+
+
+class QualityError(RuntimeError):
+    """A blocking data-quality check or a reconciliation count failed."""
+
+
+@dataclass
+class Outcome:
+    """The result of one expectation (or one reconciliation count)."""
+
+    check: str
+    table: str
+    severity: str
+    expectation: str
+    arguments: dict
+    success: bool
+    element_count: int | None = None
+    unexpected_count: int | None = None
+    unexpected_percent: float | None = None
+    observed_value: Any = None
+    sample_rows: list[dict] | None = None
+    error: str | None = None
+
+    def describe(self) -> str:
+        args = ", ".join(
+            f"{k}={v}" for k, v in self.arguments.items() if k not in ("batch_id", "condition_parser") and v is not None
+        )
+        text = f"{self.check} [{self.expectation}({args})]"
+        if self.error:
+            return f"{text}: could not run: {self.error}"
+        if self.unexpected_count is not None:
+            text += f": {self.unexpected_count:,} of {self.element_count:,} rows"
+        elif self.observed_value is not None:
+            text += f": observed {json.dumps(self.observed_value, default=str)[:300]}"
+        if self.sample_rows:
+            text += "; e.g. " + "; ".join(json.dumps(r, default=str) for r in self.sample_rows)
+        return text
+
+
+@dataclass
+class QualityReport:
+    run_id: str
+    stage: str
+    clusters: list[str]
+    outcomes: list[Outcome] = field(default_factory=list)
+    counts: list[Count] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)
+    skipped_tables: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failures(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not o.success]
+
+    @property
+    def blocking_failures(self) -> list[Outcome]:
+        return [o for o in self.failures if o.severity == BLOCKING]
+
+    def summary_lines(self) -> list[str]:
+        failed = self.failures
+        warnings = [o for o in failed if o.severity == WARNING]
+        expectations = [o for o in self.outcomes if o.expectation != "reconciliation"]
+        out = [
+            f"data quality after {self.stage} ({self.run_id}): {len(self.tables)} tables, {len(expectations)}"
+            f" expectations, {len(self.counts)} counts: {len(self.outcomes) - len(failed)} passed,"
+            f" {len(warnings)} warnings, {len(self.blocking_failures)} blocking failures ({self.seconds:.1f} s)"
+        ]
+        out += [f"  {o.severity}: {o.describe()}" for o in failed]
+        if self.skipped_tables:
+            out.append(f"  not checked (table not written yet): {', '.join(self.skipped_tables)}")
+        if self.counts:
+            out.append("  reconciliation:")
+            out += [f"    {c.describe()}" for c in self.counts]
+        return out
+
+
+def _gx_context():
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    # persist=False: the frame is cached here, once, for the schema and value validations alike
+    return context, context.data_sources.add_spark(name="ackreplay", persist=False)
+
+
+def _schema_expectations(contract: StructType) -> list[tuple[str, dict]]:
+    out: list[tuple[str, dict]] = [("ExpectTableColumnsToMatchOrderedList", {"column_list": contract.fieldNames()})]
+    out += [("ExpectColumnValuesToBeOfType", {"column": f.name, "type_": type(f.dataType).__name__}) for f in contract]
+    return out
+
+
+def _validate(context, source, name: str, df: DataFrame, expectations: list, result_format: dict):
+    """Run `expectations` (GX expectation objects) on `df`; the validation result."""
+    import great_expectations as gx
+
+    asset = source.add_dataframe_asset(name=name)
+    batch = asset.add_batch_definition_whole_dataframe(f"{name}-whole")
+    suite = context.suites.add(gx.ExpectationSuite(name=f"{name}-suite", expectations=expectations))
+    definition = context.validation_definitions.add(gx.ValidationDefinition(name=f"{name}-vd", data=batch, suite=suite))
+    return definition.run(batch_parameters={"dataframe": df}, result_format=result_format)
+
+
+def _build(class_name: str, kwargs: dict, meta: dict):
+    import great_expectations as gx
+
+    return getattr(gx.expectations, class_name)(**kwargs, meta=meta)
+
+
+def _outcome(result, checks: dict[str, tuple[Check, str]], table: str) -> tuple[Outcome, str]:
+    config = result.expectation_config
+    check, severity = checks[config.meta["check"]]
+    body = result.result or {}
+    info = result.exception_info or {}
+    error = info.get("exception_message") if info.get("raised_exception") else None
+    arguments = {k: v for k, v in config.kwargs.items() if k != "batch_id"}
+    return (
+        Outcome(
+            check=check.name,
+            table=table,
+            severity=severity,
+            expectation=config.type,
+            arguments=arguments,
+            success=bool(result.success) and error is None,
+            element_count=body.get("element_count"),
+            unexpected_count=body.get("unexpected_count"),
+            unexpected_percent=body.get("unexpected_percent"),
+            observed_value=body.get("observed_value"),
+            error=error,
+        ),
+        config.meta["key"],
+    )
+
+
+def check_table(
+    context, source, table: str, df: DataFrame, partitions_df: DataFrame | None, config: AppConfig, policies: list[str]
+) -> list[Outcome]:
+    """Every enabled check of `table` on `df` (its rows in scope)."""
+    plan = plan_for(table, config.quality.checks)
+    by_name = {check.name: (check, severity) for check, severity in plan.checks}
+    schema_exps, value_exps, built = [], [], {}
+    for check, _ in plan.checks:
+        specs = _schema_expectations(CONTRACTS[table]) if check.schema else check.expectations
+        for i, (class_name, kwargs) in enumerate(specs):
+            key = f"{check.name}#{i}"
+            built[key] = (class_name, kwargs, {"check": check.name, "key": key})
+            (schema_exps if check.schema else value_exps).append(_build(*built[key]))
+    outcomes: dict[str, Outcome] = {}
+    if schema_exps:
+        result = _validate(context, source, f"{table}-schema", df, schema_exps, COUNTS_ONLY)
+        outcomes.update({key: o for o, key in (_outcome(r, by_name, table) for r in result.results)})
+    if value_exps:
+        frame = check_frame(table, df, partitions_df, policies)
+        # only what the checks read is cached (not the bronze line text, say)
+        specs = [spec for check, _ in plan.checks if not check.schema for spec in check.expectations]
+        frame = frame.select(*_columns_read(specs, frame.columns, ROW_IDS.get(table, ()))).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        try:
+            result = _validate(context, source, table, frame, value_exps, COUNTS_ONLY)
+            outcomes.update({key: o for o, key in (_outcome(r, by_name, table) for r in result.results)})
+            failed = [k for k, o in outcomes.items() if not o.success and o.error is None and o.unexpected_count]
+            if failed:
+                ids = [c for c in ROW_IDS.get(table, ()) if c in frame.columns]
+                sample_format = {
+                    "result_format": "SUMMARY",
+                    "partial_unexpected_count": config.quality.sample_rows,
+                    "unexpected_index_column_names": ids,
+                }
+                again = _validate(
+                    context, source, f"{table}-samples", frame, [_build(*built[k]) for k in failed], sample_format
+                )
+                for r in again.results:
+                    rows = (r.result or {}).get("partial_unexpected_index_list")
+                    outcomes[r.expectation_config.meta["key"]].sample_rows = rows[: config.quality.sample_rows] if rows else None
+        finally:
+            frame.unpersist()
+    return [outcomes[k] for k in built if k in outcomes]
+
+
+def _columns_read(specs: list[tuple[str, dict]], columns: list[str], row_ids: tuple[str, ...]) -> list[str]:
+    """The columns of `columns` that expectations read (arguments and row conditions) or that identify a row."""
+    wanted = set(row_ids)
+    for _, kwargs in specs:
+        wanted.update(kwargs.get(k) for k in ("column", "column_A", "column_B"))
+        wanted.update(kwargs.get("column_list", ()))
+        wanted.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", kwargs.get("row_condition") or ""))
+    return [c for c in columns if c in wanted]
+
+
+def _count_outcome(count: Count) -> Outcome:
+    return Outcome(
+        check=count.name,
+        table=count.table,
+        severity=BLOCKING,
+        expectation="reconciliation",
+        arguments={"cluster": count.cluster, "left": count.left_label, "relation": count.relation,
+                   "right": count.right_label},
+        success=count.ok,
+        observed_value={"left": count.left, "right": count.right},
+    )
+
+
+def _results_frame(spark: SparkSession, report: QualityReport) -> DataFrame:
+    """dq_results rows of a run (one per expectation and count: bounded by the catalog, not the data)."""
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    rows = [
+        (
+            report.run_id,
+            report.stage,
+            report.clusters,
+            o.table,
+            o.check,
+            o.severity,
+            o.expectation,
+            json.dumps(o.arguments, default=str, sort_keys=True),
+            o.success,
+            o.element_count,
+            o.unexpected_count,
+            float(o.unexpected_percent) if o.unexpected_percent is not None else None,
+            json.dumps(o.observed_value, default=str) if o.observed_value is not None else None,
+            json.dumps(o.sample_rows, default=str) if o.sample_rows else None,
+            o.error,
+            now,
+        )
+        for o in report.outcomes
+    ]
+    return spark.createDataFrame(rows, DQ_RESULTS)
+
+
+def run_quality(
+    spark: SparkSession, config: AppConfig, lakehouse: str, stage: str, clusters: list[str], run_id: str
+) -> QualityReport:
+    """Check the tables `stage` wrote for `clusters`, reconcile the counts, record it all in dq_results.
+
+    Raises QualityError (after recording) when a blocking check or a count fails.
+    """
+    report = QualityReport(run_id, stage, sorted(clusters))
+    if not config.quality.enabled:
+        return report
+    started = time.monotonic()
+    context, source = _gx_context()
+    in_scope = F.col("cluster").isin(report.clusters)
+    partitions = read_table(spark, lakehouse, "partitions").filter(in_scope) if table_exists(
+        spark, lakehouse, "partitions"
+    ) else None
+    policies = _policies(config)
+    for table in STAGE_TABLES[stage]:
+        if not table_exists(spark, lakehouse, table):
+            report.skipped_tables.append(table)
+            continue
+        table_started = time.monotonic()
+        df = read_table(spark, lakehouse, table).filter(in_scope)
+        report.outcomes += check_table(context, source, table, df, partitions, config, policies)
+        report.tables.append(table)
+        log.info("checked %s in %.1f s", table, time.monotonic() - table_started)
+    report.counts = STAGE_COUNTS[stage](spark, lakehouse, report.clusters)
+    report.outcomes += [_count_outcome(c) for c in report.counts]
+    report.seconds = time.monotonic() - started
+    predicate = f"stage = {sql_string(stage)} AND dq_run_id = {sql_string(run_id)}"
+    replace_rows(_results_frame(spark, report), lakehouse, "dq_results", predicate, run_id)
+    if report.blocking_failures:
+        raise QualityError(_failure_message(report))
+    return report
+
+
+def _policies(config: AppConfig) -> list[str]:
+    from ackreplay.replay.groups import policy_order
+
+    return policy_order(tuple(config.replay.quorum_sizes), tuple(float(x) for x in config.replay.lag_ms))
+
+
+def _failure_message(report: QualityReport) -> str:
+    failed = report.blocking_failures
+    lines = [
+        f"data quality: {len(failed)} blocking check(s) failed after {report.stage} (run {report.run_id});"
+        " nothing downstream was written"
+    ]
+    lines += [f"  {o.table}: {o.describe()}" for o in failed[:10]]
+    if len(failed) > 10:
+        lines.append(f"  ... and {len(failed) - 10} more")
+    lines.append(
+        "details: table dq_results (dq_run_id above); a check can be made a warning with quality.checks in the conf"
+    )
+    return "\n".join(lines)
