@@ -142,12 +142,19 @@ def _build(class_name: str, kwargs: dict, meta: dict):
     return getattr(gx.expectations, class_name)(**kwargs, meta=meta)
 
 
+def _exception_message(info: dict) -> str | None:
+    """The message of an expectation that could not run: GX reports it either flat or per failed metric."""
+    if info.get("raised_exception"):
+        return info.get("exception_message") or "exception"
+    nested = [v for v in info.values() if isinstance(v, dict) and v.get("raised_exception")]
+    return "; ".join(sorted({v.get("exception_message") or "exception" for v in nested})) or None
+
+
 def _outcome(result, checks: dict[str, tuple[Check, str]], table: str) -> tuple[Outcome, str]:
     config = result.expectation_config
     check, severity = checks[config.meta["check"]]
     body = result.result or {}
-    info = result.exception_info or {}
-    error = info.get("exception_message") if info.get("raised_exception") else None
+    error = _exception_message(result.exception_info or {})
     arguments = {k: v for k, v in config.kwargs.items() if k != "batch_id"}
     return (
         Outcome(
