@@ -43,11 +43,13 @@ _VALUES = [
 
 ISR_SOURCES = ["logs", "assumed_full", "simulated"]
 
-# What the pandas group function returns: numeric only (times as int64 µs, strings as codes); the
-# stage maps group_id, source_file_id and the codes back to the columns of PRODUCE_REPLAY.
+# What the replay's group function returns: numeric only (times as int64 µs, strings as codes); the
+# stage maps pkey (a hash of cluster, topic, partition), source_file_id and the codes back to the
+# columns of PRODUCE_REPLAY.
 REPLAY_GROUP_OUTPUT = StructType(
     [
-        StructField("group_id", LongType(), False),
+        StructField("pkey", LongType(), False),
+        StructField("leader_epoch", IntegerType(), False),
         StructField("base_offset", LongType(), False),
         StructField("broker_id", IntegerType(), False),
         StructField("bytes", IntegerType(), True),
@@ -61,6 +63,7 @@ REPLAY_GROUP_OUTPUT = StructType(
         StructField("policy_code", IntegerType(), False),
         StructField("outcome_code", IntegerType(), False),
         StructField("t_ack_us", LongType(), False),
+        StructField("t_response_us", LongType(), False),
         StructField("ack_wait_ms", DoubleType(), False),
         StructField("latency_ms", DoubleType(), False),
         StructField("copies_at_ack", IntegerType(), False),

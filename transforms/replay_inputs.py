@@ -1,9 +1,12 @@
-"""Silver tables -> the rows each replay group needs, keyed by (cluster, topic, partition, leader epoch, bucket).
+"""Silver tables -> the rows each replay group needs, keyed by (cluster, leader broker, time bucket).
 
-A group is one time bucket of one leader epoch of one partition, so a hot partition splits across
-tasks and memory per task stays bounded. A group carries its produces, the follower LEO events from
-one bucket before it (lookback for the lag window) to `horizon` buckets after it (the request
-timeout), the epoch's ISR timeline, and the partition's assignment.
+A group is one time bucket of one leader broker, so a hot partition or broker splits across tasks
+and memory per task stays bounded by the bucket length. Every partition of a produce request is in
+the same group (a request goes to one broker and has one log time). A group carries its produces
+(left side of a cogroup) and, on the right side, the follower LEO events it needs (from `lookback`
+before the bucket, for the ISR re-simulation's lag window, to the request timeout after it), the
+committed ISR changes and one meta row (leader, assignment, min ISR, epoch bounds, start ISR) per
+(partition, leader epoch) with produces in the bucket.
 """
 
 from __future__ import annotations
@@ -12,15 +15,20 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 EPOCH_END_NEVER = 2**62  # µs: "still leader at the end of the data"
-GROUP_KEY = ["cluster", "topic", "partition", "leader_epoch", "bucket"]
 KIND_PRODUCE, KIND_FETCH, KIND_ISR, KIND_META = 0, 1, 2, 3
-# What crosses into Python is numeric (Arrow moves numeric columns without per-value work); strings
-# and arrays travel once per group on the meta row, and source files as ids of a small dictionary.
+# What crosses into Python is numeric (Arrow moves numeric columns without per-value work): groups as
+# `gid`, partitions as `pkey` (64-bit hashes), source files as ids of a small dictionary; arrays
+# (assignment, ISR) travel only on the few meta and ISR rows.
 
 
-def with_group_id(df: DataFrame) -> DataFrame:
-    """`group_id`: a 64-bit hash of the group key, carried through Python instead of the strings."""
-    return df.withColumn("group_id", F.xxhash64(*GROUP_KEY))
+def partition_key(cluster: str = "cluster", topic: str = "topic", partition: str = "partition") -> F.Column:
+    """`pkey`: a 64-bit hash of (cluster, topic, partition) standing in for the strings in Python."""
+    return F.xxhash64(cluster, topic, partition)
+
+
+def group_key(cluster: F.Column | str, broker_id: F.Column | str, bucket: F.Column | str) -> F.Column:
+    """`gid`: the replay group (cluster, leader broker, time bucket) as a 64-bit hash."""
+    return F.xxhash64(cluster, broker_id, bucket)
 
 
 def _micros(col: str) -> F.Column:
@@ -88,70 +96,56 @@ def with_leader_epoch(df: DataFrame, epochs_df: DataFrame, time_us: F.Column) ->
         & (F.col("d._t_us") < F.col("e.epoch_end_us")),
         "inner",
     )
-    return joined.select(
-        "d.*", "e.leader_epoch", "e.epoch_start_us", "e.epoch_end_us", "e.start_isr", "e.epoch_source"
-    ).drop("_t_us")
+    # Aliased: fresh columns, so joining the result with `epochs_df` again is not an ambiguous self-join.
+    epoch_columns = ("leader_epoch", "epoch_start_us", "epoch_end_us", "start_isr", "epoch_source")
+    return joined.select("d.*", *[F.col(f"e.{c}").alias(c) for c in epoch_columns]).drop("_t_us")
 
 
 def bucket_of(time_us: F.Column, bucket_us: int) -> F.Column:
     return F.floor(time_us / F.lit(bucket_us)).cast("bigint")
 
 
-def produce_rows(produces_df: DataFrame, source_ids_df: DataFrame, bucket_us: int) -> DataFrame:
-    """Replayable produces (appended: error 0, base offset known) as numeric group rows.
+def produce_side(produces_df: DataFrame, source_ids_df: DataFrame, bucket_us: int) -> DataFrame:
+    """Left side of the replay cogroup: appended produces (error 0, base offset known) placed in a leader
+    epoch (`with_leader_epoch`), as numeric rows, plus their group's key columns (`cluster`, `topic`,
+    `partition`, for the meta rows; not sent to Python).
 
     `source_ids_df` maps source_file -> source_file_id (a small dictionary, broadcast).
     """
-    return with_group_id(
-        produces_df.join(F.broadcast(source_ids_df), ["source_file"], "inner").select(
-            *GROUP_KEY[:-1],
-            bucket_of(_micros("t_local_done"), bucket_us).alias("bucket"),
-            F.lit(KIND_PRODUCE).cast("tinyint").alias("kind"),
-            _micros("t_local_done").alias("t_us"),
-            F.col("base_offset").alias("offset"),
-            F.lit(None).cast("int").alias("follower_id"),
-            "acks",
-            "timeout_ms",
-            "records_size_bytes",
-            _micros("t_start").alias("t_start_us"),
-            _micros("t_ack_observed").alias("t_ack_observed_us"),
-            "response_queue_time_ms",
-            "send_time_ms",
-            "source_file_id",
-            "line_number",
-            F.unix_date("event_date").alias("event_day"),
-        )
+    t_us = _micros("t_local_done")
+    return produces_df.join(F.broadcast(source_ids_df), ["source_file"], "inner").select(
+        group_key("cluster", "broker_id", bucket_of(t_us, bucket_us)).alias("gid"),
+        "cluster",
+        "topic",
+        "partition",
+        partition_key().alias("pkey"),
+        "leader_epoch",
+        "broker_id",
+        t_us.alias("t_us"),
+        F.col("base_offset").alias("offset"),
+        "timeout_ms",
+        "acks",
+        F.col("records_size_bytes").alias("bytes"),
+        _micros("t_start").alias("t_start_us"),
+        _micros("t_ack_observed").alias("t_ack_observed_us"),
+        (F.coalesce("response_queue_time_ms", F.lit(0.0)) + F.coalesce("send_time_ms", F.lit(0.0))).alias(
+            "client_side_ms"
+        ),
+        "source_file_id",
+        "line_number",
+        F.unix_date("event_date").alias("event_day"),
     )
 
 
-def meta_rows(group_keys_df: DataFrame, epochs_df: DataFrame, partitions_df: DataFrame) -> DataFrame:
-    """One row per group with what is constant in it: leader, assignment, min ISR, epoch bounds, start ISR."""
-    meta = partitions_df.select("cluster", "topic", "partition", "replicas", "min_insync_replicas")
-    epochs = epochs_df.select(
-        "cluster", "topic", "partition", "leader_epoch", "leader_id", "epoch_start_us", "epoch_end_us", "start_isr"
-    )
-    return (
-        group_keys_df.join(F.broadcast(epochs), ["cluster", "topic", "partition", "leader_epoch"], "inner")
-        .join(F.broadcast(meta), ["cluster", "topic", "partition"], "inner")
-        .select(
-            *GROUP_KEY,
-            "group_id",
-            F.lit(KIND_META).cast("tinyint").alias("kind"),
-            F.col("leader_id").alias("broker_id"),
-            "replicas",
-            "min_insync_replicas",
-            "epoch_start_us",
-            "epoch_end_us",
-            F.col("start_isr").alias("isr"),
-        )
-    )
+PRODUCE_SIDE_COLUMNS = [
+    "gid", "pkey", "leader_epoch", "broker_id", "t_us", "offset", "timeout_ms", "acks", "bytes", "t_start_us",
+    "t_ack_observed_us", "client_side_ms", "source_file_id", "line_number", "event_day",
+]  # fmt: skip
 
 
-def fetch_event_rows(
-    fetches_df: DataFrame, bucket_us: int, horizon_buckets: int, update_fraction: float = 0.0
-) -> DataFrame:
-    """Follower LEO events, copied into every bucket that needs them: one bucket later (lookback) and
-    `horizon_buckets` earlier (produces still waiting).
+def fetch_events(fetches_df: DataFrame, update_fraction: float = 0.0) -> DataFrame:
+    """Follower LEO events of fetches placed in a leader epoch: (cluster, broker_id, topic, partition,
+    leader_epoch, follower_id, offset, t_us).
 
     The leader learns `fetch_offset` while handling the FETCH, between `t_dequeue` and `t_local_done`
     (it reads the partitions listed before this one first): the event is placed `update_fraction` of
@@ -162,40 +156,86 @@ def fetch_event_rows(
     """
     dequeue, local_done = _micros("t_dequeue"), _micros("t_local_done")
     learned = dequeue + F.round((local_done - dequeue) * F.lit(update_fraction)).cast("bigint")
-    times = F.when(
-        F.col("carried_requests") > 0, F.array(learned, _micros("carried_until"))
-    ).otherwise(F.array(learned))
-    events = fetches_df.select(*GROUP_KEY[:-1], "follower_id", "fetch_offset", F.explode(times).alias("t_us"))
-    own = bucket_of(F.col("t_us"), bucket_us)
-    return events.select(
-        *GROUP_KEY[:-1],
-        F.explode(F.sequence(own - F.lit(horizon_buckets), own + F.lit(1))).alias("bucket"),
-        F.lit(KIND_FETCH).cast("tinyint").alias("kind"),
-        "t_us",
-        F.col("fetch_offset").alias("offset"),
+    times = F.when(F.col("carried_requests") > 0, F.array(learned, _micros("carried_until"))).otherwise(
+        F.array(learned)
+    )
+    return fetches_df.select(
+        "cluster",
+        "broker_id",
+        "topic",
+        "partition",
+        "leader_epoch",
         "follower_id",
+        F.col("fetch_offset").alias("offset"),
+        F.explode(times).alias("t_us"),
     )
 
 
-def isr_rows(isr_changes_df: DataFrame, group_keys_df: DataFrame) -> DataFrame:
-    """The epoch's committed ISR changes, copied into each of the epoch's groups (they are few)."""
+def event_side(
+    events_df: DataFrame, bucket_us: int, timeout_us: int, lookback_us: int, group_ids_df: DataFrame
+) -> DataFrame:
+    """Right side of the cogroup, fetch part: each LEO event in every group that needs it.
+
+    A produce of bucket b waits at most `timeout_us` after its local append, so an event at t matters
+    to the buckets from floor((t - timeout) / B) to its own; the ISR re-simulation of the buckets
+    starting within `lookback_us` after t needs it as history. Most events land in one bucket only.
+    Groups without produces (`group_ids_df`: the gids with produces, small, broadcast) get none.
+    """
+    t = F.col("t_us")
+    buckets = F.sequence(bucket_of(t - F.lit(timeout_us), bucket_us), bucket_of(t + F.lit(lookback_us), bucket_us))
+    copied = events_df.select(
+        "cluster",
+        "broker_id",
+        partition_key().alias("pkey"),
+        "leader_epoch",
+        "follower_id",
+        "offset",
+        "t_us",
+        F.explode(buckets).alias("bucket"),
+    )
+    return copied.select(
+        group_key("cluster", "broker_id", "bucket").alias("gid"),
+        F.lit(KIND_FETCH).cast("tinyint").alias("kind"),
+        "pkey",
+        "leader_epoch",
+        "t_us",
+        "offset",
+        "follower_id",
+    ).join(F.broadcast(group_ids_df), ["gid"], "left_semi")
+
+
+def meta_side(group_partitions_df: DataFrame, epochs_df: DataFrame, partitions_df: DataFrame) -> DataFrame:
+    """Right side, meta part: one row per (group, partition, leader epoch) with produces, carrying what is
+    constant in it: leader, assignment, min ISR, epoch bounds, start ISR. Produces of a partition missing
+    from `partitions` (topics.txt) get no meta row and are not replayed (the stage counts them)."""
+    meta = partitions_df.select("cluster", "topic", "partition", "replicas", "min_insync_replicas")
+    epochs = epochs_df.select(
+        "cluster", "topic", "partition", "leader_epoch", "leader_id", "epoch_start_us", "epoch_end_us", "start_isr"
+    )
+    return (
+        group_partitions_df.join(F.broadcast(epochs), ["cluster", "topic", "partition", "leader_epoch"], "inner")
+        .join(F.broadcast(meta), ["cluster", "topic", "partition"], "inner")
+        .select(
+            "gid",
+            F.lit(KIND_META).cast("tinyint").alias("kind"),
+            "pkey",
+            "leader_epoch",
+            F.col("leader_id").alias("broker_id"),
+            "replicas",
+            "min_insync_replicas",
+            "epoch_start_us",
+            "epoch_end_us",
+            F.col("start_isr").alias("isr"),
+        )
+    )
+
+
+def isr_side(isr_changes_df: DataFrame, group_partitions_df: DataFrame) -> DataFrame:
+    """Right side, ISR part: the epoch's committed ISR changes (placed in epochs by `with_leader_epoch`),
+    copied into each group with produces of that partition and epoch (they are few)."""
     changes = isr_changes_df.select(
-        "cluster", "topic", "partition", "leader_epoch", _micros("t_log").alias("t_us"), "isr"
+        partition_key().alias("pkey"), "leader_epoch", _micros("t_log").alias("t_us"), "isr"
     )
-    return group_keys_df.join(changes, ["cluster", "topic", "partition", "leader_epoch"], "inner").select(
-        *GROUP_KEY, "group_id", F.lit(KIND_ISR).cast("tinyint").alias("kind"), "t_us", "isr"
-    )
-
-
-def with_request_response(replayed_df: DataFrame) -> DataFrame:
-    """`t_response_us`: the broker answers a produce request when all its partitions are done, so each
-    policy's response time is the latest `t_ack_us` over the request's rows (same source line);
-    `latency_ms` becomes the client-visible latency of that response."""
-    request = Window.partitionBy("source_file_id", "line_number", "policy_code")
-    t_response_us = F.max("t_ack_us").over(request)
-    return replayed_df.withColumns(
-        {
-            "t_response_us": t_response_us,
-            "latency_ms": F.col("latency_ms") + (t_response_us - F.col("t_ack_us")) / 1000.0,
-        }
-    )
+    return group_partitions_df.select("gid", "pkey", "leader_epoch").join(
+        changes, ["pkey", "leader_epoch"], "inner"
+    ).select("gid", F.lit(KIND_ISR).cast("tinyint").alias("kind"), "pkey", "leader_epoch", "t_us", "isr")

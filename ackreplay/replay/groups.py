@@ -1,19 +1,56 @@
-"""The pandas side of the replay: one group's rows -> the kernel -> produce_replay rows (numeric).
+"""The Python side of the replay: one (cluster, leader broker, time bucket) group -> the kernel -> produce_replay rows.
 
-Runs inside `applyInPandas` on the executors. Everything per produce is NumPy over the group's
-arrays, and every column crossing back to Spark is numeric (strings are mapped from codes in Spark).
+Runs inside a cogrouped `applyInArrow` on the executors: the left side holds the group's produces,
+the right side its follower LEO events, ISR changes and one meta row per (partition, leader epoch).
+Grouping by the leader broker rather than by partition keeps every partition of a produce request
+in one group (a request goes to one broker and is logged on one line), so the request's response
+time (its slowest partition) is computed here and no shuffle is needed for it in Spark.
+
+Everything per produce is NumPy over Arrow buffers; every column crossing back to Spark is numeric
+(strings are mapped from codes and keys in Spark).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 
 from ackreplay.replay.kernel import EpochInputs, ReplayOptions, lag_policy_id, replay_epoch
 from schemas.replay import ISR_SOURCES, REPLAY_GROUP_OUTPUT
-from transforms.replay_inputs import KIND_FETCH, KIND_ISR, KIND_META, KIND_PRODUCE
+from transforms.replay_inputs import KIND_FETCH, KIND_ISR, KIND_META
 
-OUTPUT_COLUMNS = [f.name for f in REPLAY_GROUP_OUTPUT.fields]
+OUTPUT_ARROW_SCHEMA = pa.schema(
+    [
+        pa.field(
+            f.name,
+            {
+                "LongType()": pa.int64(),
+                "IntegerType()": pa.int32(),
+                "DoubleType()": pa.float64(),
+                "BooleanType()": pa.bool_(),
+            }[repr(f.dataType)],
+            f.nullable,
+        )
+        for f in REPLAY_GROUP_OUTPUT.fields
+    ]
+)
+# Produce-side columns copied to every policy's row unchanged (in the group's sorted order).
+PASSTHROUGH = {
+    "base_offset": "offset",
+    "broker_id": "broker_id",
+    "bytes": "bytes",
+    "recorded_acks": "acks",
+    "t_start_us": "t_start_us",
+    "t_local_done_us": "t_us",
+    "t_ack_observed_us": "t_ack_observed_us",
+    "source_file_id": "source_file_id",
+    "line_number": "line_number",
+    "event_day": "event_day",
+    "pkey": "pkey",
+    "leader_epoch": "leader_epoch",
+}
 
 
 def policy_order(quorum_sizes: tuple[int, ...], lag_ms: tuple[float, ...]) -> list[str]:
@@ -22,96 +59,233 @@ def policy_order(quorum_sizes: tuple[int, ...], lag_ms: tuple[float, ...]) -> li
     return list(dict.fromkeys(ids + [lag_policy_id(x) for x in lag_ms]))
 
 
-def _isr_timeline(isr_rows: pd.DataFrame, followers: list[int], start_isr) -> tuple[np.ndarray, np.ndarray, str]:
-    """(change times, membership (K+1, F), source) from the epoch's committed ISR changes."""
+def isr_timeline(
+    change_times: np.ndarray, change_isrs: Sequence, followers: Sequence[int], start_isr
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """(change times, membership (K+1, F), source) of one leader epoch from its committed ISR changes.
+
+    `change_isrs[k]` is the ISR committed at `change_times[k]` (sorted). Before the first change the
+    epoch's start ISR holds (from state-change.log); without one, the first logged ISR; without any
+    ISR line at all, every follower is assumed in sync ("assumed_full").
+    """
     has_start = start_isr is not None and len(start_isr) > 0
-    if not has_start and isr_rows.empty:
+    if not has_start and len(change_isrs) == 0:
         return np.empty(0, np.int64), np.ones((1, len(followers)), dtype=bool), "assumed_full"
-    ordered = isr_rows.sort_values("t_us", kind="stable")
-    first_isr = start_isr if has_start else ordered.iloc[0]["isr"]
-    rows = [[f in set(first_isr) for f in followers]] + [[f in set(isr) for f in followers] for isr in ordered["isr"]]
-    return ordered["t_us"].to_numpy(np.int64), np.array(rows, dtype=bool).reshape(len(rows), len(followers)), "logs"
+    first = start_isr if has_start else change_isrs[0]
+    rows = [first, *change_isrs]
+    membership = np.array([[f in set(isr) for f in followers] for isr in rows], dtype=bool)
+    return np.asarray(change_times, np.int64), membership.reshape(len(rows), len(followers)), "logs"
 
 
-def _empty() -> pd.DataFrame:
-    return pd.DataFrame({f.name: pd.Series([], dtype=object) for f in REPLAY_GROUP_OUTPUT.fields})
+def epoch_inputs(
+    *,
+    base_offset: np.ndarray,
+    t_local_done: np.ndarray,
+    timeout_ms: np.ndarray,
+    leader: int,
+    replicas: Sequence[int],
+    event_follower: np.ndarray,
+    event_t: np.ndarray,
+    event_offset: np.ndarray,
+    change_times: np.ndarray,
+    change_isrs: Sequence,
+    start_isr,
+    min_insync_replicas: int,
+    epoch_start_us: int,
+    epoch_end_us: int,
+    quorum_sizes: tuple[int, ...] = (2, 3),
+    lag_ms: tuple[float, ...] = (),
+) -> tuple[EpochInputs, str]:
+    """The kernel's inputs for one (partition, leader epoch) from plain arrays, and the ISR source.
 
-
-def replay_group(
-    pdf: pd.DataFrame, quorum_sizes: tuple[int, ...], lag_ms: tuple[float, ...], strict_min_isr: bool
-) -> pd.DataFrame:
-    """Replay the produces of one (cluster, topic, partition, leader epoch, bucket) group."""
-    kind = pdf["kind"].to_numpy()
-    produces = pdf[kind == KIND_PRODUCE]
-    meta_rows = pdf[kind == KIND_META]
-    if produces.empty or meta_rows.empty:
-        return _empty()
-    meta = meta_rows.iloc[0]
-    leader = int(meta["broker_id"])
-    followers = [int(r) for r in meta["replicas"] if int(r) != leader]
-    events = pdf[kind == KIND_FETCH].sort_values("t_us", kind="stable")
-    event_follower = events["follower_id"].to_numpy()
-    event_t, event_offset = events["t_us"].to_numpy(np.int64), events["offset"].to_numpy(np.int64)
-    leo_times = tuple(event_t[event_follower == f] for f in followers)
-    leo_offsets = tuple(event_offset[event_follower == f] for f in followers)
-    change_times, membership, isr_source = _isr_timeline(pdf[kind == KIND_ISR], followers, meta["isr"])
-    t_ld = produces["t_us"].to_numpy(np.int64)
+    Events must be sorted by time. The ISR re-simulation starts where this slice's data starts when
+    that is later than the epoch start (a time bucket that starts mid-epoch).
+    """
+    followers = [int(r) for r in replicas if int(r) != leader]
+    change_t, membership, isr_source = isr_timeline(change_times, change_isrs, followers, start_isr)
+    first_data = min(
+        int(t_local_done.min()) if t_local_done.size else epoch_start_us,
+        int(event_t.min()) if event_t.size else epoch_start_us,
+    )
     inputs = EpochInputs(
-        base_offset=produces["offset"].to_numpy(np.int64),
-        t_local_done=t_ld,
-        timeout_us=produces["timeout_ms"].to_numpy(np.int64) * 1000,
-        appended=np.ones(len(produces), dtype=bool),
+        base_offset=base_offset,
+        t_local_done=t_local_done,
+        timeout_us=np.asarray(timeout_ms, np.int64) * 1000,
+        appended=np.ones(base_offset.size, dtype=bool),
         follower_ids=np.array(followers, dtype=np.int32),
-        leo_times=leo_times,
-        leo_offsets=leo_offsets,
-        isr_change_times=change_times,
+        leo_times=tuple(event_t[event_follower == f] for f in followers),
+        leo_offsets=tuple(event_offset[event_follower == f] for f in followers),
+        isr_change_times=change_t,
         isr_membership=membership,
-        min_insync_replicas=int(meta["min_insync_replicas"]),
-        epoch_end=int(meta["epoch_end_us"]),
+        min_insync_replicas=int(min_insync_replicas),
+        epoch_end=int(epoch_end_us),
         quorum_sizes=quorum_sizes,
         replica_lag_time_max_ms=lag_ms,
-        # A bucket that starts mid-epoch: the ISR re-simulation starts where this group's data starts.
-        epoch_start=max(int(meta["epoch_start_us"]), int(pdf["t_us"].min())),
+        epoch_start=max(int(epoch_start_us), first_data),
     )
-    results = replay_epoch(inputs, ReplayOptions(strict_min_isr=strict_min_isr))
-    codes = {policy: i for i, policy in enumerate(policy_order(quorum_sizes, lag_ms))}
-    t_start = produces["t_start_us"].to_numpy(np.int64)
-    client_side_ms = produces["response_queue_time_ms"].to_numpy(float) + produces["send_time_ms"].to_numpy(float)
-    n = len(produces)
-    common = {
-        "group_id": produces["group_id"].to_numpy(np.int64),
-        "base_offset": inputs.base_offset,
-        "broker_id": np.full(n, leader, dtype=np.int32),
-        "bytes": produces["records_size_bytes"].to_numpy(),
-        "recorded_acks": produces["acks"].to_numpy(),
-        "t_start_us": t_start,
-        "t_local_done_us": t_ld,
-        "t_ack_observed_us": produces["t_ack_observed_us"].to_numpy(),
-        "source_file_id": produces["source_file_id"].to_numpy(),
-        "line_number": produces["line_number"].to_numpy(),
-        "event_day": produces["event_day"].to_numpy(),
-    }
-    frames = []
-    for policy, res in results.items():
-        t_ack = res.t_ack
-        source = "simulated" if "@lag=" in policy else isr_source
-        frames.append(
-            pd.DataFrame(
-                {
-                    **common,
-                    "policy_code": np.full(n, codes[policy], dtype=np.int32),
-                    "outcome_code": res.outcome.astype(np.int32),
-                    "t_ack_us": t_ack,
-                    "ack_wait_ms": (t_ack - t_ld) / 1000.0,
-                    # per batch here; the stage turns it into the request's (t_response) latency
-                    "latency_ms": (t_ack - t_start) / 1000.0 + client_side_ms,
-                    "copies_at_ack": res.copies_at_ack.astype(np.int32),
-                    "exposure_ms": res.exposure_us / 1000.0,
-                    "full_replication_ms": res.full_replication_us / 1000.0,
-                    "loss_kafka_election": res.loss_kafka_election,
-                    "loss_longest_log_election": res.loss_longest_log_election,
-                    "isr_source_code": np.full(n, ISR_SOURCES.index(source), dtype=np.int32),
-                }
-            )
+    return inputs, isr_source
+
+
+def _np(table: pa.Table, name: str, dtype=None) -> np.ndarray:
+    arr = table.column(name).to_numpy()
+    return arr if dtype is None else arr.astype(dtype, copy=False)
+
+
+def _runs(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end indices of the runs of equal keys in arrays sorted by those keys."""
+    n = keys[0].size
+    if n == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    change = np.zeros(n - 1, dtype=bool)
+    for k in keys:
+        change |= k[1:] != k[:-1]
+    starts = np.concatenate([[0], np.flatnonzero(change) + 1])
+    return starts, np.append(starts[1:], n)
+
+
+def _request_max(values: np.ndarray, request_key: np.ndarray) -> np.ndarray:
+    """Per row, the maximum of `values` (policies, n) over the rows of the same request (axis 1)."""
+    order = np.argsort(request_key, kind="stable")
+    starts, _ = _runs(request_key[order])
+    if starts.size == request_key.size:  # one partition per request: nothing to combine
+        return values
+    run_max = np.maximum.reduceat(values[:, order], starts, axis=1)
+    run_of = np.repeat(np.arange(starts.size), np.diff(np.append(starts, request_key.size)))
+    out = np.empty_like(values)
+    out[:, order] = run_max[:, run_of]
+    return out
+
+
+def _nan_as_null(values: np.ndarray) -> pa.Array:
+    """Not acknowledged (NaN in the kernel) is null in the table; inf (never within the data) stays."""
+    return pa.array(values, pa.float64(), mask=np.isnan(values))
+
+
+def empty_output() -> pa.Table:
+    return OUTPUT_ARROW_SCHEMA.empty_table()
+
+
+def replay_broker_bucket(
+    produces: pa.Table,
+    events: pa.Table,
+    quorum_sizes: tuple[int, ...],
+    lag_ms: tuple[float, ...],
+    strict_min_isr: bool,
+) -> pa.Table:
+    """Replay every produce of one (cluster, leader broker, time bucket) group under every policy."""
+    if produces.num_rows == 0:
+        return empty_output()
+    policies = policy_order(quorum_sizes, lag_ms)
+    options = ReplayOptions(strict_min_isr=strict_min_isr)
+
+    pkey, epoch, t = _np(produces, "pkey"), _np(produces, "leader_epoch"), _np(produces, "t_us")
+    order = np.lexsort((t, epoch, pkey))
+    produces = produces.take(pa.array(order))
+    pkey, epoch, t = pkey[order], epoch[order], t[order]
+    offset, timeout_ms = _np(produces, "offset"), _np(produces, "timeout_ms")
+    n = produces.num_rows
+
+    kind = _np(events, "kind")
+    fetch = events.filter(pa.array(kind == KIND_FETCH))
+    f_pkey, f_epoch = _np(fetch, "pkey"), _np(fetch, "leader_epoch")
+    f_t, f_follower, f_offset = _np(fetch, "t_us"), _np(fetch, "follower_id"), _np(fetch, "offset")
+    f_order = np.lexsort((f_t, f_epoch, f_pkey))
+    f_pkey, f_epoch, f_t, f_follower, f_offset = (a[f_order] for a in (f_pkey, f_epoch, f_t, f_follower, f_offset))
+    fetch_runs = {(int(f_pkey[s]), int(f_epoch[s])): (s, e) for s, e in zip(*_runs(f_pkey, f_epoch))}
+
+    meta = events.filter(pa.array(kind == KIND_META)).to_pylist()
+    meta_of = {(m["pkey"], m["leader_epoch"]): m for m in meta}
+    isr = events.filter(pa.array(kind == KIND_ISR))
+    i_pkey, i_epoch, i_t = _np(isr, "pkey"), _np(isr, "leader_epoch"), _np(isr, "t_us")
+    i_order = np.lexsort((i_t, i_epoch, i_pkey))
+    i_isr = isr.column("isr").to_pylist()
+    i_isr = [i_isr[j] for j in i_order]
+    i_pkey, i_epoch, i_t = i_pkey[i_order], i_epoch[i_order], i_t[i_order]
+    isr_runs = {(int(i_pkey[s]), int(i_epoch[s])): (s, e) for s, e in zip(*_runs(i_pkey, i_epoch))}
+
+    p = len(policies)
+    outcome = np.zeros((p, n), np.int32)
+    t_ack = np.empty((p, n), np.int64)
+    copies = np.zeros((p, n), np.int32)
+    exposure = np.empty((p, n), np.float64)
+    full_replication = np.empty((p, n), np.float64)
+    loss_kafka = np.zeros((p, n), bool)
+    loss_longest = np.zeros((p, n), bool)
+    isr_source_code = np.empty((p, n), np.int32)
+    keep = np.ones(n, dtype=bool)
+    for s, e in zip(*_runs(pkey, epoch)):
+        key = (int(pkey[s]), int(epoch[s]))
+        m = meta_of.get(key)
+        if m is None:  # the stage only sends produces whose partition and epoch are known
+            keep[s:e] = False
+            continue
+        fs, fe = fetch_runs.get(key, (0, 0))
+        is_, ie = isr_runs.get(key, (0, 0))
+        inputs, isr_source = epoch_inputs(
+            base_offset=offset[s:e],
+            t_local_done=t[s:e],
+            timeout_ms=timeout_ms[s:e],
+            leader=int(m["broker_id"]),
+            replicas=m["replicas"],
+            event_follower=f_follower[fs:fe],
+            event_t=f_t[fs:fe],
+            event_offset=f_offset[fs:fe],
+            change_times=i_t[is_:ie],
+            change_isrs=i_isr[is_:ie],
+            start_isr=m["isr"],
+            min_insync_replicas=m["min_insync_replicas"],
+            epoch_start_us=m["epoch_start_us"],
+            epoch_end_us=m["epoch_end_us"],
+            quorum_sizes=quorum_sizes,
+            lag_ms=lag_ms,
         )
-    return pd.concat(frames, ignore_index=True)[OUTPUT_COLUMNS]
+        results = replay_epoch(inputs, options)
+        for i, policy in enumerate(policies):
+            res = results[policy]
+            outcome[i, s:e] = res.outcome
+            t_ack[i, s:e] = res.t_ack
+            copies[i, s:e] = res.copies_at_ack
+            exposure[i, s:e] = res.exposure_us
+            full_replication[i, s:e] = res.full_replication_us
+            loss_kafka[i, s:e] = res.loss_kafka_election
+            loss_longest[i, s:e] = res.loss_longest_log_election
+            source = "simulated" if "@lag=" in policy else isr_source
+            isr_source_code[i, s:e] = ISR_SOURCES.index(source)
+    if not keep.all():
+        produces = produces.filter(pa.array(keep))
+        t = t[keep]
+        outcome, t_ack, copies, exposure, full_replication, loss_kafka, loss_longest, isr_source_code = (
+            a[:, keep] for a in (outcome, t_ack, copies, exposure, full_replication, loss_kafka, loss_longest, isr_source_code)
+        )
+        n = produces.num_rows
+        if n == 0:
+            return empty_output()
+
+    # The broker answers a request when all its partitions are done: the client sees the latest t_ack.
+    request_key = (_np(produces, "source_file_id", np.int64) << 40) | _np(produces, "line_number", np.int64)
+    t_response = _request_max(t_ack, request_key)
+    t_start = _np(produces, "t_start_us", np.int64)
+    client_side_ms = _np(produces, "client_side_ms", np.float64)
+    every_policy = pa.array(np.tile(np.arange(n), p))
+    columns = {name: produces.column(src).take(every_policy) for name, src in PASSTHROUGH.items()}
+    columns.update(
+        {
+            "policy_code": np.repeat(np.arange(p, dtype=np.int32), n),
+            "outcome_code": outcome.reshape(-1),
+            "t_ack_us": t_ack.reshape(-1),
+            "t_response_us": t_response.reshape(-1),
+            "ack_wait_ms": ((t_ack - t) / 1000.0).reshape(-1),
+            "latency_ms": ((t_response - t_start) / 1000.0 + client_side_ms).reshape(-1),
+            "copies_at_ack": copies.reshape(-1),
+            "exposure_ms": _nan_as_null((exposure / 1000.0).reshape(-1)),
+            "full_replication_ms": _nan_as_null((full_replication / 1000.0).reshape(-1)),
+            "loss_kafka_election": loss_kafka.reshape(-1),
+            "loss_longest_log_election": loss_longest.reshape(-1),
+            "isr_source_code": isr_source_code.reshape(-1),
+        }
+    )
+    arrays = [
+        pa.array(columns[f.name], f.type) if isinstance(columns[f.name], np.ndarray) else columns[f.name].cast(f.type)
+        for f in OUTPUT_ARROW_SCHEMA
+    ]
+    return pa.table(arrays, schema=OUTPUT_ARROW_SCHEMA)

@@ -4,8 +4,8 @@
 re-simulates from the followers' LEO timelines. With the lag the cluster actually ran with (3000 ms
 in the lab traces) it should reproduce the shrinks and expands the leaders logged (silver
 `isr_changes`). This module builds, per (cluster, topic, partition, leader epoch), the kernel inputs
-the way the replay stage does (transforms/replay_inputs.py + ackreplay/replay/groups.py, but one
-group per whole epoch instead of time buckets), runs `simulate_isr`, and pairs the simulated
+with the replay stage's functions (transforms/replay_inputs.fetch_events, ackreplay/replay/groups.epoch_inputs),
+but one group per whole epoch instead of time buckets, runs `simulate_isr`, and pairs the simulated
 per-follower shrink / expand events with the recorded ones.
 
 It is a diagnostic for the lab traces, NOT part of the pipeline: all rows are collected to the\ndriver (`toPandas`) and each partition-epoch is simulated there, one at a time, which is only fine
@@ -27,19 +27,18 @@ from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
 from ackreplay.lakehouse import read_table
-from ackreplay.replay.groups import _isr_timeline
-from ackreplay.replay.kernel import EpochInputs, IsrTimeline, ReplayOptions, simulate_isr
+from ackreplay.replay.groups import epoch_inputs
+from ackreplay.replay.kernel import IsrTimeline, ReplayOptions, simulate_isr
 from transforms.replay_inputs import (
     KIND_FETCH,
     KIND_ISR,
     KIND_PRODUCE,
     build_epochs,
-    fetch_event_rows,
+    fetch_events,
     with_leader_epoch,
 )
 
 EPOCH_KEY = ["cluster", "topic", "partition", "leader_epoch"]
-_ONE_BUCKET_US = 10**18  # a bucket longer than any trace (µs since 1970): one group per leader epoch, bucket 0
 
 
 @dataclass(frozen=True)
@@ -191,10 +190,8 @@ def epoch_rows(
     )  # fmt: skip
     usable = fetches.filter((F.coalesce("partition_error_code", F.lit(0)) == 0) & ~F.col("diverging_epoch"))
     events = with_leader_epoch(usable, epochs, F.unix_micros("t_dequeue"))
-    events = (
-        fetch_event_rows(events, _ONE_BUCKET_US, 0, config.replay.fetch_update_fraction)
-        .filter(F.col("bucket") == 0)
-        .select(*EPOCH_KEY, "kind", "t_us", "offset", "follower_id")
+    events = fetch_events(events, config.replay.fetch_update_fraction).select(
+        *EPOCH_KEY, F.lit(KIND_FETCH).cast("tinyint").alias("kind"), "t_us", "offset", "follower_id"
     )
     isr = with_leader_epoch(table("isr_changes").drop("leader_epoch"), epochs, F.unix_micros("t_log")).select(
         *EPOCH_KEY, F.lit(KIND_ISR).cast("tinyint").alias("kind"), F.unix_micros("t_log").alias("t_us"), "isr",
@@ -213,23 +210,23 @@ def compare_epoch(pdf: pd.DataFrame, lag_ms: float, window_ms: float, options: R
     leader = int(first["broker_id"])
     followers = [int(r) for r in first["replicas"] if int(r) != leader]
     events = pdf[pdf["kind"] == KIND_FETCH].sort_values("t_us", kind="stable")
-    leo_times = tuple(events.loc[events["follower_id"] == f, "t_us"].to_numpy(np.int64) for f in followers)
-    leo_offsets = tuple(events.loc[events["follower_id"] == f, "offset"].to_numpy(np.int64) for f in followers)
-    change_times, membership, _ = _isr_timeline(pdf[pdf["kind"] == KIND_ISR], followers, first["start_isr"])
-    inputs = EpochInputs(
+    changes = pdf[pdf["kind"] == KIND_ISR].sort_values("t_us", kind="stable")
+    inputs, _ = epoch_inputs(
         base_offset=produces["offset"].to_numpy(np.int64),
         t_local_done=produces["t_us"].to_numpy(np.int64),
-        timeout_us=produces["timeout_ms"].to_numpy(np.int64) * 1000,
-        appended=np.ones(len(produces), dtype=bool),
-        follower_ids=np.array(followers, dtype=np.int32),
-        leo_times=leo_times,
-        leo_offsets=leo_offsets,
-        isr_change_times=change_times,
-        isr_membership=membership,
+        timeout_ms=produces["timeout_ms"].to_numpy(np.int64),
+        leader=leader,
+        replicas=first["replicas"],
+        event_follower=events["follower_id"].to_numpy(),
+        event_t=events["t_us"].to_numpy(np.int64),
+        event_offset=events["offset"].to_numpy(np.int64),
+        change_times=changes["t_us"].to_numpy(np.int64),
+        change_isrs=list(changes["isr"]),
+        start_isr=first["start_isr"],
         min_insync_replicas=int(first["min_insync_replicas"]),
-        epoch_end=int(first["epoch_end_us"]),
-        replica_lag_time_max_ms=(lag_ms,),
-        epoch_start=max(int(first["epoch_start_us"]), int(pdf["t_us"].min())),
+        epoch_start_us=int(first["epoch_start_us"]),
+        epoch_end_us=int(first["epoch_end_us"]),
+        lag_ms=(lag_ms,),
     )
     simulated_tl = simulate_isr(inputs, lag_ms, options)
     recorded = follower_events(inputs.isr, followers)

@@ -1,38 +1,39 @@
 """The replay stage: silver produce_requests, follower_fetches, isr_changes, leader_epochs, partitions
 -> silver `produce_replay` (one row per replayed produce and policy).
 
-Work is grouped by (cluster, topic, partition, leader epoch, time bucket) and each group runs the
-NumPy kernel inside `applyInPandas`; nothing is collected to the driver.
+Work is grouped by (cluster, leader broker, time bucket): produces on one side and the follower LEO
+events, ISR changes and epoch meta rows on the other of a cogrouped `applyInArrow`, in which the
+NumPy kernel runs per (partition, leader epoch). One shuffle per side; nothing is collected to the
+driver.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass, field
 
-import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
 from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists
-from ackreplay.replay.groups import policy_order, replay_group
+from ackreplay.replay.groups import policy_order, replay_broker_bucket
 from ackreplay.replay.kernel import OUTCOME_NAMES
 from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
 from schemas.replay import ISR_SOURCES, PRODUCE_REPLAY, REPLAY_GROUP_OUTPUT
 from transforms.common import conform
 from transforms.replay_inputs import (
-    GROUP_KEY,
+    PRODUCE_SIDE_COLUMNS,
     build_epochs,
-    fetch_event_rows,
-    isr_rows,
-    meta_rows,
-    produce_rows,
-    with_group_id,
+    event_side,
+    fetch_events,
+    isr_side,
+    meta_side,
+    partition_key,
+    produce_side,
     with_leader_epoch,
-    with_request_response,
 )
 
 log = logging.getLogger(__name__)
@@ -83,10 +84,13 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
     epochs = build_epochs(leader_epochs, fetches).cache()
     bucket_us = settings.bucket_seconds * 1_000_000
     max_timeout_ms = produce.agg(F.max("timeout_ms")).first()[0] or 30_000
-    horizon = max(1, math.ceil(max_timeout_ms * 1000 / bucket_us))
+    quorum_sizes = tuple(settings.quorum_sizes)
+    lag_ms = tuple(float(x) for x in settings.lag_ms)
+    strict_min_isr = settings.strict_min_isr
+    # The ISR re-simulation of a bucket starts from the events of two lag windows before it.
+    lookback_us = int(2 * max(lag_ms, default=0.0) * 1000)
 
     appended = (F.col("acks") != 0) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0)
-    candidates = produce.filter(appended)
     # Source files travel through Python as ids of this small dictionary.
     source_ids = (
         produce.select("source_file")
@@ -94,40 +98,35 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
         .withColumn("source_file_id", F.row_number().over(Window.orderBy("source_file")).cast("int"))
         .cache()
     )
-    produces_in_epochs = with_leader_epoch(candidates, epochs, F.unix_micros("t_local_done"))
-    group_produces = produce_rows(produces_in_epochs, source_ids, bucket_us)
-    group_keys = group_produces.select(*GROUP_KEY, "group_id").distinct().cache()
-    events = with_leader_epoch(
-        fetches.filter((F.coalesce("partition_error_code", F.lit(0)) == 0) & ~F.col("diverging_epoch")),
-        epochs,
-        F.unix_micros("t_dequeue"),
-    )
-    # Events copied into a neighbouring bucket that has no produce are not needed.
-    group_events = with_group_id(fetch_event_rows(events, bucket_us, horizon, settings.fetch_update_fraction)).join(
-        group_keys.select("group_id"), ["group_id"], "left_semi"
+    produces = produce_side(
+        with_leader_epoch(produce.filter(appended), epochs, F.unix_micros("t_local_done")), source_ids, bucket_us
+    ).cache()
+    group_partitions = produces.select("gid", "cluster", "topic", "partition", "pkey", "leader_epoch").distinct().cache()
+    usable_fetches = fetches.filter((F.coalesce("partition_error_code", F.lit(0)) == 0) & ~F.col("diverging_epoch"))
+    events = fetch_events(
+        with_leader_epoch(usable_fetches, epochs, F.unix_micros("t_dequeue")), settings.fetch_update_fraction
     )
     # ISR lines from server.log carry no epoch: place every change in the epoch of its leader at that time.
     isr_in_epochs = with_leader_epoch(isr_changes.drop("leader_epoch"), epochs, F.unix_micros("t_log"))
-    group_isr = isr_rows(isr_in_epochs, group_keys)
-    group_meta = meta_rows(group_keys, epochs, partitions)
-    rows = (
-        group_produces.drop(*GROUP_KEY)
-        .unionByName(group_events.drop(*GROUP_KEY), allowMissingColumns=True)
-        .unionByName(group_isr.drop(*GROUP_KEY), allowMissingColumns=True)
-        .unionByName(group_meta.drop(*GROUP_KEY), allowMissingColumns=True)
+    right = (
+        event_side(events, bucket_us, max_timeout_ms * 1000, lookback_us, group_partitions.select("gid").distinct())
+        .unionByName(meta_side(group_partitions, epochs, partitions), allowMissingColumns=True)
+        .unionByName(isr_side(isr_in_epochs, group_partitions), allowMissingColumns=True)
     )
-    quorum_sizes = tuple(settings.quorum_sizes)
-    lag_ms = tuple(float(x) for x in settings.lag_ms)
-    strict_min_isr = settings.strict_min_isr
 
-    def replay_fn(pdf: pd.DataFrame) -> pd.DataFrame:
-        return replay_group(pdf, quorum_sizes, lag_ms, strict_min_isr)
+    def replay_fn(left: pa.Table, right: pa.Table) -> pa.Table:
+        return replay_broker_bucket(left, right, quorum_sizes, lag_ms, strict_min_isr)
 
-    replayed = rows.groupBy("group_id").applyInPandas(replay_fn, REPLAY_GROUP_OUTPUT)
+    replayed = (
+        produces.select(*PRODUCE_SIDE_COLUMNS)
+        .groupBy("gid")
+        .cogroup(right.groupBy("gid"))
+        .applyInArrow(replay_fn, REPLAY_GROUP_OUTPUT)
+    )
+    partition_names = partitions.select("cluster", "topic", "partition", partition_key().alias("pkey"))
     names = lambda values: F.array(*[F.lit(v) for v in values])  # noqa: E731
     out = (
-        with_request_response(replayed)
-        .join(group_keys.drop("bucket"), ["group_id"], "inner")
+        replayed.join(F.broadcast(partition_names), ["pkey"], "inner")
         .join(F.broadcast(source_ids), ["source_file_id"], "inner")
         .withColumns(
             {
@@ -150,9 +149,8 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
     log.info("replaying produces of %s ...", ", ".join(clusters))
     replace_rows(conform(out, PRODUCE_REPLAY), lakehouse, "produce_replay", predicate, run_id)
     log.info("replay done in %.1f s", time.monotonic() - started)
-    epochs.unpersist()
-    source_ids.unpersist()
-    group_keys.unpersist()
+    for cached in (epochs, source_ids, produces, group_partitions):
+        cached.unpersist()
 
     result = read_table(spark, lakehouse, "produce_replay").filter(in_scope)
     report.outcomes = {
