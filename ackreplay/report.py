@@ -7,6 +7,7 @@ of produce_replay.
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import logging
 import math
@@ -30,8 +31,8 @@ log = logging.getLogger(__name__)
 CHARTS = (
     ("p999_by_window", "P999 latency per window and policy"),
     ("latency_cdf", "Latency CDF per policy"),
-    ("exposure_over_time", "Durability exposure over time"),
-    ("p999_vs_exposure", "P999 latency vs exposure trade-off"),
+    ("exposure_over_time", "Durability risk over time (exposure, acks below min ISR, acks lost to a leader failure)"),
+    ("p999_vs_risk", "P999 latency vs durability risk (exposure below min ISR, acks lost to a leader failure)"),
 )
 _COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<"]
@@ -86,10 +87,19 @@ def _finish(fig, ax, path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def _time_axis(ax) -> None:
+_WINDOW_LENGTH = {"minute": dt.timedelta(minutes=1), "hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1)}
+
+
+def _time_axis(ax, rows: list[dict]) -> None:
+    """Concise date ticks over the windows plotted, one window of margin each side (matplotlib's default
+    range for a single window is years wide)."""
     locator = mdates.AutoDateLocator()
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    starts = [r["window_start"] for r in rows]
+    if starts:
+        step = _WINDOW_LENGTH.get(rows[0]["window"], dt.timedelta(hours=1))
+        ax.set_xlim(min(starts) - step, max(starts) + step)
 
 
 def _chart_p999(path: Path, title: str, rows: list[dict], policies: list[str], style: _Styles) -> None:
@@ -108,7 +118,7 @@ def _chart_p999(path: Path, title: str, rows: list[dict], policies: list[str], s
     ax.set_yscale("log")
     ax.set_xlabel(f"window start ({window} windows, UTC)")
     ax.set_ylabel("P999 produce latency (ms, log scale)")
-    _time_axis(ax)
+    _time_axis(ax, rows)
     if skipped:
         ax.text(0.01, 0.01, f"{skipped} (policy, window) cells with n < 1000 acked produces: no P999, not plotted",
                 transform=ax.transAxes, fontsize=8, color="#555555")
@@ -140,39 +150,96 @@ def _chart_cdf(path: Path, title: str, rows: list[dict], policies: list[str], st
 
 
 def _chart_exposure(path: Path, title: str, rows: list[dict], policies: list[str], style: _Styles) -> None:
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
+    fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
     window = rows[0]["window"] if rows else "hour"
+    panels = (
+        (top, lambda r: r["exposure_byte_ms"] / 1e9, 1e-3, "exposure (MB·s acked on\n< min ISR replicas, symlog)"),
+        (middle, lambda r: r["under_min_isr_acks"], 1, "acked batches held by\n< min ISR replicas (symlog)"),
+        # min.insync and quorum ack on min ISR replicas, yet not always on the one Kafka would elect
+        (bottom, lambda r: r["loss_kafka_election"], 1, "acked batches lost had the\nleader failed at the ack\n"
+         "(Kafka's election, symlog)"),
+    )
     for policy in policies:
-        pts = sorted((r["window_start"], r["exposure_byte_ms"] / 1e9, r["under_min_isr_acks"]) for r in rows if r["policy"] == policy)
-        if pts:
-            top.plot([p[0] for p in pts], [p[1] for p in pts], linewidth=1.2, markersize=4, **style(policy))
-            bottom.plot([p[0] for p in pts], [p[2] for p in pts], linewidth=1.2, markersize=4, **style(policy))
-    top.set_yscale("symlog", linthresh=1e-3)
-    top.set_ylabel("exposure (MB·s acked below\nmin ISR replicas, symlog)")
-    bottom.set_yscale("symlog", linthresh=1)
-    bottom.set_ylabel("acked batches held by\n< min ISR replicas (symlog)")
+        mine = sorted((r for r in rows if r["policy"] == policy), key=lambda r: r["window_start"])
+        if mine:
+            for ax, value, _, _ in panels:
+                ax.plot([r["window_start"] for r in mine], [value(r) for r in mine], linewidth=1.2, markersize=4,
+                        **style(policy))
+    for ax, _, linthresh, label in panels:
+        ax.set_yscale("symlog", linthresh=linthresh)
+        ax.set_ylabel(label, fontsize=9)
+        ax.grid(True, alpha=0.35)
     bottom.set_xlabel(f"window start ({window} windows, UTC)")
-    _time_axis(bottom)
-    bottom.grid(True, alpha=0.35)
+    _time_axis(bottom, rows)
     _finish(fig, top, path, title)
 
 
-def _chart_tradeoff(path: Path, title: str, rows: list[dict], style: _Styles) -> None:
-    fig, ax = plt.subplots(figsize=(8, 5.5))
-    points = [(r["policy"], r["exposure_byte_ms"] / 1e9, r["p999_ms"]) for r in rows if r["p999_ms"] is not None]
-    labels: dict[tuple[float, float], list[str]] = {}  # coinciding points get one joined label
+def _label_points(ax, points: list[tuple[str, float, float]]) -> None:
+    """One label per point; policies whose points coincide (within 1%) share a joined label."""
+    labels: dict[tuple[float, float], list[str]] = {}
     for policy, x, y in points:
-        ax.scatter([x], [y], s=70, zorder=3, alpha=0.85, **style(policy, line=False))
-        key = next((k for k in labels if abs(k[0] - x) <= 1e-9 + 0.01 * abs(x) and abs(k[1] - y) <= 0.01 * y), (x, y))
+        key = next(
+            (k for k in labels if abs(k[0] - x) <= 1e-9 + 0.01 * abs(x) and abs(k[1] - y) <= 0.01 * abs(y)), (x, y)
+        )
         labels.setdefault(key, []).append(policy)
-    for (x, y), names in labels.items():
-        ax.annotate(" = ".join(names), (x, y), textcoords="offset points", xytext=(8, 5), fontsize=8)
-    ax.set_xscale("symlog", linthresh=1e-3)
-    ax.set_yscale("log")
-    ax.set_xlabel("exposure over the whole trace (MB·s acked below min ISR replicas, symlog)")
-    ax.set_ylabel("P999 produce latency (ms, log scale)")
-    ax.margins(x=0.15, y=0.15)
-    _finish(fig, ax, path, title)
+    placed: list[tuple[float, float]] = []
+    for (x, y), names in sorted(labels.items(), key=lambda item: (item[0][0], -item[0][1])):
+        # a point just below another at the same x gets its label underneath, not on top of the other's
+        near = any(abs(px - x) <= 1e-9 + 0.05 * abs(x) and py > 0 and y > 0 and py / y < 1.3 for px, py in placed)
+        placed.append((x, y))
+        ax.annotate(" = ".join(names), (x, y), textcoords="offset points", xytext=(7, -12 if near else 5), fontsize=8)
+
+
+def _chart_tradeoff(path: Path, title: str, rows: list[dict], style: _Styles) -> None:
+    """P999 against two risk measures, one point per policy. Exposure alone hides policies that ack on
+    min ISR replicas but not on the replica Kafka would elect (min.insync, quorum): the right panel
+    counts the acks a leader failure at ack time would have lost."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.5), sharey=True)
+    plotted = [r for r in rows if r["p999_ms"] is not None]
+    exposure = [(r["policy"], r["exposure_byte_ms"] / 1e9, r["p999_ms"]) for r in plotted]
+    kafka = [(r["policy"], float(r["loss_kafka_election"]), r["p999_ms"]) for r in plotted]
+    for policy, x, y in exposure:
+        left.scatter([x], [y], s=70, zorder=3, alpha=0.85, **style(policy, line=False))
+    for r in plotted:
+        colour, marker, _ = style.style[r["policy"]]
+        y, k, longest = r["p999_ms"], r["loss_kafka_election"], r["loss_longest_log_election"]
+        right.plot([longest, k], [y, y], color=colour, linewidth=1, alpha=0.6, zorder=2)
+        right.scatter([k], [y], s=70, zorder=3, alpha=0.85, color=colour, marker=marker)
+        right.scatter([longest], [y], s=70, zorder=3, facecolors="white", edgecolors=colour, marker=marker, linewidths=1.5)
+    _label_points(left, exposure)
+    _label_points(right, kafka)
+    left.set_xscale("symlog", linthresh=1e-3)
+    left.set_yscale("log")
+    left.set_xlabel("exposure: MB·s acked on fewer than\nmin.insync.replicas replicas (whole trace, symlog)")
+    left.set_ylabel("P999 produce latency (ms, log scale)")
+    left.set_title("P999 vs exposure below min ISR", fontsize=10)
+    right.set_xscale("symlog", linthresh=1)
+    right.set_xlabel(
+        "acked batches lost had the leader failed at the ack (whole trace, symlog)\n"
+        "filled: Kafka's election (first ISR member in assignment order); hollow: longest-log election"
+    )
+    right.set_title("P999 vs acks lost to a leader failure", fontsize=10)
+    acked = {r["policy"]: r["n"] for r in plotted}
+    if acked:
+        low, high = min(acked.values()), max(acked.values())
+        right.text(0.99, 0.01, f"out of {low:,}" + (f"–{high:,}" if high != low else "") + " acked batches per policy",
+                   transform=right.transAxes, fontsize=8, color="#555555", ha="right")
+    for ax in (left, right):
+        ax.grid(True, which="major", alpha=0.35)
+        ax.margins(x=0.2, y=0.15)
+    skipped = [r["policy"] for r in rows if r["p999_ms"] is None]
+    if skipped:
+        left.text(0.01, 0.01, "no P999 (n < 1000): " + ", ".join(skipped), transform=left.transAxes, fontsize=8,
+                  color="#555555")
+    handles = [
+        plt.Line2D([], [], linestyle="none", markersize=8, **style(p, line=False)) for p in style.style if p in acked
+    ]
+    fig.suptitle(title, fontsize=11, y=0.985)
+    fig.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, 0.945),
+               ncol=min(len(handles), 7) or 1, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.91))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _cell(row: dict, key: str, fmt: str) -> str:
@@ -215,7 +282,13 @@ _NOTES = (
     "interpolation between the closest ranks); P999 is '-' with fewer than 1000 acked produces. "
     "Δ and × compare P999 with the replayed <code>acks=all</code>. Exposure: bytes × ms from the ack "
     "until the batch is on min.insync.replicas replicas, finite windows only; 'never minISR' counts "
-    "acked batches that never got there within the data. NER = NotEnoughReplicas rejections."
+    "acked batches that never got there within the data. Loss: acked batches a leader failure at the ack "
+    "would have lost, under Kafka's election (first live ISR member in assignment order) and under a "
+    "longest-log election. All-replicas p99/max: time from the ack until the batch was on every assigned "
+    "replica ('never all': not within the data). NER = NotEnoughReplicas rejections. &lt;minISR s: "
+    "partition·seconds the committed ISR (server.log/state-change.log) was below min.insync.replicas, "
+    "the same for every policy that keeps the recorded ISR; '-' for <code>acks=all@lag</code>, whose "
+    "re-simulated ISR the replay does not store (its rejections are counted in NER)."
 )
 
 
@@ -228,7 +301,10 @@ def build_report(spark: SparkSession, lakehouse: str, out_dir: str | Path | None
     risk = [
         r.asDict()
         for r in read_table(spark, lakehouse, "risk_exposure")
-        .select("cluster", "topic", "policy", "window", "window_start", "exposure_byte_ms", "under_min_isr_acks")
+        .select(
+            "cluster", "topic", "policy", "window", "window_start", "exposure_byte_ms", "under_min_isr_acks",
+            "loss_kafka_election",
+        )
         .collect()
     ]
     replay = read_table(spark, lakehouse, "produce_replay")
@@ -250,8 +326,8 @@ def build_report(spark: SparkSession, lakehouse: str, out_dir: str | Path | None
         files = {name: f"{name}-{slug}.png" for name, _ in CHARTS}
         _chart_p999(out / files["p999_by_window"], f"P999 produce latency per window — {label}", mine(latency), policies, style)
         _chart_cdf(out / files["latency_cdf"], f"Produce latency CDF per policy — {label}", mine(cdf), policies, style)
-        _chart_exposure(out / files["exposure_over_time"], f"Durability exposure per window — {label}", mine(risk), policies, style)
-        _chart_tradeoff(out / files["p999_vs_exposure"], f"P999 latency vs exposure per policy — {label}", rows, style)
+        _chart_exposure(out / files["exposure_over_time"], f"Durability risk per window — {label}", mine(risk), policies, style)
+        _chart_tradeoff(out / files["p999_vs_risk"], f"P999 latency vs durability risk per policy — {label}", rows, style)
         images = "\n".join(
             f'<h3>{html.escape(caption)}</h3>\n<img src="{html.escape(files[name])}" alt="{html.escape(caption)}">'
             for name, caption in CHARTS

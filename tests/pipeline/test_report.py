@@ -3,6 +3,7 @@ and the summary numbers in the html are the gold table's."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from html.parser import HTMLParser
 
@@ -13,8 +14,10 @@ from ackreplay.gold import GOLD_TABLES, SUMMARY_COLUMNS, run_gold, summary_cell
 from ackreplay.lakehouse import read_table, replace_rows
 from ackreplay.report import CHARTS, build_report
 from schemas.replay import PRODUCE_REPLAY
-from tests.unit.test_gold import INF, T11, _row, many_acked, partitions_frame, replay_frame
+from tests.unit.test_gold import INF, T10, T11, _row, isr_frame, many_acked, partitions_frame, replay_frame
 from transforms.common import conform
+
+MINUTE = dt.timedelta(minutes=1)
 
 
 class _ReportParser(HTMLParser):
@@ -55,8 +58,9 @@ def lakehouse(spark, tmp_path_factory):
             replay_frame(
                 spark,
                 [
-                    _row(policy="acks=1", latency=0.8, copies=1, exposure=3.0, nbytes=500, loss_k=True),
-                    _row(policy="acks=1", t=T11, latency=0.9, copies=1, exposure=INF, loss_k=True, loss_l=True),
+                    _row(policy="acks=1", latency=0.8, copies=1, exposure=3.0, nbytes=500, loss_k=True, full=12.5),
+                    _row(policy="acks=1", t=T11, latency=0.9, copies=1, exposure=INF, loss_k=True, loss_l=True,
+                         full=INF),
                     _row(policy="min.insync", outcome="not_enough_replicas"),
                     _row(policy="min.insync", t=T11, outcome="timeout"),
                 ],
@@ -65,6 +69,9 @@ def lakehouse(spark, tmp_path_factory):
     )
     replace_rows(conform(replay, PRODUCE_REPLAY), root, "produce_replay", "cluster IN ('c1')", "test")
     replace_rows(partitions_frame(spark, [("c1", "orders", 0, 2)]), root, "partitions", "cluster IN ('c1')", "test")
+    # orders/0 below min ISR 2 from 10:30 to 10:45, then full until the last produce (11:00)
+    isr = isr_frame(spark, [("orders", 0, 1, [1], T10 + 30 * MINUTE), ("orders", 0, 1, [1, 2, 3], T10 + 45 * MINUTE)])
+    replace_rows(isr, root, "isr_changes", "cluster IN ('c1')", "test")
     return root
 
 
@@ -107,6 +114,26 @@ def test_gold_tables_and_report(spark, lakehouse, tmp_path):
     assert gold["acks=all"]["p999_ms"] == pytest.approx(1198.801)
     assert gold["acks=1"]["never_min_isr_acks"] == 1 and gold["acks=1"]["exposure_byte_ms"] == 1500.0
     assert gold["min.insync"]["not_enough_replicas"] == 1 and gold["min.insync"]["timeouts"] == 1
+    assert gold["acks=1"]["full_replication_p99_ms"] == 12.5 and gold["acks=1"]["never_full_replication_acks"] == 1
+    # 15 minutes under min ISR, the same recorded ISR for every policy
+    assert {p: (r["under_min_isr_ms"], r["under_min_isr_source"]) for p, r in gold.items()} == {
+        p: (900_000.0, "isr_changes") for p in ("acks=all", "min.insync", "quorum=2", "acks=1")
+    }
+    availability = {
+        (r["policy"], r["window_start"]): (r["produces"], r["isr_known_ms"], r["under_min_isr_ms"])
+        for r in read_table(spark, lakehouse, "availability").collect()
+    }
+    assert availability == {
+        ("acks=all", T10): (1200, 1_800_000.0, 900_000.0),
+        ("quorum=2", T10): (1100, 1_800_000.0, 900_000.0),
+        ("acks=1", T10): (1, 1_800_000.0, 900_000.0),
+        ("acks=1", T11): (1, 0.0, None),  # nothing known of the ISR after the last event: no figure
+        ("min.insync", T10): (1, 1_800_000.0, 900_000.0),
+        ("min.insync", T11): (1, 0.0, None),
+    }
+    html_text = html_path.read_text(encoding="utf-8")
+    for name, caption in CHARTS:  # every chart under its caption
+        assert f"<h3>{caption}</h3>" in html_text.replace("&lt;", "<").replace("&gt;", ">"), name
 
 
 def _gold_rows(spark, lakehouse):
