@@ -121,6 +121,7 @@ class IngestPlan:
     unchanged: int = 0  # in the dates, already in the tables (same size and time, or same content)
     outside_dates: int = 0
     duplicates: list[tuple[Listed, str]] = field(default_factory=list)  # (copy, source_file holding the rows)
+    folder_copies: list[tuple[Listed, Listed]] = field(default_factory=list)  # same path in a later input folder
     restamped: list[Listed] = field(default_factory=list)  # same content under a new size/time: ledger updated
     demoted: list[Listed] = field(default_factory=list)  # ingested before, now found a copy: rows removed
     ignored: list[str] = field(default_factory=list)
@@ -131,14 +132,16 @@ class IngestPlan:
         out = [
             f"inputs{scope}{mode}: {self.listed:,} files listed; {len(self.to_ingest):,} to ingest "
             f"({self.new:,} new, {self.changed:,} changed), {self.unchanged:,} unchanged, "
-            f"{len(self.duplicates):,} duplicate copies skipped, {self.outside_dates:,} outside the dates"
+            f"{len(self.duplicates) + len(self.folder_copies):,} duplicate copies skipped, "
+            f"{self.outside_dates:,} outside the dates"
         ]
-        for copy, holder in self.duplicates[:20]:
-            out.append(f"  skipped duplicate {copy.file.uri}: same content as {holder}")
-        if len(self.duplicates) > 20:
-            out.append(f"  ... and {len(self.duplicates) - 20:,} more duplicates (ingested_files, status 'duplicate')")
+        skipped = [(c.file.uri, h) for c, h in self.duplicates] + [(c.file.uri, h.file.uri) for c, h in self.folder_copies]
+        for copy, holder in skipped[:20]:
+            out.append(f"  skipped duplicate {copy}: same content as {holder}")
+        if len(skipped) > 20:
+            out.append(f"  ... and {len(skipped) - 20:,} more duplicates (ingested_files, status 'duplicate')")
         for listed in self.demoted:
-            out.append(f"  {listed.file.source_file}: ingested earlier, now a copy of another file; its rows removed")
+            out.append(f"  rows of {listed.file.source_file} removed, if any: a copy of another file")
         return out
 
 
@@ -195,6 +198,10 @@ def plan_ingest(
         files.extend(inventory.files)
         plan.ignored.extend(inventory.ignored)
     plan.listed = len(files)
+    # A lakehouse written before the ledger existed: any file may already have rows.
+    unknown_rows = not table_exists(spark, lakehouse, LEDGER) and any(
+        table_exists(spark, lakehouse, name) for name in TABLES if name != LEDGER
+    )
     previous = {r["source_file"]: r for r in _ledger_rows(spark, lakehouse, "source_file", [f.source_file for f in files])}
 
     def known(f: InputFile) -> dict | None:
@@ -238,7 +245,7 @@ def plan_ingest(
             by_source[item.file.source_file] = item
             unique.append(item)
         elif first.facts.fingerprint == item.facts.fingerprint:
-            plan.duplicates.append((item, first.file.uri))
+            plan.folder_copies.append((item, first))
         else:
             raise InputError(
                 f"{item.file.source_file} is in two input folders with different content "
@@ -261,7 +268,8 @@ def plan_ingest(
         i.file.source_file for i in needs_rows if i.previous is not None and i.previous["fingerprint"] != i.facts.fingerprint
     }
     holders: dict[tuple[str, str, str], str] = {}
-    for row in _ledger_rows(spark, lakehouse, "fingerprint", [i.facts.fingerprint for i in needs_rows]):
+    ledger_copies = _ledger_rows(spark, lakehouse, "fingerprint", [i.facts.fingerprint for i in needs_rows])
+    for row in sorted(ledger_copies, key=lambda r: r["source_file"]):  # the first path holds: deterministic
         if row["status"] == "ingested" and row["content_bytes"] > 0 and row["source_file"] not in changed_sources:
             holders.setdefault((row["cluster"], row["kind"], row["fingerprint"]), row["source_file"])
     for item in sorted(needs_rows, key=lambda i: i.file.source_file):
@@ -270,7 +278,7 @@ def plan_ingest(
         holder = holders.get(k) if item.facts.content_bytes > 0 else None
         if holder is not None and holder != f.source_file:
             plan.duplicates.append((item, holder))
-            if prev is not None and prev["status"] == "ingested":
+            if (prev is not None and prev["status"] == "ingested") or unknown_rows:
                 plan.demoted.append(item)
             continue
         if item.facts.content_bytes > 0:
@@ -312,18 +320,14 @@ def record_plan(spark: SparkSession, lakehouse: str, plan: IngestPlan, run_id: s
     """Write the ledger rows of the files this run ingested, skipped as copies or saw re-stamped."""
     now = datetime.now(UTC).replace(tzinfo=None)
     rows = [_row(i, "ingested", run_id, now) for i in plan.to_ingest]
-    recorded = {r["source_file"] for r in rows}
-    for item, holder in plan.duplicates:
+    for item, holder in plan.duplicates:  # (copies in a second input folder share the first copy's row)
         prev = item.previous
-        if item.file.source_file in recorded or holder == item.file.uri:
-            continue  # the same path in another input folder: the ledger row is the first copy's
         unchanged = (
             prev is not None and prev["status"] == "duplicate" and prev["duplicate_of"] == holder
             and prev["size"] == item.file.size and prev["modified_at"] == _micros(item.file.mtime_ns)
         )
         if not unchanged:
             rows.append(_row(item, "duplicate", run_id, now, duplicate_of=holder))
-            recorded.add(item.file.source_file)
     rows.extend(_row(i, "ingested", run_id, now, keep_runs=True) for i in plan.restamped)
     if rows:
         df = spark.createDataFrame(rows, INGESTED_FILES)
@@ -363,13 +367,15 @@ def ingest_new_files(spark: SparkSession, config: AppConfig, lakehouse: str, pla
     from ackreplay.ingest import run_ingest
 
     report = None
+    # Before the ingest: on a new lakehouse there is nothing to delete yet, and a retry deletes again.
+    remove_rows_of(spark, lakehouse, plan.demoted)
     if plan.to_ingest:
         # run_ingest lists nothing itself when handed InputFiles (inputs.discover_all passes them through).
         report = run_ingest(spark, config, [i.file for i in plan.to_ingest], lakehouse)
         run_id = report.run_id
     else:
-        run_id = "ingest-" + InputInventory(tuple(d.file for d, _ in plan.duplicates), ()).fingerprint()
-    remove_rows_of(spark, lakehouse, plan.demoted)
+        recorded = [d.file for d, _ in plan.duplicates] + [r.file for r in plan.restamped]
+        run_id = "ingest-" + InputInventory(tuple(recorded), ()).fingerprint()
     record_plan(spark, lakehouse, plan, run_id)
     return report
 
@@ -466,8 +472,11 @@ def stage_scope(
     if pending is not None:
         return pending
     on_dates = f" on {dates.label()}" if dates.bounded else ""
-    reason = "--full" if full else "no ingested_files ledger in this lakehouse"
-    return Scope(stage, clusters_with_data(spark, lakehouse, _STAGE_SOURCE[stage], dates), f"every cluster with data{on_dates} ({reason})")
+    source = _STAGE_SOURCE[stage]
+    found = clusters_with_data(spark, lakehouse, source, dates)
+    why = "--full" if full else "no ingested_files ledger in this lakehouse"
+    reason = f"every cluster with rows in {source}{on_dates} ({why})" if found else f"no cluster has rows in {source}{on_dates}"
+    return Scope(stage, found, reason)
 
 
 def mark_done(spark: SparkSession, lakehouse: str, scope: Scope, run_id: str) -> None:

@@ -1,0 +1,194 @@
+"""Input files as a scheduled run sees them: rotation periods from names, content fingerprints, the
+times of first and last lines, UTC date ranges."""
+
+from __future__ import annotations
+
+import gzip
+from datetime import date, datetime
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+
+from ackreplay.config import parse_config
+from ackreplay.fingerprint import SAMPLE_BYTES, FileFacts, collect_facts, read_facts
+from ackreplay.inputs import InputError, InputFile, discover_all, rotation_period
+from ackreplay.ledger import DateRange, _outside_by_name, _parse_time
+
+CONFIG = parse_config(
+    {"clusters": {"berlin": {"log_timezone": "Europe/Berlin", "broker_clock_offsets_ms": {2: 1500.0}}}}
+)
+
+
+def _file(name: str, kind: str = "request_log", cluster: str = "c1", broker_id: int | None = 1, uri: str = "") -> InputFile:
+    folder = f"broker-{broker_id}" if broker_id is not None else "metrics"
+    return InputFile(cluster, broker_id, kind, f"{cluster}/{folder}/{name}", uri or f"/in/{cluster}/{folder}/{name}", 1, 0, "none")
+
+
+def _log(lines: list[tuple[str, str]]) -> bytes:
+    return "".join(f"[{ts}] INFO {text} (kafka.request.logger)\n" for ts, text in lines).encode()
+
+
+@pytest.mark.parametrize(
+    ("name", "period"),
+    [
+        ("kafka-request.log.2026-11-20-10", (datetime(2026, 11, 20, 10), datetime(2026, 11, 20, 11))),
+        ("kafka-request.log.2026-11-20-23.gz", (datetime(2026, 11, 20, 23), datetime(2026, 11, 21, 0))),
+        ("server.log.2026-11-20", (datetime(2026, 11, 20), datetime(2026, 11, 21))),
+        ("kafka-request.log", None),
+        ("kafka-request.log.gz", None),
+        ("kafka-request.log.2026-13-01-10", None),
+        ("kafka-request.log.2026-11-20-24", None),
+    ],
+)
+def test_rotation_period_from_the_name(name, period):
+    kind = "server_log" if name.startswith("server") else "request_log"
+    assert rotation_period(_file(name, kind)) == period
+
+
+def test_topics_and_metrics_have_no_rotation_period():
+    assert rotation_period(_file("topics.txt", "topics", broker_id=None)) is None
+    assert rotation_period(_file("broker-1.prom.2026-11-20", "metrics", broker_id=None)) is None
+
+
+def test_a_gzip_copy_has_the_fingerprint_of_its_plain_original(tmp_path: Path):
+    data = _log([(f"2026-11-20 10:{m:02d}:00,{ms:03d}", f"request {m} {ms}") for m in range(60) for ms in range(1000)])
+    assert len(data) > 2 * SAMPLE_BYTES  # head and tail are samples, not the whole file
+    plain, copy = tmp_path / "kafka-request.log.2026-11-20-10", tmp_path / "kafka-request.log.2026-11-20-10.gz"
+    plain.write_bytes(data)
+    copy.write_bytes(gzip.compress(data))
+    original = read_facts(str(plain), "none", "request_log", len(data))
+    assert original == read_facts(str(copy), "gzip", "request_log", copy.stat().st_size)
+    assert original == FileFacts(len(data), original.fingerprint, "2026-11-20 10:00:00,000", "2026-11-20 10:59:00,999")
+
+
+def test_the_fingerprint_changes_with_the_size_the_head_or_the_tail(tmp_path: Path):
+    lines = [(f"2026-11-20 10:00:{s:02d},000", f"request {s}") for s in range(60)]
+    base = tmp_path / "base"
+    base.write_bytes(_log(lines))
+    fingerprint = read_facts(str(base), "none", "request_log", base.stat().st_size).fingerprint
+    for changed in (lines + [("2026-11-20 10:01:00,000", "one more")], [("2026-11-20 10:00:00,000", "request X")] + lines[1:]):
+        other = tmp_path / "other"
+        other.write_bytes(_log(changed))
+        assert read_facts(str(other), "none", "request_log", other.stat().st_size).fingerprint != fingerprint
+
+
+def test_a_live_log_is_fingerprinted_up_to_its_listed_size(tmp_path: Path):
+    live = tmp_path / "kafka-request.log"
+    first = _log([("2026-11-20 10:00:00,000", "a"), ("2026-11-20 10:00:01,000", "b")])
+    live.write_bytes(first)
+    listed = read_facts(str(live), "none", "request_log", len(first))
+    live.write_bytes(first + _log([("2026-11-20 10:00:02,000", "c")]))  # grew after the listing
+    assert read_facts(str(live), "none", "request_log", len(first)) == listed
+    assert listed.last_time == "2026-11-20 10:00:01,000"
+
+
+def test_times_are_the_earliest_of_the_head_and_latest_of_the_tail(tmp_path: Path):
+    # threads interleave: a line can carry an earlier time than the one before it
+    log = tmp_path / "server.log"
+    log.write_bytes(
+        b"continuation of nothing\n"
+        + _log([("2026-11-20 10:00:00,005", "x"), ("2026-11-20 10:00:00,001", "y"), ("2026-11-20 10:00:09,000", "z")])
+        + b"\tat a.stack.Trace(line)\n"
+        + _log([("2026-11-20 10:00:08,000", "w")])
+    )
+    facts = read_facts(str(log), "none", "server_log", log.stat().st_size)
+    assert (facts.first_time, facts.last_time) == ("2026-11-20 10:00:00,001", "2026-11-20 10:00:09,000")
+
+
+def test_metrics_times_are_sample_timestamps_and_topics_have_none(tmp_path: Path):
+    prom = tmp_path / "broker-1.prom"
+    prom.write_text(
+        "# HELP kafka_log_log_logendoffset x\n# TYPE kafka_log_log_logendoffset gauge\n"
+        'kafka_log_log_logendoffset{partition="0",topic="t"} 10.0 1795316277275\n'
+        'kafka_log_log_logendoffset{partition="0",topic="t"} 12.0 1795316287275\n'
+        "kafka_server_replicamanager_underreplicatedpartitions 0.0\n"
+    )
+    facts = read_facts(str(prom), "none", "metrics", prom.stat().st_size)
+    assert (facts.first_time, facts.last_time) == ("1795316277275", "1795316287275")
+    metrics = _file("broker-1.prom", "metrics", broker_id=None)
+    assert _parse_time(facts.first_time, metrics, CONFIG) == datetime(2026, 11, 22, 2, 57, 57, 275000)
+    topics = tmp_path / "topics.txt"
+    topics.write_text("Topic: t\tTopicId: x\tPartitionCount: 1\tReplicationFactor: 1\tConfigs: \n")
+    topics_facts = read_facts(str(topics), "none", "topics", topics.stat().st_size)
+    assert (topics_facts.first_time, topics_facts.last_time) == (None, None)
+
+
+def test_a_gzip_cut_mid_stream_is_fingerprinted_up_to_the_cut(tmp_path: Path):
+    data = _log([(f"2026-11-20 10:00:{s % 60:02d},000", f"request {s}") for s in range(200_000)])
+    cut = tmp_path / "cut.gz"
+    cut.write_bytes(gzip.compress(data)[:-1000])
+    facts = read_facts(str(cut), "gzip", "request_log", cut.stat().st_size)
+    assert facts.content_bytes < len(data)
+    assert facts.detail.startswith(f"gzip stream ends early after {facts.content_bytes} bytes")
+    assert read_facts(str(cut), "gzip", "request_log", cut.stat().st_size) == facts  # deterministic
+
+
+def test_log_times_convert_with_the_cluster_zone_and_broker_clock_offset():
+    assert _parse_time("2026-11-20 10:00:00,250", _file("x", cluster="c1"), CONFIG) == datetime(2026, 11, 20, 10, 0, 0, 250000)
+    berlin = _file("x", cluster="berlin", broker_id=1)
+    assert _parse_time("2026-11-21 00:30:00,000", berlin, CONFIG) == datetime(2026, 11, 20, 23, 30)
+    fast_clock = _file("x", cluster="berlin", broker_id=2)  # runs 1.5 s ahead
+    assert _parse_time("2026-11-21 00:30:00,000", fast_clock, CONFIG) == datetime(2026, 11, 20, 23, 29, 58, 500000)
+    assert _parse_time(None, berlin, CONFIG) is None
+
+
+def test_date_ranges_are_inclusive_utc_dates():
+    nov20 = DateRange(date(2026, 11, 20), date(2026, 11, 20))
+    assert nov20.overlaps(datetime(2026, 11, 19, 23, 59), datetime(2026, 11, 20, 0, 0))
+    assert nov20.overlaps(datetime(2026, 11, 20, 23, 59, 59, 999999), datetime(2026, 11, 21, 1))
+    assert not nov20.overlaps(datetime(2026, 11, 21), datetime(2026, 11, 21, 1))
+    assert not nov20.overlaps(datetime(2026, 11, 19, 22), datetime(2026, 11, 19, 23, 59, 59, 999999))
+    assert nov20.overlaps(None, None)  # a file without a readable time is never left out
+    assert DateRange(since=date(2026, 11, 20)).overlaps(datetime(2030, 1, 1), datetime(2030, 1, 1))
+    assert not DateRange(until=date(2026, 11, 20)).overlaps(datetime(2030, 1, 1), datetime(2030, 1, 1))
+    assert DateRange().overlaps(datetime(1999, 1, 1), datetime(1999, 1, 1))
+    with pytest.raises(ValueError, match="--since 2026-11-21 is after --until 2026-11-20"):
+        DateRange(date(2026, 11, 21), date(2026, 11, 20))
+
+
+def test_date_range_column_matches_the_python_rule(spark):
+    rows = [
+        ("before", datetime(2026, 11, 19, 22), datetime(2026, 11, 19, 23, 59)),
+        ("spans midnight", datetime(2026, 11, 19, 23, 30), datetime(2026, 11, 20, 0, 30)),
+        ("inside", datetime(2026, 11, 20, 5), datetime(2026, 11, 20, 6)),
+        ("after", datetime(2026, 11, 21), datetime(2026, 11, 21, 1)),
+        ("unknown", None, None),
+    ]
+    df = spark.createDataFrame(rows, "name string, first timestamp, last timestamp")
+    nov20 = DateRange(date(2026, 11, 20), date(2026, 11, 20))
+    expected = spark.createDataFrame([r for r in rows if nov20.overlaps(r[1], r[2])], df.schema)
+    assert [r[0] for r in expected.collect()] == ["spans midnight", "inside", "unknown"]
+    assert_df_equality(df.filter(nov20.overlaps_column(df["first"], df["last"])), expected)
+
+
+def test_rotated_files_outside_the_dates_are_left_unread_by_their_name():
+    until_nov20 = DateRange(until=date(2026, 11, 20))
+    # UTC: 2026-11-21 00:00 may hold a line of 11-20 once clocks and DST are allowed for (read it); 02:00 cannot
+    assert not _outside_by_name(_file("kafka-request.log.2026-11-21-00"), until_nov20, CONFIG)
+    assert _outside_by_name(_file("kafka-request.log.2026-11-21-02.gz"), until_nov20, CONFIG)
+    # Berlin 2026-11-21 00:00 is 2026-11-20 23:00 UTC: inside
+    assert not _outside_by_name(_file("kafka-request.log.2026-11-21-00", cluster="berlin"), until_nov20, CONFIG)
+    assert _outside_by_name(_file("kafka-request.log.2026-11-21-03", cluster="berlin"), until_nov20, CONFIG)
+    # the live log, topics.txt and unbounded runs are never decided by name
+    assert not _outside_by_name(_file("kafka-request.log"), until_nov20, CONFIG)
+    assert not _outside_by_name(_file("kafka-request.log.2026-11-25-00"), DateRange(), CONFIG)
+
+
+def test_selected_files_pass_through_discover_all(tmp_path: Path):
+    a, b = _file("kafka-request.log.2026-11-20-10"), _file("kafka-request.log.2026-11-20-11")
+    assert discover_all([a, b]).files == (a, b)
+    with pytest.raises(InputError, match="kafka-request.log.2026-11-20-10 is in two input folders"):
+        discover_all([a, _file("kafka-request.log.2026-11-20-10", uri="/elsewhere/x")])
+    with pytest.raises(InputError, match="no input files selected"):
+        discover_all([])
+
+
+def test_collect_facts_reads_on_the_executors_and_names_an_unreadable_file(spark, tmp_path: Path):
+    log = tmp_path / "kafka-request.log"
+    log.write_bytes(_log([("2026-11-20 10:00:00,000", "a")]))
+    present = InputFile("c1", 1, "request_log", "c1/broker-1/kafka-request.log", str(log), log.stat().st_size, 0, "none")
+    assert collect_facts(spark, [present]) == {str(log): read_facts(str(log), "none", "request_log", log.stat().st_size)}
+    gone = InputFile("c1", 1, "request_log", "c1/broker-1/gone.log", str(tmp_path / "gone.log"), 10, 0, "none")
+    with pytest.raises(InputError, match=f"cannot read input file {tmp_path / 'gone.log'}"):
+        collect_facts(spark, [present, gone])
