@@ -1,6 +1,9 @@
-"""Replay throughput: the Spark replay stage next to a hand-written DuckDB ASOF JOIN replay.
+"""Replay throughput: the Spark replay stage next to the same semantics in DuckDB and in pandas.
 
     python -m bench.replay_bench --produces 1000000
+    python -m bench.replay_bench --produces 1000000 --hot-partition     # half of all produces on partition 0
+    python -m bench.replay_bench --produces 1000000 --from-generator    # input from ackreplay.synth, ingested
+    python -m bench.replay_bench --produces 10000000 --skip-ackreplay   # peers only
 
 Builds synthetic silver tables (produce_requests, follower_fetches, partitions) with NumPy: RF=3,
 every follower fetches past each batch after a lognormal delay with occasional stalls, a full and
@@ -8,8 +11,13 @@ stable ISR. Then times, on the same data:
 - ackreplay's replay stage (all policies but the lag re-simulations: acks=1, acks=all, min.insync,
   quorum=2, quorum=3), end to end from the Delta tables to the written produce_replay table;
 - DuckDB: acks=all and quorum=2 for a full ISR, written as ASOF JOINs of each produce to the first
-  fetch at which each follower's running-max offset exceeds the batch's base offset.
-Prints one table; run on an otherwise idle machine.
+  fetch at which each follower's running-max offset exceeds the batch's base offset;
+- pandas `merge_asof`: the same two policies and rule, one forward as-of merge per follower slot.
+Peers ignore ISR changes and leader epochs (the bench data has none; on --from-generator data the
+few produces around the injected stall and leader change differ).
+With --from-generator the input is a synthetic cluster trace (ackreplay.synth, real formats) ingested
+by the ingest stage (not timed), and the peers read the ingested silver tables exported to Parquet.
+Prints one table with each peer as a ratio to ackreplay; run on an otherwise idle machine.
 """
 
 from __future__ import annotations
@@ -33,18 +41,27 @@ from ackreplay.session import build_spark_session
 BROKERS = (1, 2, 3)
 
 
-def generate(n_produces: int, partitions: int, out: Path, seed: int = 11) -> None:
+def partition_sizes(n_produces: int, partitions: int, hot_share: float = 0.0) -> list[int]:
+    """Produces per partition: equal, or `hot_share` of them on partition 0 and the rest equal."""
+    hot = int(n_produces * hot_share)
+    rest = (n_produces - hot) // partitions if hot else n_produces // partitions
+    return [hot + rest if p == 0 else rest for p in range(partitions)]
+
+
+def generate(n_produces: int, partitions: int, out: Path, seed: int = 11, hot_share: float = 0.0) -> None:
     """Write produce_requests / follower_fetches / partitions as Parquet files under `out`."""
     rng = np.random.default_rng(seed)
-    per_part = n_produces // partitions
+    sizes = partition_sizes(n_produces, partitions, hot_share)
     t0 = 1_795_300_000_000_000  # µs
     produce_cols: dict[str, list] = {k: [] for k in ("partition", "broker_id", "base_offset", "t_local_done", "line")}
     fetch_cols: dict[str, list] = {k: [] for k in ("partition", "broker_id", "follower_id", "fetch_offset", "t_dequeue")}
     line = 0
     for p in range(partitions):
+        per_part = sizes[p]
         leader = BROKERS[p % 3]
         followers = [b for b in BROKERS if b != leader]
-        gaps = rng.exponential(2_000, per_part).astype(np.int64) + 50  # µs between appends
+        # µs between appends: the same time span for every partition, so a hot one is denser.
+        gaps = rng.exponential(2_000 * sizes[-1] / per_part, per_part).astype(np.int64) + 50
         t_ld = t0 + np.cumsum(gaps)
         records = rng.integers(1, 20, per_part)
         base = np.concatenate([[0], np.cumsum(records)[:-1]])
@@ -180,53 +197,173 @@ SELECT partition, base_offset, greatest(ta, tb) AS t_ack_all, least(ta, tb) AS t
 """
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--produces", type=int, default=1_000_000)
-    parser.add_argument("--partitions", type=int, default=24)
-    parser.add_argument("--workdir", default="bench/out")
-    args = parser.parse_args()
-    work = Path(args.workdir) / f"replay-{args.produces}"
-    data = work / "parquet"
-    if not (data / "partitions.parquet").exists():
-        started = time.monotonic()
-        generate(args.produces, args.partitions, data)
-        print(f"generated {args.produces:,} produces in {time.monotonic() - started:.0f} s")
+def pandas_replay(data: Path) -> int:
+    """acks=all and quorum=2 for a full ISR with pandas `merge_asof`: per follower slot, the first LEO
+    event (running max of fetchOffset per partition and follower) above the batch's base offset."""
+    import pandas as pd
 
+    produce = pd.read_parquet(data / "produce_requests.parquet", columns=["partition", "base_offset", "t_local_done"])
+    fetches = pd.read_parquet(data / "follower_fetches.parquet", columns=["partition", "follower_id", "fetch_offset", "t_dequeue"])
+    parts = pd.read_parquet(data / "partitions.parquet", columns=["partition", "replicas"])
+    produce["tld"] = produce["t_local_done"].astype("int64")
+    fetches["t"] = fetches["t_dequeue"].astype("int64")
+    fetches = fetches.sort_values(["partition", "follower_id", "t"], kind="stable")
+    fetches["leo"] = fetches.groupby(["partition", "follower_id"], sort=False)["fetch_offset"].cummax()
+    # merge_asof needs both sides sorted by the key: the base offset against the running-max LEO.
+    fetches["follower_id"] = fetches["follower_id"].astype("int64")
+    events = fetches.sort_values(["leo", "t"], kind="stable")[["partition", "follower_id", "leo", "t"]]
+    produce = produce.merge(
+        parts.assign(fa=parts["replicas"].str[1].astype("int64"), fb=parts["replicas"].str[2].astype("int64"))[
+            ["partition", "fa", "fb"]
+        ],
+        on="partition",
+        how="inner",
+    ).sort_values("base_offset", kind="stable")
+    held = []
+    for slot in ("fa", "fb"):
+        joined = pd.merge_asof(
+            produce,
+            events.rename(columns={"follower_id": slot}),
+            left_on="base_offset",
+            right_on="leo",
+            by=["partition", slot],
+            direction="forward",
+            allow_exact_matches=False,
+        )
+        held.append(np.maximum(joined["t"].to_numpy(dtype="float64", na_value=np.inf), joined["tld"].to_numpy()))
+    t_all, t_quorum2 = np.maximum(*held), np.minimum(*held)
+    return int(min(t_all.size, t_quorum2.size))
+
+
+def duckdb_replay(data: Path, threads: int = 2) -> int:
+    """The DuckDB ASOF JOIN replay above; returns the number of produces replayed."""
     import duckdb
 
     con = duckdb.connect()
-    con.execute("SET threads = 2")
-    started = time.monotonic()
-    n_duck = con.execute(
-        f"SELECT count(*), count(t_ack_all) FROM ({DUCKDB_REPLAY.format(fetches=data / 'follower_fetches.parquet', produce=data / 'produce_requests.parquet', parts=data / 'partitions.parquet')})"
-    ).fetchone()
-    duck_s = time.monotonic() - started
+    con.execute(f"SET threads = {threads}")
+    query = DUCKDB_REPLAY.format(
+        fetches=data / "follower_fetches.parquet", produce=data / "produce_requests.parquet", parts=data / "partitions.parquet"
+    )
+    return con.execute(f"SELECT count(*), count(t_ack_all) FROM ({query})").fetchone()[0]
 
-    config = load_config("conf/local.yaml").model_copy(deep=True)
-    config = config.model_copy(update={"replay": config.replay.model_copy(update={"lag_ms": []})})
-    spark = build_spark_session(config.spark, app_name="ackreplay-bench-replay")
-    lakehouse = str(work / "lakehouse")
-    shutil.rmtree(lakehouse, ignore_errors=True)
-    for name in ("produce_requests", "follower_fetches", "partitions"):
-        spark.read.parquet(str(data / f"{name}.parquet")).write.format("delta").save(table_path(lakehouse, name))
+
+def timed(fn, *args) -> tuple[float, object, int]:
+    """(wall seconds, result, peak RSS bytes of this process tree) of fn(*args)."""
     with PeakRss() as rss:
         started = time.monotonic()
-        report = run_replay(spark, config, lakehouse, ["bench"], run_id="bench")
-        spark_s = time.monotonic() - started
+        result = fn(*args)
+        seconds = time.monotonic() - started
+    return seconds, result, rss.peak
+
+
+def synthetic_silver(spark, config, produces: int, partitions: int, hot_share: float, work: Path, seed: int = 11) -> None:
+    """Generate a synthetic cluster trace (ackreplay.synth), ingest it into work/lakehouse and export the
+    peers' inputs to work/parquet."""
+    from ackreplay.ingest import run_ingest
+    from ackreplay.synth import SynthParams
+    from ackreplay.synth import generate as synth_generate
+
+    params = SynthParams(
+        produces=produces, seed=seed, cluster="bench", topics=1, partitions=partitions, hot_partition_share=hot_share,
+        long_stalls=1 if produces >= 200_000 else 0, leader_changes=1,
+    )
+    raw = work / "raw"
+    shutil.rmtree(raw, ignore_errors=True)
+    print("\n".join(synth_generate(params, raw).summary_lines()))
+    lakehouse = str(work / "lakehouse")
+    shutil.rmtree(lakehouse, ignore_errors=True)
+    run_ingest(spark, config, str(raw), lakehouse)
+    data = work / "parquet"
+    data.mkdir(parents=True, exist_ok=True)
+    produce = spark.read.format("delta").load(table_path(lakehouse, "produce_requests")).filter("acks != 0 AND error_code = 0")
+    fetches = spark.read.format("delta").load(table_path(lakehouse, "follower_fetches"))
+    parts = spark.read.format("delta").load(table_path(lakehouse, "partitions"))
+    for name, df in (("produce_requests", produce), ("follower_fetches", fetches), ("partitions", parts)):
+        # One Parquet file per table, written by Spark (nothing is collected to the driver).
+        df.coalesce(1).write.mode("overwrite").parquet(str(data / f"{name}.dir"))
+        part = next((data / f"{name}.dir").glob("part-*.parquet"))
+        part.rename(data / f"{name}.parquet")
+        shutil.rmtree(data / f"{name}.dir")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--produces", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=24)
+    parser.add_argument("--hot-partition", action="store_true", help="partition 0 gets half of all produces")
+    parser.add_argument("--from-generator", action="store_true", help="input: a synthetic cluster trace, ingested")
+    parser.add_argument("--skip-ackreplay", action="store_true", help="time the peers only")
+    parser.add_argument("--skip-peers", action="store_true", help="time ackreplay only")
+    parser.add_argument("--conf", default="conf/local.yaml")
+    parser.add_argument("--workdir", default="bench/out")
+    return parser
+
+
+def run(args: argparse.Namespace) -> dict[str, tuple[float, int, int]]:
+    """Times each contender on the same data; returns name -> (seconds, produces, peak RSS bytes)."""
+    hot_share = 0.5 if args.hot_partition else 0.0
+    kind = ("synth" if args.from_generator else "replay") + ("-hot" if args.hot_partition else "")
+    work = Path(args.workdir) / f"{kind}-{args.produces}-{args.partitions}"
+    data = work / "parquet"
+    config = load_config(args.conf).model_copy(deep=True)
+    config = config.model_copy(update={"replay": config.replay.model_copy(update={"lag_ms": []})})
+    spark = None
+    if args.from_generator or not args.skip_ackreplay:
+        spark = build_spark_session(config.spark, app_name="ackreplay-bench-replay")
+    lakehouse = str(work / "lakehouse")
+    if not (data / "partitions.parquet").exists():
+        started = time.monotonic()
+        if args.from_generator:
+            synthetic_silver(spark, config, args.produces, args.partitions, hot_share, work)
+        else:
+            generate(args.produces, args.partitions, data, hot_share=hot_share)
+        print(f"prepared {args.produces:,} produces in {time.monotonic() - started:.0f} s")
+    results: dict[str, tuple[float, int, int]] = {}
+    if not args.skip_peers:
+        seconds, n, peak = timed(duckdb_replay, data)
+        results["duckdb"] = (seconds, n, peak)
+        seconds, n, peak = timed(pandas_replay, data)
+        results["pandas"] = (seconds, n, peak)
+    if not args.skip_ackreplay:
+        if not args.from_generator:
+            shutil.rmtree(lakehouse, ignore_errors=True)
+            for name in ("produce_requests", "follower_fetches", "partitions"):
+                spark.read.parquet(str(data / f"{name}.parquet")).write.format("delta").save(table_path(lakehouse, name))
+        clusters = ["bench"]
+        seconds, report, peak = timed(run_replay, spark, config, lakehouse, clusters, "bench")
+        results["ackreplay"] = (seconds, report.replayed, peak)
+        results["ackreplay_policies"] = (0.0, len(report.policies), 0)
+    if spark is not None:
+        spark.stop()
+    return results
+
+
+def print_table(args: argparse.Namespace, results: dict[str, tuple[float, int, int]]) -> None:
+    shape = f"{args.partitions} partitions, RF=3" + (", half on partition 0" if args.hot_partition else "")
+    source = "synthetic cluster trace, ingested" if args.from_generator else "synthetic silver tables"
     print()
-    print(f"| replay of {args.produces:,} produces ({args.partitions} partitions, RF=3) | wall time | produces/s | notes |")
-    print("|---|---|---|---|")
-    print(
-        f"| ackreplay replay stage (Spark local[2], {len(report.policies)} policies) | {spark_s:.1f} s | "
-        f"{report.replayed / spark_s:,.0f} | peak RSS {rss.peak / 2**30:.1f} GiB (JVM + Python workers); "
-        "reads Delta, writes produce_replay, counts |"
+    print(f"| replay of {args.produces:,} produces ({shape}; {source}) | wall time | produces/s | vs ackreplay | peak RSS |")
+    print("|---|---|---|---|---|")
+    base = results.get("ackreplay")
+    rows = (
+        ("ackreplay", f"ackreplay replay stage (Spark, {results.get('ackreplay_policies', (0, 0, 0))[1]} policies)"),
+        ("duckdb", "DuckDB ASOF JOIN (2 threads, acks=all + quorum=2)"),
+        ("pandas", "pandas merge_asof (acks=all + quorum=2)"),
     )
-    print(
-        f"| DuckDB ASOF JOIN (2 threads, acks=all + quorum=2) | {duck_s:.1f} s | {n_duck[0] / duck_s:,.0f} | "
-        "reads Parquet, result not written |"
-    )
-    print(f"| ratio ackreplay / DuckDB throughput | | {report.replayed / spark_s / (n_duck[0] / duck_s):.2f} | |")
+    for key, label in rows:
+        if key not in results:
+            continue
+        seconds, n, peak = results[key]
+        rate = n / seconds if seconds else float("nan")
+        ratio = f"{(base[1] / base[0]) / rate:.3f}" if base and key != "ackreplay" else ("1" if base else "-")
+        print(f"| {label} | {seconds:.1f} s | {rate:,.0f} | {ratio} | {peak / 2**30:.2f} GiB |")
+    if base:
+        print("\n(vs ackreplay: ackreplay's produces/s divided by the peer's; < 1 means the peer is faster)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    print_table(args, run(args))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,86 @@
+"""Every benchmark command runs at a tiny size and prints its table, so the benchmarks cannot rot.
+
+Each runs as its own process (as `make bench-*` runs it), with a 2 GB driver conf; the figures
+themselves are measured by hand (docs/benchmarks.md), never here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+
+@pytest.fixture(scope="module")
+def small_conf(tmp_path_factory) -> str:
+    conf = yaml.safe_load(Path("conf/local.yaml").read_text())
+    conf["spark"]["master"] = "local[2]"
+    conf["spark"]["conf"]["spark.driver.memory"] = "2g"
+    conf["spark"]["conf"]["spark.ui.enabled"] = False
+    path = tmp_path_factory.mktemp("conf") / "bench.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    return str(path)
+
+
+def _run(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout
+
+
+def _table_rows(out: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| ")]
+
+
+def test_replay_bench_times_ackreplay_and_both_peers(small_conf, tmp_path):
+    out = _run("bench.replay_bench", "--produces", "3000", "--partitions", "3", "--conf", small_conf, "--workdir", str(tmp_path))
+    rows = _table_rows(out)
+    assert [r[0].split(" ")[0] for r in rows[1:]] == ["ackreplay", "DuckDB", "pandas"]
+    assert rows[1][3] == "1" and all(float(r[3]) > 0 for r in rows[2:])
+
+
+def test_replay_bench_hot_partition_peers(small_conf, tmp_path):
+    out = _run(
+        "bench.replay_bench", "--produces", "4000", "--partitions", "4", "--hot-partition", "--skip-ackreplay",
+        "--conf", small_conf, "--workdir", str(tmp_path),
+    )
+    assert "half on partition 0" in out and len(_table_rows(out)) == 3
+
+
+def test_replay_bench_from_generator(small_conf, tmp_path):
+    out = _run(
+        "bench.replay_bench", "--produces", "2000", "--partitions", "2", "--from-generator", "--skip-peers",
+        "--conf", small_conf, "--workdir", str(tmp_path),
+    )
+    assert "synthetic cluster trace, ingested" in out
+    assert _table_rows(out)[1][0].startswith("ackreplay")
+
+
+def test_scaling_bench(small_conf, tmp_path):
+    out = _run("bench.scaling_bench", "--sizes", "2000", "4000", "--partitions", "2", "--skip-ackreplay", "--conf", small_conf, "--workdir", str(tmp_path))
+    rows = _table_rows(out)
+    assert [r[0] for r in rows[1:]] == ["duckdb", "pandas"] and rows[1][-1].startswith("1.00 / ")
+
+
+def test_e2e_bench(small_conf, tmp_path):
+    out = _run("bench.e2e_bench", "--produces", "2000", "--conf", small_conf, "--workdir", str(tmp_path))
+    rows = _table_rows(out)
+    assert rows[0][0].startswith("ackreplay run on 2,000 produces")
+    assert rows[1][0] == "ingest + replay + gold + report" and rows[1][1].endswith(" s")
+
+
+def test_ingest_bench(small_conf, tmp_path):
+    out = _run("bench.ingest_bench", "--gigabytes", "0.002", "--conf", small_conf, "--workdir", str(tmp_path))
+    assert "MB/s" in out
+
+
+def test_synth_generator_command(tmp_path):
+    out = _run("ackreplay.synth", "--out", str(tmp_path), "--produces", "1000", "--long-stalls", "0", "--seed", "5")
+    assert "1,000 produces" in out and (tmp_path / "synth" / "topics.txt").exists()
+    again = subprocess.run(
+        [sys.executable, "-m", "ackreplay.synth", "--out", str(tmp_path), "--produces", "1000"], capture_output=True, text=True
+    )
+    assert again.returncode == 2 and "--force" in again.stderr

@@ -1,0 +1,97 @@
+"""A generated trace through the pipeline: every line parses, and the replay reproduces the generated acks.
+
+The generator follows the replay's rules (ackreplay/synth/model.py), so replaying `acks=all` must
+give the generated broker ack (`t_local_done + remoteTimeMs`) to the microsecond, apart from the
+few produces whose response falls into the same millisecond as an ISR change line; and the injected
+stall past replica.lag.time.max.ms must show up as exactly the generated ack-time spike.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pyspark.sql import functions as F
+
+from ackreplay.config import load_config
+from ackreplay.ingest import run_ingest
+from ackreplay.lakehouse import read_table
+from ackreplay.replay.stage import run_replay
+from ackreplay.synth import SynthParams, generate
+
+PARAMS = SynthParams(
+    produces=4000, seed=3, produce_rate=300.0, replica_lag_time_max_ms=1000, metrics_interval_ms=1000,
+    consumer_fetches_per_produce=0.05,
+)
+
+
+@pytest.fixture(scope="module")
+def synth_run(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("synth")
+    generated = generate(PARAMS, root / "input")
+    lakehouse = str(root / "lakehouse")
+    config = load_config("conf/local.yaml")
+    config = config.model_copy(update={"replay": config.replay.model_copy(update={"lag_ms": [1000]})})
+    ingest = run_ingest(spark, config, str(root / "input"), lakehouse)
+    replay = run_replay(spark, config, lakehouse, ingest.clusters, run_id="test")
+    return generated, lakehouse, ingest, replay
+
+
+def test_generated_files_parse_with_nothing_quarantined(synth_run):
+    generated, _, ingest, _ = synth_run
+    assert ingest.total_lines == generated.request_log_lines
+    assert ingest.line_status.get("quarantined", 0) == 0
+    assert ingest.unused_detail == {
+        "FETCH from a consumer": int(PARAMS.produces * PARAMS.consumer_fetches_per_produce),
+        "METADATA": int(PARAMS.produces * PARAMS.metadata_per_produce),
+    }
+    assert ingest.rows_written["produce_requests"] == PARAMS.produces
+    assert ingest.broker_logs.server_log.quarantined == 0
+    assert ingest.broker_logs.state_change_log.quarantined == 0
+    assert (ingest.metrics.files, ingest.metrics.quarantined) == (PARAMS.brokers, 0)
+    assert ingest.metrics.parsed_detail["kafka_log_log_logendoffset"] > 0
+
+
+def test_isr_changes_and_epochs_are_the_generated_ones(spark, synth_run):
+    generated, lakehouse, _, _ = synth_run
+    trace = generated.trace
+    changes = read_table(spark, lakehouse, "isr_changes").filter("change_kind != 'leader_start'")
+    got = sorted((r["change_kind"], r["t_log"]) for r in changes.select("change_kind", F.unix_micros("t_log").alias("t_log")).collect())
+    assert got == sorted((c.kind, c.t_commit) for c in trace.isr_changes)
+    epochs = read_table(spark, lakehouse, "leader_epochs")
+    assert epochs.count() == len(trace.epochs)
+    moved = epochs.filter("leader_epoch = 1").select("broker_id", "epoch_start_offset", F.unix_micros("t_log").alias("t")).first()
+    new = trace.epochs[-1]
+    assert (moved["broker_id"], moved["epoch_start_offset"], moved["t"]) == (new.leader, new.start_offset, new.t_begin)
+
+
+def test_replayed_acks_all_is_the_generated_ack(synth_run):
+    generated, _, _, replay = synth_run
+    trace = generated.trace
+    appended = int((trace.p_error == 0).sum())
+    assert replay.replayed == appended
+    truth = replay.ground_truth
+    assert truth["n"] == int(((trace.p_acks == -1) & (trace.p_error == 0)).sum())
+    assert truth["within_1ms"] >= 0.999
+    assert truth["p999_replayed_ms"] == pytest.approx(truth["p999_observed_ms"], abs=1.0)
+
+
+def test_the_injected_stall_is_the_ack_time_spike(spark, synth_run):
+    generated, lakehouse, _, _ = synth_run
+    trace = generated.trace
+    lag_ms = PARAMS.replica_lag_time_max_ms
+    (_, start, end), = trace.long_stalls
+    spike = (
+        read_table(spark, lakehouse, "produce_replay")
+        .filter((F.col("policy") == "acks=all") & (F.col("outcome") == "acked") & (F.col("ack_wait_ms") > lag_ms / 2))
+        .select(F.unix_micros("t_local_done").alias("t"), "ack_wait_ms", "partition", "topic")
+        .collect()
+    )
+    expected = (trace.p_acks == -1) & (trace.p_error == 0) & (trace.p_remote > lag_ms * 500)
+    assert len(spike) == int(expected.sum()) > 0
+    assert all(start <= r["t"] <= end for r in spike)
+    shrunk = {(trace.topic_names[trace.epochs[c.eid].partition // PARAMS.partitions], trace.epochs[c.eid].partition % PARAMS.partitions)
+              for c in trace.isr_changes if c.kind == "shrink"}
+    assert {(r["topic"], r["partition"]) for r in spike} <= shrunk
+    assert max(r["ack_wait_ms"] for r in spike) == pytest.approx(trace.p_remote[expected].max() / 1000, abs=1.0)
+    # Everything else stays fast: the spike is the stall, not noise.
+    assert np.median(trace.p_remote[(trace.p_acks == -1) & ~expected]) < lag_ms * 1000 / 20
