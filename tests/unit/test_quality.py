@@ -1,0 +1,128 @@
+"""Quality checks: the catalog, check frames, GX counts and offending-row samples, reconciliation counts."""
+
+from __future__ import annotations
+
+import pytest
+from chispa import assert_column_equality
+
+from ackreplay.config import parse_config
+from ackreplay.quality.catalog import BLOCKING, CHECKS, OUTCOMES, ROW_IDS, STAGE_TABLES, WARNING, plan_for
+from ackreplay.quality.frames import CONTRACTS, required_copies
+from ackreplay.quality.reconcile import Count
+from ackreplay.quality.runner import _gx_context, check_table
+from ackreplay.replay.kernel import OUTCOME_NAMES
+from schemas.tables import PARTITIONS
+
+
+def test_every_checked_table_has_a_contract_row_ids_and_a_schema_check():
+    tables = {t for stage in STAGE_TABLES.values() for t in stage}
+    assert tables == set(CONTRACTS) == set(ROW_IDS)
+    assert {c.table for c in CHECKS.values()} == tables
+    assert all(f"{t}.schema" in CHECKS for t in tables)
+    for table, ids in ROW_IDS.items():
+        assert set(ids) <= set(CONTRACTS[table].fieldNames()), table
+
+
+def test_outcome_names_follow_the_kernel():
+    assert OUTCOMES == [OUTCOME_NAMES[i] for i in sorted(OUTCOME_NAMES)]
+
+
+def test_conf_overrides_severity_and_turns_checks_off():
+    default = dict((c.name, s) for c, s in plan_for("partitions", {}).checks)
+    assert default == {
+        "partitions.schema": BLOCKING,
+        "partitions.unique_partition": BLOCKING,
+        "partitions.replication": BLOCKING,
+        "partitions.min_isr_le_rf": WARNING,
+    }
+    overridden = plan_for("partitions", {"partitions.replication": "warning", "partitions.min_isr_le_rf": "off"})
+    assert dict((c.name, s) for c, s in overridden.checks) == {
+        "partitions.schema": BLOCKING,
+        "partitions.unique_partition": BLOCKING,
+        "partitions.replication": WARNING,
+    }
+
+
+def test_required_copies_per_policy(spark):
+    df = spark.createDataFrame(
+        [("quorum=2", 2, 2), ("quorum=3", 2, 3), ("min.insync", 2, 2), ("min.insync", None, None),
+         ("acks=1", 2, 1), ("acks=all", 3, 1), ("acks=all@lag=3000", 3, 1), (None, 2, 1)],
+        "policy string, min_insync_replicas int, expected int",
+    ).withColumn("required", required_copies())
+    assert_column_equality(df, "required", "expected")
+
+
+def _partition(topic: str, partition: int, replicas: list[int], rf: int, min_isr: int) -> tuple:
+    return ("c1", topic, None, partition, replicas, rf, min_isr, "topic", replicas[0], replicas, [], {},
+            "c1/topics.txt", partition + 2, "run-1")
+
+
+def test_failed_checks_count_rows_and_sample_them_by_row_id(spark):
+    df = spark.createDataFrame(
+        [
+            _partition("orders", 0, [1, 2, 3], 3, 2),
+            _partition("orders", 1, [2, 3], 3, 2),  # RF says 3, two replicas assigned
+            _partition("orders", 1, [2, 3], 2, 2),  # the same partition twice
+            _partition("audit", 0, [1], 1, 2),  # min ISR above RF: a warning
+        ],
+        PARTITIONS,
+    )
+    context, source = _gx_context()
+    outcomes = check_table(context, source, "partitions", df, None, parse_config({}), [])
+    by_check: dict[str, list] = {}
+    for o in outcomes:
+        by_check.setdefault(o.check, []).append(o)
+    assert all(o.success for o in by_check["partitions.schema"])
+    assert len(by_check["partitions.schema"]) == 1 + len(PARTITIONS.fields)  # column list + a type per column
+
+    [unique] = by_check["partitions.unique_partition"]
+    assert (unique.success, unique.element_count, unique.unexpected_count) == (False, 4, 2)
+    assert unique.severity == BLOCKING
+    assert sorted(r["partition"] for r in unique.sample_rows) == [1, 1]
+
+    rf_equal, replicas_distinct, rf_min, min_isr_min = by_check["partitions.replication"]
+    assert (rf_equal.success, rf_equal.unexpected_count) == (False, 1)
+    assert rf_equal.expectation == "expect_column_pair_values_to_be_equal"
+    [row] = rf_equal.sample_rows
+    assert (row["topic"], row["partition"], row["replication_factor"], row["replica_count"]) == ("orders", 1, 3, 2)
+    assert replicas_distinct.success and rf_min.success and min_isr_min.success
+    assert replicas_distinct.sample_rows is None
+
+    [min_isr] = by_check["partitions.min_isr_le_rf"]
+    assert (min_isr.success, min_isr.severity, min_isr.unexpected_count) == (False, WARNING, 1)
+    assert [r["topic"] for r in min_isr.sample_rows] == ["audit"]
+    assert "partitions.replication" in rf_equal.describe() and "orders" in rf_equal.describe()
+
+
+def test_a_check_on_a_missing_column_fails_with_the_error(spark):
+    df = spark.createDataFrame([_partition("orders", 0, [1, 2, 3], 3, 2)], PARTITIONS).drop("min_insync_replicas")
+    context, source = _gx_context()
+    outcomes = check_table(context, source, "partitions", df, None, parse_config({}), [])
+    columns = next(o for o in outcomes if o.expectation == "expect_table_columns_to_match_ordered_list")
+    assert not columns.success
+    broken = [o for o in outcomes if o.error]
+    assert broken and all(not o.success for o in broken)
+    # exactly the expectations that read the missing column could not run
+    reads_it = [o for o in outcomes if "min_insync_replicas" in (o.arguments.get("column"), o.arguments.get("column_B"))]
+    assert {id(o) for o in broken} == {id(o) for o in reads_it}
+
+
+@pytest.mark.parametrize(
+    ("left", "relation", "right", "ok"),
+    [(5, "=", 5, True), (4, "=", 5, False), (4, "<=", 5, True), (6, "<=", 5, False)],
+)
+def test_reconciliation_counts(left, relation, right, ok):
+    count = Count("reconcile.x", "t", "c1", "a", left, relation, "b", right, "dropped")
+    assert count.ok is ok
+    assert count.describe().endswith("ok" if ok else "MISMATCH")
+    if ok and left != right:
+        assert "(1 dropped)" in count.describe()
+
+
+def test_partitions_frame_counts_assigned_and_distinct_replicas(spark):
+    from ackreplay.quality.frames import check_frame
+
+    df = spark.createDataFrame([_partition("orders", 0, [1, 1, 2], 3, 2)], PARTITIONS)
+    frame = check_frame("partitions", df, None, [])
+    assert frame.columns == PARTITIONS.fieldNames() + ["replica_count", "distinct_replica_count"]
+    assert tuple(frame.select("replica_count", "distinct_replica_count").first()) == (3, 2)
