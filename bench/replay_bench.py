@@ -119,6 +119,9 @@ def generate(n_produces: int, partitions: int, out: Path, seed: int = 11, hot_sh
             "current_leader_epoch": pa.array(np.zeros(m), pa.int32()),
             "partition_error_code": pa.array(np.zeros(m), pa.int32()),
             "diverging_epoch": pa.array(np.zeros(m, bool)),
+            # every fetch lists its partition (no incremental-session carry-over)
+            "carried_requests": pa.array(np.zeros(m), pa.int32()),
+            "carried_until": pa.nulls(m, pa.timestamp("us", tz="UTC")),
             "t_dequeue": ts(fc["t_dequeue"]),
             "t_local_done": ts(fc["t_dequeue"] + 100),
             "event_date": pa.array(np.full(m, np.datetime64("2026-11-20", "D"))),
