@@ -98,14 +98,13 @@ def epoch_inputs(
 ) -> tuple[EpochInputs, str]:
     """The kernel's inputs for one (partition, leader epoch) from plain arrays, and the ISR source.
 
-    Events must be sorted by time. The ISR re-simulation starts where this slice's data starts when
-    that is later than the epoch start (a time bucket that starts mid-epoch).
+    Events must be sorted by time. The ISR re-simulation starts where this slice's data (produces,
+    events, ISR changes) starts when that is later than the epoch start (a bucket that starts mid-epoch).
     """
     followers = [int(r) for r in replicas if int(r) != leader]
     change_t, membership, isr_source = isr_timeline(change_times, change_isrs, followers, start_isr)
     first_data = min(
-        int(t_local_done.min()) if t_local_done.size else epoch_start_us,
-        int(event_t.min()) if event_t.size else epoch_start_us,
+        int(a.min()) if np.size(a) else epoch_start_us for a in (t_local_done, event_t, np.asarray(change_times))
     )
     inputs = EpochInputs(
         base_offset=base_offset,
