@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 LAKEHOUSE ?= lakehouse
 SAMPLES ?= $(sort $(wildcard data/samples/*/))
 
-.PHONY: setup sample test test-lab test-cluster dist bench-ingest bench-kernel clean
+.PHONY: setup sample test test-lab test-cluster dist bench-ingest bench-kernel bench-replay bench-replay-hot bench-peers bench-e2e bench-scaling synth clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,26 @@ bench-ingest: setup  ## ingest throughput on a generated >= 1 GB request log
 
 bench-kernel: setup  ## replay kernel alone: produces/s on one core
 	taskset -c 0 $(BIN)/python -m bench.kernel_bench --repeat 7
+
+PRODUCES ?= 1000000
+
+bench-replay: setup  ## replay stage next to DuckDB and pandas on $(PRODUCES) produces (synthetic silver tables)
+	$(BIN)/python -m bench.replay_bench --produces $(PRODUCES)
+
+bench-replay-hot: setup  ## the same with half of all produces on one partition (peak memory)
+	$(BIN)/python -m bench.replay_bench --produces $(PRODUCES) --hot-partition
+
+bench-peers: setup  ## DuckDB and pandas only, 1M and 10M produces
+	$(BIN)/python -m bench.scaling_bench --sizes 1000000 10000000 --skip-ackreplay
+
+bench-e2e: setup  ## `ackreplay run` on a generated $(PRODUCES)-produce cluster trace: wall time, peak memory
+	$(BIN)/python -m bench.e2e_bench --produces $(PRODUCES)
+
+bench-scaling: setup  ## replay time at 1M, 3M, 10M produces
+	$(BIN)/python -m bench.scaling_bench --sizes 1000000 3000000 10000000
+
+synth: setup  ## write a synthetic cluster trace: make synth OUT=/tmp/synth PRODUCES=1000000
+	$(BIN)/python -m ackreplay.synth --out $(or $(OUT),synth-trace) --produces $(PRODUCES) --force
 
 clean:
 	rm -rf $(LAKEHOUSE) spark-warehouse metastore_db derby.log bench/out dist build
