@@ -96,4 +96,7 @@ def with_carried_over_span(fetch_rows_df: DataFrame) -> DataFrame:
 def build_follower_fetches(rows_df: DataFrame) -> DataFrame:
     """Parsed request-log rows (with `t_log`) -> the `follower_fetches` table (one row per listed partition)."""
     fetch_rows = rows_df.filter(F.col("row_kind").isin(*_FETCH_KINDS)).transform(with_request_times)
-    return with_carried_over_span(fetch_rows)
+    # Only the contract's columns go through the shuffle (the parser's rows are wide).
+    spans = ("carried_requests", "carried_until")
+    columns = ["row_kind", *[f.name for f in tables.FOLLOWER_FETCHES.fields if f.name not in spans]]
+    return with_carried_over_span(fetch_rows.select(*columns))
