@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from bench.replay_bench import _parser as replay_parser
-from bench.replay_bench import run
+from bench.replay_bench import print_table, run
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,7 +26,9 @@ def main(argv: list[str] | None = None) -> None:
     table: dict[str, dict[int, float]] = {}
     for size in args.sizes:
         options = ["--produces", str(size), "--partitions", str(args.partitions), "--conf", args.conf, "--workdir", args.workdir]
-        results = run(replay_parser().parse_args(options + (["--skip-ackreplay"] if args.skip_ackreplay else [])))
+        size_args = replay_parser().parse_args(options + (["--skip-ackreplay"] if args.skip_ackreplay else []))
+        results = run(size_args)
+        print_table(size_args, results)  # each size's table as soon as it is measured
         for name, (seconds, _, _) in results.items():
             if name != "ackreplay_policies":
                 table.setdefault(name, {})[size] = seconds
