@@ -22,6 +22,9 @@ from pathlib import Path
 import pyspark
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType
 
 from ackreplay.config import DELTA_VERSION, load_config
 from ackreplay.gold import GOLD_TABLES, run_gold
@@ -200,10 +203,25 @@ def local_lakehouse(spark, tmp_path_factory) -> str:
     return lakehouse
 
 
+def comparable(df: DataFrame) -> DataFrame:
+    """The gold table without its run id, DOUBLEs to 12 significant digits.
+
+    Sums of doubles depend on the order Spark adds the partial sums in, which follows the partitioning:
+    the 3.9.1 trace's acks=1 exposure is 215414565.0190005 on the cluster and 215414565.0190001 locally.
+    """
+    return df.drop("gold_run_id").select(
+        *(
+            F.format_string("%.12e", F.col(f.name)).alias(f.name) if isinstance(f.dataType, DoubleType) else F.col(f.name)
+            for f in df.schema.fields
+            if f.name != "gold_run_id"
+        )
+    )
+
+
 @pytest.mark.parametrize("table", GOLD_TABLES)
 def test_gold_tables_equal_the_local_runs(spark, cluster_lakehouse, local_lakehouse, table):
-    cluster_df = read_table(spark, cluster_lakehouse, table).drop("gold_run_id")
-    local_df = read_table(spark, local_lakehouse, table).drop("gold_run_id")
+    cluster_df = comparable(read_table(spark, cluster_lakehouse, table))
+    local_df = comparable(read_table(spark, local_lakehouse, table))
     assert local_df.count() > 0
     assert_df_equality(cluster_df, local_df, ignore_row_order=True)
 
