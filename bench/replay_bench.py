@@ -201,8 +201,14 @@ SELECT partition, base_offset, greatest(ta, tb) AS t_ack_all, least(ta, tb) AS t
 
 
 def pandas_replay(data: Path) -> int:
+    """The pandas peer, timed by `run`; returns the number of produces replayed."""
+    return len(pandas_acks(data))
+
+
+def pandas_acks(data: Path):
     """acks=all and quorum=2 for a full ISR with pandas `merge_asof`: per follower slot, the first LEO
-    event (running max of fetchOffset per partition and follower) above the batch's base offset."""
+    event (running max of fetchOffset per partition and follower) above the batch's base offset.
+    Returns (partition, base_offset, t_ack_all, t_ack_quorum2) in µs, inf when never."""
     import pandas as pd
 
     produce = pd.read_parquet(data / "produce_requests.parquet", columns=["partition", "base_offset", "t_local_done"])
@@ -234,12 +240,17 @@ def pandas_replay(data: Path) -> int:
             allow_exact_matches=False,
         )
         held.append(np.maximum(joined["t"].to_numpy(dtype="float64", na_value=np.inf), joined["tld"].to_numpy()))
-    t_all, t_quorum2 = np.maximum(*held), np.minimum(*held)
-    return int(min(t_all.size, t_quorum2.size))
+    return pd.DataFrame(
+        {
+            "partition": joined["partition"].to_numpy(),
+            "base_offset": joined["base_offset"].to_numpy(),
+            "t_ack_all": np.maximum(*held),
+            "t_ack_quorum2": np.minimum(*held),
+        }
+    )
 
 
-def duckdb_replay(data: Path, threads: int = 2) -> int:
-    """The DuckDB ASOF JOIN replay above; returns the number of produces replayed."""
+def _duckdb(data: Path, threads: int):
     import duckdb
 
     con = duckdb.connect()
@@ -247,7 +258,19 @@ def duckdb_replay(data: Path, threads: int = 2) -> int:
     query = DUCKDB_REPLAY.format(
         fetches=data / "follower_fetches.parquet", produce=data / "produce_requests.parquet", parts=data / "partitions.parquet"
     )
+    return con, query
+
+
+def duckdb_replay(data: Path, threads: int = 2) -> int:
+    """The DuckDB ASOF JOIN replay above; returns the number of produces replayed."""
+    con, query = _duckdb(data, threads)
     return con.execute(f"SELECT count(*), count(t_ack_all) FROM ({query})").fetchone()[0]
+
+
+def duckdb_acks(data: Path, threads: int = 2):
+    """The DuckDB replay's acks, like `pandas_acks` (small inputs only: the result is fetched)."""
+    con, query = _duckdb(data, threads)
+    return con.execute(f"SELECT partition, base_offset, t_ack_all, t_ack_quorum2 FROM ({query})").df()
 
 
 def timed(fn, *args) -> tuple[float, object, int]:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -42,6 +43,20 @@ def test_replay_bench_times_ackreplay_and_both_peers(small_conf, tmp_path):
     assert rows[1][3] == "1" and all(float(r[3]) > 0 for r in rows[2:])
 
 
+def test_the_two_peers_compute_the_same_acks(tmp_path):
+    from bench.replay_bench import duckdb_acks, generate, pandas_acks
+
+    generate(5000, 4, tmp_path, hot_share=0.5)
+    key = ["partition", "base_offset"]
+    duck = duckdb_acks(tmp_path).sort_values(key, kind="stable").reset_index(drop=True)
+    pand = pandas_acks(tmp_path).sort_values(key, kind="stable").reset_index(drop=True)
+    assert len(duck) == len(pand) == 5000
+    np.testing.assert_array_equal(duck["base_offset"].to_numpy(), pand["base_offset"].to_numpy())
+    for col in ("t_ack_all", "t_ack_quorum2"):
+        np.testing.assert_array_equal(duck[col].to_numpy(dtype="float64", na_value=np.inf), pand[col].to_numpy())
+    assert np.isfinite(pand["t_ack_all"]).mean() > 0.99
+
+
 def test_replay_bench_hot_partition_peers(small_conf, tmp_path):
     out = _run(
         "bench.replay_bench", "--produces", "4000", "--partitions", "4", "--hot-partition", "--skip-ackreplay",
@@ -62,7 +77,9 @@ def test_replay_bench_from_generator(small_conf, tmp_path):
 def test_scaling_bench(small_conf, tmp_path):
     out = _run("bench.scaling_bench", "--sizes", "2000", "4000", "--partitions", "2", "--skip-ackreplay", "--conf", small_conf, "--workdir", str(tmp_path))
     rows = _table_rows(out)
-    assert [r[0] for r in rows[1:]] == ["duckdb", "pandas"] and rows[1][-1].startswith("1.00 / ")
+    summary = rows[next(i for i, r in enumerate(rows) if r[0] == "contender") + 1 :]
+    assert [r[0] for r in summary] == ["duckdb", "pandas"] and summary[0][-1].startswith("1.00 / ")
+    assert sum(r[0].startswith("replay of") for r in rows) == 2  # one table per size as well
 
 
 def test_e2e_bench(small_conf, tmp_path):
