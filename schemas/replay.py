@@ -36,6 +36,8 @@ _VALUES = [
     StructField("loss_kafka_election", BooleanType(), False),
     StructField("loss_longest_log_election", BooleanType(), False),
     StructField("isr_source", StringType(), False),  # logs | assumed_full | simulated
+    # where the follower LEO timeline came from: follower_fetches (request log, ms) | jmx_metrics (scrapes, ~1 s)
+    StructField("leo_source", StringType(), False),
     StructField("source_file", StringType(), False),
     StructField("line_number", LongType(), False),
     StructField("event_date", DateType(), True),

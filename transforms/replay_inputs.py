@@ -171,6 +171,41 @@ def fetch_events(fetches_df: DataFrame, update_fraction: float = 0.0) -> DataFra
     )
 
 
+def metric_events(leo_samples_df: DataFrame, epochs_df: DataFrame) -> DataFrame:
+    """Follower LEO events from JMX-exporter scrapes (`kafka_log_log_logendoffset` of a follower's own
+    replica), for clusters without follower FETCH lines: same columns as `fetch_events`.
+
+    A sample says the follower held `value` at `t_sample`; the leader learns it at the follower's next
+    FETCH, a few ms later, which this source cannot see, and the scrape interval (~1 s) bounds the time
+    resolution: acks replayed from it are coarse, and the stage flags them (`leo_source`).
+    """
+    samples = leo_samples_df.filter(F.col("metric") == "kafka_log_log_logendoffset").select(
+        "cluster", "topic", "partition", F.col("broker_id").alias("follower_id"), F.col("value").alias("offset"),
+        _micros("t_sample").alias("t_us"),
+    )  # fmt: skip
+    e = epochs_df.alias("e")
+    placed = samples.alias("s").join(
+        F.broadcast(e),
+        (F.col("s.cluster") == F.col("e.cluster"))
+        & (F.col("s.topic") == F.col("e.topic"))
+        & (F.col("s.partition") == F.col("e.partition"))
+        & (F.col("s.t_us") >= F.col("e.epoch_start_us"))
+        & (F.col("s.t_us") < F.col("e.epoch_end_us"))
+        & (F.col("s.follower_id") != F.col("e.leader_id")),  # the leader's own LEO is not a follower's
+        "inner",
+    )
+    return placed.select(
+        "s.cluster",
+        F.col("e.leader_id").alias("broker_id"),
+        "s.topic",
+        "s.partition",
+        F.col("e.leader_epoch").alias("leader_epoch"),
+        "s.follower_id",
+        "s.offset",
+        "s.t_us",
+    )
+
+
 def event_side(
     events_df: DataFrame, bucket_us: int, timeout_us: int, lookback_us: int, group_ids_df: DataFrame
 ) -> DataFrame:

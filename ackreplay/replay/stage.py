@@ -22,6 +22,7 @@ from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exis
 from ackreplay.replay.groups import policy_order, replay_broker_bucket
 from ackreplay.replay.kernel import OUTCOME_NAMES
 from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
+from schemas.metrics import FOLLOWER_LEO_SAMPLES
 from schemas.replay import ISR_SOURCES, PRODUCE_REPLAY, REPLAY_GROUP_OUTPUT
 from transforms.common import conform
 from transforms.replay_inputs import (
@@ -31,6 +32,7 @@ from transforms.replay_inputs import (
     fetch_events,
     isr_side,
     meta_side,
+    metric_events,
     partition_key,
     produce_side,
     with_leader_epoch,
@@ -48,12 +50,18 @@ class ReplayReport:
     policies: list[str] = field(default_factory=list)
     outcomes: dict[tuple[str, str], int] = field(default_factory=dict)  # (policy, outcome) -> rows
     ground_truth: dict[str, float] = field(default_factory=dict)
+    metric_clusters: list[str] = field(default_factory=list)  # replayed from JMX LEO scrapes (no FETCH lines)
 
     def summary_lines(self) -> list[str]:
         out = [
             f"replay run {self.run_id}: {self.produces:,} produce rows = replayed {self.replayed:,}"
             + "".join(f" + {n:,} {reason}" for reason, n in sorted(self.skipped.items()))
         ]
+        if self.metric_clusters:
+            out.append(
+                f"  no follower FETCH lines for {', '.join(self.metric_clusters)}: replayed from the JMX LEO scrapes "
+                "(leo_source = jmx_metrics; ack times coarse, to about a scrape interval)"
+            )
         if self.ground_truth:
             g = self.ground_truth
             out.append(
@@ -106,6 +114,17 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
     events = fetch_events(
         with_leader_epoch(usable_fetches, epochs, F.unix_micros("t_dequeue")), settings.fetch_update_fraction
     )
+    # A cluster without follower FETCH lines (request log at INFO on the brokers) is replayed from the
+    # followers' LEO scrapes instead: coarse (scrape interval), flagged in `leo_source`.
+    fetch_clusters = {r["cluster"] for r in fetches.select("cluster").distinct().collect()}  # one row per cluster
+    metric_clusters = sorted(set(clusters) - fetch_clusters)
+    report.metric_clusters = metric_clusters
+    if metric_clusters:
+        samples = _read_or_empty(spark, lakehouse, "follower_leo_samples", FOLLOWER_LEO_SAMPLES)
+        events = events.unionByName(
+            metric_events(samples.filter(F.col("cluster").isin(metric_clusters)), epochs)
+        )
+        log.info("no follower FETCH lines for %s: replaying from JMX LEO samples", ", ".join(metric_clusters))
     # ISR lines from server.log carry no epoch: place every change in the epoch of its leader at that time.
     isr_in_epochs = with_leader_epoch(isr_changes.drop("leader_epoch"), epochs, F.unix_micros("t_log"))
     right = (
@@ -139,6 +158,9 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
                     names([OUTCOME_NAMES[i] for i in sorted(OUTCOME_NAMES)]), F.col("outcome_code") + 1
                 ),
                 "isr_source": F.element_at(names(ISR_SOURCES), F.col("isr_source_code") + 1),
+                "leo_source": F.when(F.col("cluster").isin(metric_clusters), F.lit("jmx_metrics")).otherwise(
+                    F.lit("follower_fetches")
+                ),
                 "event_date": F.date_from_unix_date("event_day"),
                 "replay_run_id": F.lit(run_id),
             }
@@ -147,7 +169,12 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
     predicate = f"cluster IN ({', '.join(map(sql_string, clusters))})"
     started = time.monotonic()
     log.info("replaying produces of %s ...", ", ".join(clusters))
-    replace_rows(conform(out, PRODUCE_REPLAY), lakehouse, "produce_replay", predicate, run_id)
+    # Schema merge: a lakehouse written before produce_replay gained a column (leo_source) takes it on.
+    spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
+    try:
+        replace_rows(conform(out, PRODUCE_REPLAY), lakehouse, "produce_replay", predicate, run_id)
+    finally:
+        spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
     log.info("replay done in %.1f s", time.monotonic() - started)
     for cached in (epochs, source_ids, produces, group_partitions):
         cached.unpersist()

@@ -8,6 +8,7 @@ The broker's own ack time of every recorded acks=all produce is the replay's gro
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -16,13 +17,15 @@ from pyspark.sql import functions as F
 
 from ackreplay.config import load_config
 from ackreplay.ingest import run_ingest
-from ackreplay.lakehouse import read_table
+from ackreplay.lakehouse import read_table, table_path
 from ackreplay.replay.stage import run_replay
 
 SAMPLES = sorted(p.parent for p in Path("data/samples").glob("*/manifest.json"))
 POLICIES = {"acks=1", "acks=all", "min.insync", "quorum=2", "quorum=3", "acks=all@lag=3000", "acks=all@lag=30000"}
 # Measured on the bundled traces (README, "Ground truth"); the project's target is 99% within 2 ms.
 MIN_WITHIN_2MS = 0.96
+# Replayed minus observed ack time (1st, 99th percentile) when the LEO timeline comes from ~1 s scrapes.
+METRICS_ERROR_MS = (-50.0, 2_000.0)
 
 
 def _utc(text: str) -> datetime:
@@ -108,3 +111,22 @@ def test_policy_invariants_hold_on_real_data(spark, trace_run):
     ).count()
     assert too_few == 0
     assert acked.filter("exposure_ms < 0 OR full_replication_ms < 0").count() == 0
+
+
+def test_a_cluster_without_fetch_lines_is_replayed_from_its_jmx_leo_samples(spark, trace_run, tmp_path):
+    """Brokers whose request log is not at DEBUG have no follower FETCH lines: the replay falls back to
+    the followers' scraped LEOs (about one sample per second), flagged as such and coarser."""
+    _, _, lakehouse, ingest, replay = trace_run
+    copy = str(tmp_path / "lakehouse")
+    shutil.copytree(lakehouse, copy)
+    spark.sql(f"DELETE FROM delta.`{table_path(copy, 'follower_fetches')}`")
+    from_metrics = run_replay(spark, load_config("conf/local.yaml"), copy, ingest.clusters, run_id="metrics")
+    assert from_metrics.replayed == replay.replayed
+    out = read_table(spark, copy, "produce_replay")
+    assert [r[0] for r in out.select("leo_source").distinct().collect()] == ["jmx_metrics"]
+    acked = out.filter("policy = 'acks=all' AND recorded_acks = -1 AND outcome = 'acked'")
+    err_ms = (F.unix_micros("t_response") - F.unix_micros("t_ack_observed")) / 1000.0
+    low, high = acked.select(F.percentile(err_ms, [0.01, 0.99])).first()[0]
+    # A sample shows the follower's own LEO, so the replayed ack can precede the broker's (which waits
+    # for the follower's next FETCH) by a fetch round trip, and trail it by about a scrape interval.
+    assert METRICS_ERROR_MS[0] <= low and high <= METRICS_ERROR_MS[1]
