@@ -22,6 +22,32 @@ from ackreplay.session import build_spark_session
 from bench.gen_request_log import generate
 
 
+def _process_tree_cpu_seconds(root_pid: int) -> float:
+    """User + system CPU seconds of a process and its descendants (including reaped children).
+
+    The Spark JVM and its Python workers: on a shared machine the wall time depends on the load,
+    the CPU time much less.
+    """
+    ticks = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        pid, ppid = int(stat.parent.name), int(fields[1])
+        children.setdefault(ppid, []).append(pid)
+        cpu[pid] = sum(int(x) for x in fields[11:15]) / ticks  # utime, stime, cutime, cstime
+    total, todo = 0.0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        total += cpu.get(pid, 0.0)
+        todo.extend(children.get(pid, []))
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--gigabytes", type=float, default=1.0)
@@ -43,10 +69,13 @@ def main() -> None:
     logging.getLogger("ackreplay").setLevel(logging.INFO)  # the per-step timings of the run
     config = load_config(args.conf)
     spark = build_spark_session(config.spark, app_name="ackreplay-bench-ingest")
+    jvm_pid = spark.sparkContext._gateway.proc.pid  # local mode: executors live in this JVM
     load_before = os.getloadavg()
+    cpu_before = _process_tree_cpu_seconds(jvm_pid) + sum(os.times()[:2])
     started = time.monotonic()
     report = run_ingest(spark, config, str(data), str(lakehouse))
     seconds = time.monotonic() - started
+    cpu_seconds = _process_tree_cpu_seconds(jvm_pid) + sum(os.times()[:2]) - cpu_before
     load_after = os.getloadavg()
     print()
     print("| metric | value |")
@@ -55,6 +84,7 @@ def main() -> None:
     print(f"| lines | {report.total_lines:,} |")
     print(f"| wall time (session start excluded) | {seconds:.1f} s |")
     print(f"| throughput | {input_bytes / 1e6 / seconds:,.1f} MB/s, {report.total_lines / seconds:,.0f} lines/s |")
+    print(f"| CPU time (driver, Spark JVM, Python workers) | {cpu_seconds:.1f} s: {input_bytes / 1e6 / cpu_seconds:,.1f} MB per CPU-second |")
     for table, rows in report.rows_written.items():
         print(f"| {table} rows | {rows:,} |")
     print(f"| load average (1, 5, 15 min) before | {', '.join(f'{x:.1f}' for x in load_before)} |")
