@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
-from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists
+from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path
 from schemas.broker_logs import ISR_CHANGES
 from schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE
 from transforms.common import conform
@@ -126,6 +126,24 @@ def summary_rows(df: DataFrame) -> list[dict]:
     return [r.asDict() for r in df.orderBy("cluster", "topic", "policy_rank", "policy").collect()]
 
 
+def check_contract(spark: SparkSession, lakehouse: str, name: str, contract) -> None:
+    """Fail before writing when an existing gold table has other columns than its contract (written by
+    an older version): replacing some clusters' rows cannot change the columns of the others'."""
+    if not table_exists(spark, lakehouse, name):
+        return
+    have = [(f.name, f.dataType.simpleString()) for f in read_table(spark, lakehouse, name).schema.fields]
+    want = [(f.name, f.dataType.simpleString()) for f in contract.fields]
+    if have != want:
+        missing = [n for n, _ in want if n not in dict(have)]
+        extra = [n for n, _ in have if n not in dict(want)]
+        raise ValueError(
+            f"gold table {name} ({table_path(lakehouse, name)}) has other columns than its contract "
+            f"(missing: {', '.join(missing) or '-'}; not in the contract: {', '.join(extra) or '-'}; or another "
+            "order or type): it was written by an older version. Gold tables are rebuilt from produce_replay: "
+            "delete that folder and rerun `ackreplay gold` for every cluster."
+        )
+
+
 def run_gold(
     spark: SparkSession,
     config: AppConfig,
@@ -147,10 +165,13 @@ def run_gold(
         log.warning("no isr_changes table in %s: availability has no time under min ISR", lakehouse)
         isr_changes = spark.createDataFrame([], ISR_CHANGES)
     predicate = f"cluster IN ({', '.join(map(sql_string, clusters))})"
-    for name, df in build_gold(replay, partitions, isr_changes, window, run_id).items():
+    frames = build_gold(replay, partitions, isr_changes, window, run_id)
+    for name, df in frames.items():
+        check_contract(spark, lakehouse, name, df.schema)
+    for name, df in frames.items():
         started = time.monotonic()
         log.info("writing %s ...", name)
-        replace_rows(df, lakehouse, name, predicate, run_id, merge_schema=True)  # contracts grow
+        replace_rows(df, lakehouse, name, predicate, run_id)
         log.info("writing %s done in %.1f s", name, time.monotonic() - started)
     for name in GOLD_TABLES:
         report.rows[name] = read_table(spark, lakehouse, name).filter(in_scope).count()

@@ -77,13 +77,10 @@ def sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def replace_rows(
-    df: DataFrame, lakehouse: str, name: str, predicate: str, run_id: str, merge_schema: bool = False
-) -> None:
+def replace_rows(df: DataFrame, lakehouse: str, name: str, predicate: str, run_id: str) -> None:
     """Atomically replace the rows matching `predicate` with `df` (creating the table if needed).
 
     Every row of `df` must match `predicate`; Delta checks it and fails the commit otherwise.
-    `merge_schema`: columns `df` adds to the table's are added (derived tables whose contract grew).
     """
     spec = table_spec(name)
     writer = (
@@ -92,8 +89,6 @@ def replace_rows(
         .option("replaceWhere", predicate)
         .option("userMetadata", run_id)
     )
-    if merge_schema:
-        writer = writer.option("mergeSchema", "true")
     if spec.partition_by:
         writer = writer.partitionBy(*spec.partition_by)
     writer.save(table_path(lakehouse, name))

@@ -10,9 +10,10 @@ from html.parser import HTMLParser
 import pytest
 
 from ackreplay.config import AppConfig
-from ackreplay.gold import GOLD_TABLES, SUMMARY_COLUMNS, run_gold, summary_cell
+from ackreplay.gold import GOLD_TABLES, SUMMARY_COLUMNS, check_contract, run_gold, summary_cell
 from ackreplay.lakehouse import read_table, replace_rows
 from ackreplay.report import CHARTS, build_report
+from schemas.gold import POLICY_SUMMARY, RISK_EXPOSURE
 from schemas.replay import PRODUCE_REPLAY
 from tests.unit.test_gold import INF, T10, T11, _row, isr_frame, many_acked, partitions_frame, replay_frame
 from transforms.common import conform
@@ -149,3 +150,12 @@ def test_gold_rerun_is_idempotent(spark, lakehouse):
     first = _gold_rows(spark, lakehouse)
     run_gold(spark, AppConfig(), lakehouse, ["c1"], "gold-rerun-2", window="hour")
     assert _gold_rows(spark, lakehouse) == first
+
+
+def test_gold_table_of_an_older_contract_is_a_clear_error(spark, tmp_path):
+    root = str(tmp_path / "lh")
+    old = spark.createDataFrame([("c1", "orders", "acks=all")], "cluster string, topic string, policy string")
+    replace_rows(old, root, "policy_summary", "cluster IN ('c1')", "old-version")
+    with pytest.raises(ValueError, match=r"policy_summary .*\(missing: policy_rank, produces.*delete that folder"):
+        check_contract(spark, root, "policy_summary", POLICY_SUMMARY)
+    check_contract(spark, root, "risk_exposure", RISK_EXPOSURE)  # no table yet: nothing to check
