@@ -1,0 +1,137 @@
+"""Fault injection: `ackreplay run` killed (SIGKILL) while a Delta write is in progress leaves every table
+at a committed version, and the rerun produces the same tables as a run that was never interrupted."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+from delta.tables import DeltaTable
+from pyspark.sql import functions as F
+from pyspark.sql.types import MapType
+
+from ackreplay.cli import main
+from ackreplay.kafka_lines import (
+    FetchPartition,
+    FetchTopic,
+    ProducePartition,
+    Timing,
+    fetch_body,
+    produce_body,
+    request_log_line,
+    topics_describe,
+)
+from ackreplay.lakehouse import TABLES, read_table, table_exists, table_path
+from tests.helpers import TOPIC_ID
+from tests.pipeline.test_ingest_stage import T0, _write
+
+# Columns naming the run that wrote a row: they differ between the interrupted and the clean lakehouse
+# by construction (time-based run ids; the first ingest there read fewer files).
+RUN_COLUMNS = ("ingest_run_id", "replay_run_id", "gold_run_id")
+COMPARED = [name for name in TABLES if name not in ("dq_results", "ingested_files")]
+
+
+def _lines(broker: int, days: int, first_offset: int) -> list[str]:
+    """Produces and follower fetches spread over `days` days (many event_date partitions: a slow write)."""
+    lines = []
+    for i in range(days * 12):
+        ts = T0 + timedelta(hours=2 * i, milliseconds=broker)
+        offset = first_offset + i
+        lines.append(request_log_line(ts, produce_body(13, i, -1, "orders", [ProducePartition(broker - 1, 100, offset)],
+                                                       Timing(remote=1.0), topic_id=TOPIC_ID)))
+        for follower in {1, 2, 3} - {broker}:
+            topic = FetchTopic("orders", TOPIC_ID, [FetchPartition(broker - 1, offset + 1)])
+            lines.append(request_log_line(ts + timedelta(milliseconds=1), fetch_body(17, i, follower, [topic], Timing())))
+    return lines
+
+
+def _conf(tmp_path: Path) -> str:
+    conf = tmp_path / "conf.yaml"
+    conf.write_text(
+        "spark:\n  master: local[2]\n  log_level: ERROR\n  conf:\n    spark.driver.memory: 1g\n"
+        "    spark.sql.shuffle.partitions: 2\n    spark.ui.enabled: false\n"
+        "replay:\n  quorum_sizes: [2]\n  lag_ms: [3000]\n"
+        # this test is about atomic commits; the checks between stages are tested in test_dq.py
+        "quality:\n  enabled: false\n"
+    )
+    return str(conf)
+
+
+def _parquet_files(lakehouse: str, name: str) -> set[Path]:
+    root = Path(table_path(lakehouse, name))
+    return {p for p in root.rglob("*.parquet") if "_delta_log" not in p.parts} if root.exists() else set()
+
+
+def _version(spark, lakehouse: str, name: str) -> int:
+    return DeltaTable.forPath(spark, table_path(lakehouse, name)).history(1).first()["version"]
+
+
+def _comparable(spark, lakehouse: str, name: str):
+    df = read_table(spark, lakehouse, name).drop(*RUN_COLUMNS)
+    # chispa sorts rows, and maps cannot be sorted: compare them as JSON text
+    return df.select(*[F.to_json(f.name).alias(f.name) if isinstance(f.dataType, MapType) else F.col(f.name)
+                       for f in df.schema])
+
+
+@pytest.fixture()
+def inputs(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    topics = topics_describe("orders", TOPIC_ID, [[1, 2, 3], [2, 3, 1]], {"min.insync.replicas": "2"})
+    for root in (first, second):
+        _write(root / "c1" / "broker-1" / "kafka-request.log.2026-11-20-12", _lines(1, 30, 0))
+        (root / "c1" / "topics.txt").write_text(topics)
+    _write(second / "c1" / "broker-2" / "kafka-request.log.2026-11-20-12", _lines(2, 30, 0))
+    return first, second
+
+
+def test_a_run_killed_mid_write_leaves_committed_tables_and_the_rerun_equals_a_clean_run(spark, tmp_path, inputs):
+    first, second = inputs
+    conf = _conf(tmp_path)
+    lakehouse, clean = str(tmp_path / "lakehouse"), str(tmp_path / "clean")
+    assert main(["run", "--input", str(first), "--lakehouse", lakehouse, "--conf", conf]) == 0
+    before = {name: _version(spark, lakehouse, name) for name in COMPARED if table_exists(spark, lakehouse, name)}
+    produce_before = _comparable(spark, lakehouse, "produce_requests").localCheckpoint()
+    files_before = _parquet_files(lakehouse, "produce_requests")
+
+    # the second run reads the new broker-2 file; kill it once its produce_requests data files appear,
+    # i.e. while that write's tasks run and before its commit
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ackreplay.cli", "run", "--input", str(second), "--lakehouse", lakehouse, "--conf", conf],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+    )
+    deadline = time.monotonic() + 900
+    try:
+        while not (_parquet_files(lakehouse, "produce_requests") - files_before):
+            assert proc.poll() is None, "the run ended before its produce_requests write was seen"
+            assert time.monotonic() < deadline, "no produce_requests write within 15 minutes"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM: nothing gets to clean up
+        proc.wait()
+
+    # data files of the killed write are on disk, but no commit references them
+    assert _parquet_files(lakehouse, "produce_requests") - files_before
+    assert _version(spark, lakehouse, "produce_requests") == before["produce_requests"]
+    assert_df_equality(_comparable(spark, lakehouse, "produce_requests"), produce_before, ignore_row_order=True)
+    for name in before:  # every table is readable at a committed version, none beyond the killed stage
+        assert _version(spark, lakehouse, name) >= before[name]
+        read_table(spark, lakehouse, name).count()
+    for name in ("produce_replay", "latency_percentiles", "policy_summary"):
+        assert _version(spark, lakehouse, name) == before[name], name
+
+    assert main(["run", "--input", str(second), "--lakehouse", lakehouse, "--conf", conf]) == 0
+    assert main(["run", "--input", str(second), "--lakehouse", clean, "--conf", conf]) == 0
+    for name in COMPARED:
+        assert table_exists(spark, clean, name) == table_exists(spark, lakehouse, name), name
+        if table_exists(spark, clean, name):
+            assert_df_equality(
+                _comparable(spark, lakehouse, name), _comparable(spark, clean, name), ignore_row_order=True
+            )
