@@ -17,7 +17,13 @@ from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
 from ackreplay.inputs import InputFile
-from ackreplay.lakehouse import read_table, replace_rows, rows_written, source_files_predicate, sql_string, table_exists
+from ackreplay.lakehouse import (
+    read_table,
+    replace_rows,
+    source_files_predicate,
+    sql_string,
+    table_exists,
+)
 from ackreplay.line_reader import read_lines
 from schemas import tables
 from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
@@ -191,16 +197,17 @@ def ingest_broker_logs(
         quarantine = classified.filter(F.col("status") == "quarantined").withColumn("reason", F.col("detail"))
         stage_list = ", ".join(map(sql_string, STAGES))
         log.info("writing quarantine rows of the broker logs")
-        replace_rows(
+        report.rows_written["quarantine"] = replace_rows(
             conform(quarantine, tables.QUARANTINE), lakehouse, "quarantine", f"{predicate} AND stage IN ({stage_list})", run_id
         )
-        report.rows_written["quarantine"] = rows_written(spark, lakehouse, "quarantine")
         log.info("writing isr_changes")
-        replace_rows(build_isr_changes(classified), lakehouse, "isr_changes", predicate, run_id)
-        report.rows_written["isr_changes"] = rows_written(spark, lakehouse, "isr_changes")
+        report.rows_written["isr_changes"] = replace_rows(
+            build_isr_changes(classified), lakehouse, "isr_changes", predicate, run_id
+        )
         log.info("writing leader_epochs")
-        replace_rows(build_leader_epochs(classified), lakehouse, "leader_epochs", predicate, run_id)
-        report.rows_written["leader_epochs"] = rows_written(spark, lakehouse, "leader_epochs")
+        report.rows_written["leader_epochs"] = replace_rows(
+            build_leader_epochs(classified), lakehouse, "leader_epochs", predicate, run_id
+        )
 
         by_status = classified.groupBy("stage", "status", "detail").count().collect()
         per_file = (

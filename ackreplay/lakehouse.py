@@ -77,11 +77,13 @@ def sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def replace_rows(df: DataFrame, lakehouse: str, name: str, predicate: str, run_id: str) -> None:
-    """Atomically replace the rows matching `predicate` with `df` (creating the table if needed).
+def replace_rows(df: DataFrame, lakehouse: str, name: str, predicate: str, run_id: str) -> int:
+    """Atomically replace the rows matching `predicate` with `df` (creating the table if needed), and
+    return the number of rows written.
 
     Every row of `df` must match `predicate`; Delta checks it and fails the commit otherwise.
     """
+    version_before = table_version(df.sparkSession, lakehouse, name)
     spec = table_spec(name)
     writer = (
         df.write.format("delta")
@@ -93,6 +95,10 @@ def replace_rows(df: DataFrame, lakehouse: str, name: str, predicate: str, run_i
         writer = writer.partitionBy(*spec.partition_by)
     writer.save(table_path(lakehouse, name))
     log.debug("replaced rows of %s where %s", name, predicate)
+    # An empty replace that matches no files commits nothing: the last commit is then not this one.
+    if table_version(df.sparkSession, lakehouse, name) == version_before:
+        return 0
+    return rows_written(df.sparkSession, lakehouse, name)
 
 
 def source_files_predicate(files) -> str:
@@ -103,6 +109,15 @@ def source_files_predicate(files) -> str:
         f"cluster IN ({', '.join(map(sql_string, clusters))}) "
         f"AND source_file IN ({', '.join(map(sql_string, sources))})"
     )
+
+
+def table_version(spark: SparkSession, lakehouse: str, name: str) -> int | None:
+    """The table's current Delta version (None: no table yet)."""
+    from delta.tables import DeltaTable
+
+    if not table_exists(spark, lakehouse, name):
+        return None
+    return int(DeltaTable.forPath(spark, table_path(lakehouse, name)).history(1).select("version").first()[0])
 
 
 def rows_written(spark: SparkSession, lakehouse: str, name: str) -> int:

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
 from ackreplay.inputs import InputFile
-from ackreplay.lakehouse import read_table, replace_rows, rows_written, source_files_predicate, sql_string, table_exists
+from ackreplay.lakehouse import read_table, replace_rows, source_files_predicate, sql_string, table_exists
 from ackreplay.line_reader import read_lines
 from schemas import tables
 from schemas.metrics import FOLLOWER_LEO_SAMPLES
@@ -103,18 +103,18 @@ def ingest_metrics(
     try:
         predicate = source_files_predicate(files)
         log.info("writing quarantine rows of the metrics")
-        replace_rows(
+        report.rows_written["quarantine"] = replace_rows(
             conform(metric_quarantine(classified), tables.QUARANTINE),
             lakehouse,
             "quarantine",
             f"{predicate} AND stage IN ({sql_string(METRICS)})",
             run_id,
         )
-        report.rows_written["quarantine"] = rows_written(spark, lakehouse, "quarantine")
         log.info("writing follower_leo_samples")
         samples = build_follower_leo_samples(classified)
-        replace_rows(samples, lakehouse, "follower_leo_samples", predicate, run_id)
-        report.rows_written["follower_leo_samples"] = rows_written(spark, lakehouse, "follower_leo_samples")
+        report.rows_written["follower_leo_samples"] = replace_rows(
+            samples, lakehouse, "follower_leo_samples", predicate, run_id
+        )
 
         by_status = classified.groupBy("status", "detail").count().collect()
         per_file = (
