@@ -26,6 +26,7 @@ from ackreplay.metrics import MetricsReport, ingest_metrics
 from schemas import tables
 from transforms.common import conform
 from transforms.follower_fetches import build_follower_fetches
+from transforms.privacy import with_hashed_identities
 from transforms.request_log import (
     select_produce_requests,
     select_quarantine,
@@ -178,7 +179,10 @@ def ingest_request_logs(
                 select_quarantine(rows), lakehouse, "quarantine", predicate + " AND stage = 'request_log'", run_id
             )
         with _step("writing produce_requests"):
-            replace_rows(select_produce_requests(rows), lakehouse, "produce_requests", predicate, run_id)
+            produce_requests = select_produce_requests(rows)
+            if config.privacy.hash_identities:  # principals and client ids as salted hashes from silver on
+                produce_requests = with_hashed_identities(produce_requests, config.privacy.salt())
+            replace_rows(produce_requests, lakehouse, "produce_requests", predicate, run_id)
         with _step("writing follower_fetches"):
             replace_rows(build_follower_fetches(rows), lakehouse, "follower_fetches", predicate, run_id)
         with _step("counting lines by status"):

@@ -211,8 +211,8 @@ def fetch_body(
         for p in t.partitions:
             if p.high_watermark is None and p.error_code == 0:
                 continue
-            item = {"partitionIndex": p.partition, "errorCode": p.error_code, "highWatermark": p.high_watermark or -1}
-            item["lastStableOffset"] = p.high_watermark or -1
+            item = {"partitionIndex": p.partition, "errorCode": p.error_code, "highWatermark": -1 if p.high_watermark is None else p.high_watermark}
+            item["lastStableOffset"] = -1 if p.high_watermark is None else p.high_watermark
             item["logStartOffset"] = p.log_start_offset
             if p.diverging_epoch is not None:
                 item["divergingEpoch"] = {"epoch": p.diverging_epoch[0], "endOffset": p.diverging_epoch[1]}

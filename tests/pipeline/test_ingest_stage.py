@@ -154,3 +154,21 @@ def test_a_file_that_vanished_before_reading_fails_naming_it(spark, tmp_path):
     gone = InputFile("c1", 1, "request_log", "c1/broker-1/kafka-request.log", str(tmp_path / "gone.log"), 10, 0, "none")
     with pytest.raises(Exception, match="cannot read input file .*gone.log"):
         read_lines(spark, [gone], 1 << 20, 1 << 20).count()
+
+
+def test_identities_are_hashed_in_silver_when_the_privacy_switch_is_on(spark, input_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("TEST_INGEST_SALT", "s3cret")
+    config = parse_config({"privacy": {"hash_identities": True, "salt_env": "TEST_INGEST_SALT"}})
+    plain_lh, hashed_lh = str(tmp_path / "plain"), str(tmp_path / "hashed")
+    run_ingest(spark, CONFIG, str(input_dir), plain_lh)
+    run_ingest(spark, config, str(input_dir), hashed_lh)
+    key = ["source_file", "line_number", "partition"]
+    plain = read_table(spark, plain_lh, "produce_requests").select(*key, "client_id", "principal")
+    hashed = read_table(spark, hashed_lh, "produce_requests").select(*key, "client_id", "principal")
+    expected = plain.select(
+        *key,
+        *[F.when(F.col(c).isNull(), F.lit(None)).otherwise(F.sha2(F.concat(F.lit("s3cret:"), F.col(c)), 256)).alias(c)
+          for c in ("client_id", "principal")],
+    )  # fmt: skip
+    assert plain.filter(F.col("client_id").isNotNull()).count() > 0
+    assert_df_equality(hashed, expected, ignore_row_order=True, ignore_nullable=True)
