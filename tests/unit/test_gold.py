@@ -41,6 +41,7 @@ def _row(policy="acks=all", outcome="acked", latency=1.0, t=T10, partition=0, co
         "exposure_ms": exposure if outcome == "acked" else None,
         "full_replication_ms": full if outcome == "acked" else None,
         "loss_kafka_election": loss_k, "loss_longest_log_election": loss_l, "isr_source": "logs",
+        "leo_source": "follower_fetches",
         "source_file": "f", "line_number": 1, "event_date": t.date(), "replay_run_id": "r",
     }
 
