@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -70,6 +71,37 @@ class ReplayReport:
                 f"{g['p999_replayed_ms']:.1f} ms replayed vs {g['p999_observed_ms']:.1f} ms observed"
             )
         return out
+
+
+# Session settings for the replay's write, restored afterwards.
+REPLAY_WRITE_CONF = {
+    # Schema merge: a lakehouse written before produce_replay gained a column (leo_source) takes it on.
+    "spark.databricks.delta.schema.autoMerge.enabled": "true",
+    # No byte limit on the Arrow batches sent to the group function (the row limit still applies): with
+    # a limit, Spark measures the batch after every row, and for list columns (the meta rows' replicas
+    # and ISR) each measurement walks the whole batch, quadratic in the batch size. It cost 30 s of
+    # the 77 s of a 1M-produce replay (docs/benchmarks.md).
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
+    # Write each task's rows to their (cluster, event_date) files as they come instead of sorting the
+    # task's whole output by the partition columns first (a task's rows span one or two dates).
+    "spark.sql.optimizer.plannedWrite.enabled": "false",
+    "spark.sql.maxConcurrentOutputFileWriters": "4",
+}
+
+
+@contextmanager
+def _session_conf(spark: SparkSession, settings: dict[str, str]):
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def _read_or_empty(spark: SparkSession, lakehouse: str, name: str, schema) -> DataFrame:
@@ -169,12 +201,8 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
     predicate = f"cluster IN ({', '.join(map(sql_string, clusters))})"
     started = time.monotonic()
     log.info("replaying produces of %s ...", ", ".join(clusters))
-    # Schema merge: a lakehouse written before produce_replay gained a column (leo_source) takes it on.
-    spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
-    try:
+    with _session_conf(spark, REPLAY_WRITE_CONF):
         replace_rows(conform(out, PRODUCE_REPLAY), lakehouse, "produce_replay", predicate, run_id)
-    finally:
-        spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
     log.info("replay done in %.1f s", time.monotonic() - started)
     for cached in (epochs, source_ids, produces, group_partitions):
         cached.unpersist()
