@@ -137,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
             print(scope.summary_line())
             if scope.clusters:
                 replay_run_id = f"replay-{int(time.time())}"
-                replay_report = run_replay(spark, config, lakehouse, scope.clusters, run_id=replay_run_id)
+                replay_report = run_replay(
+                    spark, config, lakehouse, scope.clusters, run_id=replay_run_id, dates=scope.replay_dates(dates)
+                )
                 print("\n".join(replay_report.summary_lines()))
                 _check_quality(spark, config, lakehouse, "replay", scope.clusters, replay_run_id)
                 mark_done(spark, lakehouse, scope, replay_run_id)

@@ -405,6 +405,20 @@ class Scope:
     # Pending rows recorded up to this time are covered (a run recording files meanwhile keeps its own).
     watermark: datetime = field(default_factory=lambda: datetime.now(UTC).replace(tzinfo=None))
 
+    def replay_dates(self, requested: DateRange) -> dict[str, tuple[date | None, date | None]]:
+        """The dates to replay per cluster: those of the pending files and one day either side (a produce
+        just before midnight waits for fetches of the next day, and the ISR re-simulation of the next
+        day starts from this one's fetches); else the requested dates; else none (whole clusters)."""
+        if self.dates:
+            day = timedelta(days=1)
+            return {
+                c: (first - day if first else None, last + day if last else None)
+                for c, (first, last) in self.dates.items()
+            }
+        if requested.bounded:
+            return {c: (requested.since, requested.until) for c in self.clusters}
+        return {}
+
     def summary_line(self) -> str:
         if not self.clusters:
             return f"{self.stage}: nothing to do ({self.reason})"
@@ -463,8 +477,7 @@ def stage_scope(
     """The clusters `stage` ("replay" or "gold") rebuilds: named ones, every one with data (`full`, or a
     lakehouse without a ledger), or those with files ingested since the stage last ran.
 
-    The stages rebuild whole clusters (run_replay and run_gold take no dates yet), so `dates` only
-    chooses which clusters.
+    The replay rebuilds only the dates of the scope (`Scope.replay_dates`); gold rebuilds whole clusters.
     """
     if clusters:
         return Scope(stage, sorted(set(clusters)), "clusters named with --cluster")
@@ -482,8 +495,8 @@ def stage_scope(
 def mark_done(spark: SparkSession, lakehouse: str, scope: Scope, run_id: str) -> None:
     """Record that `scope.stage` covered the pending files of its clusters (those recorded before it started).
 
-    The replay and gold stages rebuild whole clusters, so every pending file of a covered cluster is
-    covered, whatever its dates.
+    The replay rebuilds every date of a covered cluster's pending files (`Scope.replay_dates`) and gold
+    whole clusters, so every pending file of a covered cluster is covered.
     """
     if not scope.clusters or not table_exists(spark, lakehouse, LEDGER):
         return

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -110,16 +112,61 @@ def _read_or_empty(spark: SparkSession, lakehouse: str, name: str, schema) -> Da
     return spark.createDataFrame([], schema)
 
 
-def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters: list[str], run_id: str) -> ReplayReport:
-    """Replay every produce of `clusters` and replace their rows of produce_replay."""
+DateSpan = tuple[date | None, date | None]  # inclusive UTC dates; None: unbounded on that side
+
+
+def _dates_filter(clusters: list[str], dates: Mapping[str, DateSpan], margin_days: int = 0) -> F.Column:
+    """Rows of `clusters` on their dates (widened by `margin_days` each side); a cluster without dates: all."""
+    margin = timedelta(days=margin_days)
+    condition = F.lit(False)
+    for cluster in clusters:
+        first, last = dates.get(cluster, (None, None))
+        term = F.col("cluster") == F.lit(cluster)
+        if first is not None:
+            term &= F.col("event_date") >= F.lit(first - margin)
+        if last is not None:
+            term &= F.col("event_date") <= F.lit(last + margin)
+        condition |= term
+    return condition
+
+
+def _dates_predicate(clusters: list[str], dates: Mapping[str, DateSpan]) -> str:
+    """The SQL form of `_dates_filter` (margin 0), for Delta's replaceWhere."""
+    terms = []
+    for cluster in clusters:
+        first, last = dates.get(cluster, (None, None))
+        parts = [f"cluster = {sql_string(cluster)}"]
+        parts += [f"event_date >= DATE'{first.isoformat()}'"] if first is not None else []
+        parts += [f"event_date <= DATE'{last.isoformat()}'"] if last is not None else []
+        terms.append("(" + " AND ".join(parts) + ")")
+    return " OR ".join(terms)
+
+
+def run_replay(
+    spark: SparkSession,
+    config: AppConfig,
+    lakehouse: str,
+    clusters: list[str],
+    run_id: str,
+    dates: Mapping[str, DateSpan] | None = None,
+) -> ReplayReport:
+    """Replay the produces of `clusters` and replace their rows of produce_replay: every produce, or with
+    `dates` (cluster -> inclusive UTC dates) only the produces of those dates.
+
+    A produce of a date waits for fetches of the next day at most (the request timeout and the ISR
+    re-simulation's lag windows are far shorter than a day), so fetches are read one day either side.
+    ISR changes and leader epochs are read whole: an epoch's ISR history can start days earlier.
+    """
     settings = config.replay
     report = ReplayReport(run_id)
-    in_scope = F.col("cluster").isin(clusters)
+    dates = {c: span for c, span in (dates or {}).items() if c in clusters and span != (None, None)}
+    in_scope = _dates_filter(clusters, dates)
     produce = read_table(spark, lakehouse, "produce_requests").filter(in_scope)
-    fetches = read_table(spark, lakehouse, "follower_fetches").filter(in_scope)
-    partitions = read_table(spark, lakehouse, "partitions").filter(in_scope)
-    leader_epochs = _read_or_empty(spark, lakehouse, "leader_epochs", LEADER_EPOCHS).filter(in_scope)
-    isr_changes = _read_or_empty(spark, lakehouse, "isr_changes", ISR_CHANGES).filter(in_scope)
+    fetches = read_table(spark, lakehouse, "follower_fetches").filter(_dates_filter(clusters, dates, margin_days=1))
+    in_scope_clusters = F.col("cluster").isin(clusters)
+    partitions = read_table(spark, lakehouse, "partitions").filter(in_scope_clusters)
+    leader_epochs = _read_or_empty(spark, lakehouse, "leader_epochs", LEADER_EPOCHS).filter(in_scope_clusters)
+    isr_changes = _read_or_empty(spark, lakehouse, "isr_changes", ISR_CHANGES).filter(in_scope_clusters)
 
     epochs = build_epochs(leader_epochs, fetches).cache()
     bucket_us = settings.bucket_seconds * 1_000_000
@@ -129,6 +176,11 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
     strict_min_isr = settings.strict_min_isr
     # The ISR re-simulation of a bucket starts from the events of two lag windows before it.
     lookback_us = int(2 * max(lag_ms, default=0.0) * 1000)
+    if dates and max_timeout_ms * 1000 + lookback_us >= 86_400_000_000:
+        raise ValueError(
+            f"a replay by dates reads fetches one day either side, but the request timeout ({max_timeout_ms} ms) "
+            f"plus two lag windows reach further: replay whole clusters (no dates) instead"
+        )
 
     appended = (F.col("acks") != 0) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0)
     # Source files travel through Python as ids of this small dictionary.
@@ -154,7 +206,7 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
     if metric_clusters:
         samples = _read_or_empty(spark, lakehouse, "follower_leo_samples", FOLLOWER_LEO_SAMPLES)
         events = events.unionByName(
-            metric_events(samples.filter(F.col("cluster").isin(metric_clusters)), epochs)
+            metric_events(samples.filter(_dates_filter(metric_clusters, dates, margin_days=1)), epochs)
         )
         log.info("no follower FETCH lines for %s: replaying from JMX LEO samples", ", ".join(metric_clusters))
     # ISR lines from server.log carry no epoch: place every change in the epoch of its leader at that time.
@@ -198,7 +250,7 @@ def run_replay(spark: SparkSession, config: AppConfig, lakehouse: str, clusters:
             }
         )
     )
-    predicate = f"cluster IN ({', '.join(map(sql_string, clusters))})"
+    predicate = _dates_predicate(clusters, dates)
     started = time.monotonic()
     log.info("replaying produces of %s ...", ", ".join(clusters))
     with _session_conf(spark, REPLAY_WRITE_CONF):

@@ -286,3 +286,28 @@ def test_replay_and_gold_commands_without_new_work_do_nothing(spark, single_run,
     assert _ackreplay("gold", conf, "--full", "--since", "2026-12-01") == 0
     assert "gold: nothing to do (no cluster has rows in produce_replay on 2026-12-01..…)" in capsys.readouterr().out
     assert spark.sql(f"DESCRIBE HISTORY delta.`{single_run}/silver/produce_replay`").count() == versions
+
+
+def test_a_replay_by_dates_replaces_only_the_produces_of_those_dates(spark, single_run, tmp_path, capsys):
+    lakehouse = tmp_path / "lakehouse"
+    shutil.copytree(single_run, lakehouse)
+    conf = _conf(tmp_path, lakehouse)
+    run_ids = lambda path: {  # noqa: E731
+        str(r["event_date"]): r["replay_run_id"]
+        for r in read_table(spark, str(path), "produce_replay").select("event_date", "replay_run_id").distinct().collect()
+    }
+    before = run_ids(lakehouse)
+    assert sorted(before) == ["2026-11-19", "2026-11-20", "2026-11-21"]
+
+    assert _ackreplay("replay", conf, "--full", "--since", "2026-11-20", "--until", "2026-11-20") == 0
+    out = capsys.readouterr().out
+    assert f"replayed {2 * PRODUCES_PER_HOUR:,}" in out  # the two hours of 2026-11-20, not all four
+
+    after = run_ids(lakehouse)
+    assert after["2026-11-19"] == before["2026-11-19"] and after["2026-11-21"] == before["2026-11-21"]
+    assert after["2026-11-20"] != before["2026-11-20"]
+    assert_df_equality(
+        _comparable(spark, str(lakehouse), "produce_replay"),
+        _comparable(spark, single_run, "produce_replay"),
+        ignore_row_order=True,
+    )
