@@ -375,20 +375,38 @@ def _matching_responses(
     return pc.take(response_partitions, pc.index_in(request_keys, response_keys))
 
 
+def _topic_partitions(
+    topics_list: pa.Array, partitions_field: str, name_field: str, selected: np.ndarray,
+    cluster: pa.Array, topic_ids: dict[str, str],
+) -> tuple[np.ndarray, pa.Array, pa.Array, pa.Array, pa.Array]:
+    """Flatten a per-line list of topics, each with a list of partitions, keeping the lines in `selected`.
+
+    Returns, per (line, topic, partition) row: the index of its line, the partition item, the topic name
+    as the line gives it (null when named by id only), the topic id, and the topic name resolved (by id
+    through `topic_ids`, "cluster/topicId" -> name; null if unknown).
+    """
+    topics, topic_line = _flatten(topics_list)
+    partitions, partition_topic = _flatten(_field(topics, partitions_field))
+    keep = selected[topic_line[partition_topic]]
+    if not keep.all():
+        partitions, partition_topic = pc.filter(partitions, pa.array(keep)), partition_topic[keep]
+    row_line = topic_line[partition_topic]
+    take_topic = pa.array(partition_topic)
+    topic_id = pc.take(_field(topics, "topicId"), take_topic)
+    named = pc.take(_field(topics, name_field), take_topic)
+    topic = pc.coalesce(named, _lookup(_topic_keys(pc.take(cluster, pa.array(row_line)), topic_id), topic_ids))
+    return row_line, partitions, named, topic_id, topic
+
+
 def produce_rows(
     parsed: pa.StructArray, selected: np.ndarray, cluster: pa.Array, topic_ids: dict[str, str]
 ) -> tuple[np.ndarray, dict]:
     """One row per (selected PRODUCE line, topic-partition): (index of the line in `parsed`, columns)."""
     request = _field(parsed, "request")
-    topic_data, td_line = _flatten(_field(request, "topicData"))
-    partition_data, pd_td = _flatten(_field(topic_data, "partitionData"))
-    keep = selected[td_line[pd_td]]
-    if not keep.all():
-        partition_data, pd_td = pc.filter(partition_data, pa.array(keep)), pd_td[keep]
-    row_line = td_line[pd_td]
-    take_td, take_line = pa.array(pd_td), pa.array(row_line)
-    name = pc.take(_field(topic_data, "name"), take_td)
-    topic_id = pc.take(_field(topic_data, "topicId"), take_td)
+    row_line, partition_data, name, topic_id, topic = _topic_partitions(
+        _field(request, "topicData"), "partitionData", "name", selected, cluster, topic_ids
+    )
+    take_line = pa.array(row_line)
     partition = _field(partition_data, "index")
     response = _matching_responses(
         row_line, name, topic_id, partition, _field(parsed, "response", "responses"), "name", "partitionResponses", "index"
@@ -406,7 +424,7 @@ def produce_rows(
     columns = {name_: pc.take(values, take_line) for name_, values in per_request.items()}
     columns.update(
         {
-            "topic": pc.coalesce(name, _lookup(_topic_keys(pc.take(cluster, take_line), topic_id), topic_ids)),
+            "topic": topic,
             "topic_id": topic_id,
             "partition": partition,
             "records_size_bytes": _field(partition_data, "recordsSizeInBytes"),
@@ -451,24 +469,19 @@ def fetch_rows(
         "request_error_code": request_error,
         "max_wait_ms": _field(request, "maxWaitMs"),
     }
-    topics, tt_line = _flatten(_field(request, "topics"))
-    partitions, pp_tt = _flatten(_field(topics, "partitions"))
-    keep = selected[tt_line[pp_tt]]
-    if not keep.all():
-        partitions, pp_tt = pc.filter(partitions, pa.array(keep)), pp_tt[keep]
-    row_line = tt_line[pp_tt]
-    take_tt, take_line = pa.array(pp_tt), pa.array(row_line)
-    topic = pc.take(_field(topics, "topic"), take_tt)
-    topic_id = pc.take(_field(topics, "topicId"), take_tt)
+    row_line, partitions, named, topic_id, topic = _topic_partitions(
+        _field(request, "topics"), "partitions", "topic", selected, cluster, topic_ids
+    )
+    take_line = pa.array(row_line)
     partition = _field(partitions, "partition")
     response = _matching_responses(
-        row_line, topic, topic_id, partition, _field(parsed, "response", "responses"), "topic", "partitions",
+        row_line, named, topic_id, partition, _field(parsed, "response", "responses"), "topic", "partitions",
         "partitionIndex",
     )
     listed = {name: pc.take(values, take_line) for name, values in per_request.items()}
     listed.update(
         {
-            "topic": pc.coalesce(topic, _lookup(_topic_keys(pc.take(cluster, take_line), topic_id), topic_ids)),
+            "topic": topic,
             "topic_id": topic_id,
             "partition": partition,
             "fetch_offset": _field(partitions, "fetchOffset"),
@@ -486,25 +499,12 @@ def fetch_rows(
         name: pc.take(per_request[name], pa.array(session_lines))
         for name in ("follower_id", "session_id", "session_epoch", "total_time_ms", "request_queue_time_ms")
     }
-    forgotten_topics, ft_line = _flatten(_field(request, "forgottenTopicsData"))
-    forgotten_partitions, fp_ft = _flatten(_field(forgotten_topics, "partitions"))
-    keep = in_session[ft_line[fp_ft]]
-    if not keep.all():
-        forgotten_partitions, fp_ft = pc.filter(forgotten_partitions, pa.array(keep)), fp_ft[keep]
-    fp_line = ft_line[fp_ft]
-    take_ft, take_line = pa.array(fp_ft), pa.array(fp_line)
-    forgotten = {name: pc.take(per_request[name], take_line) for name in ("follower_id", "session_id", "session_epoch")}
-    forgotten_ids = pc.take(_field(forgotten_topics, "topicId"), take_ft)
-    forgotten.update(
-        {
-            "topic": pc.coalesce(
-                pc.take(_field(forgotten_topics, "topic"), take_ft),
-                _lookup(_topic_keys(pc.take(cluster, take_line), forgotten_ids), topic_ids),
-            ),
-            "topic_id": forgotten_ids,
-            "partition": forgotten_partitions,
-        }
+    fp_line, forgotten_partitions, _, forgotten_ids, forgotten_topic = _topic_partitions(
+        _field(request, "forgottenTopicsData"), "partitions", "topic", in_session, cluster, topic_ids
     )
+    take_line = pa.array(fp_line)
+    forgotten = {name: pc.take(per_request[name], take_line) for name in ("follower_id", "session_id", "session_epoch")}
+    forgotten.update({"topic": forgotten_topic, "topic_id": forgotten_ids, "partition": forgotten_partitions})
     return {
         "fetch": (row_line, listed),
         "fetch_request": (session_lines, session_requests),
