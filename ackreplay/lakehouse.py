@@ -30,10 +30,16 @@ class TableSpec:
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
-        TableSpec("request_log_lines", "bronze", ("cluster", "event_date")),
+        TableSpec(
+            "request_log_lines", "bronze", ("cluster", "event_date"), ("broker_id", "source_file", "line_number", "status")
+        ),
         TableSpec("quarantine", "bronze", ("cluster",)),
-        TableSpec("produce_requests", "silver", ("cluster", "event_date")),
-        TableSpec("follower_fetches", "silver", ("cluster", "event_date")),
+        TableSpec(
+            "produce_requests", "silver", ("cluster", "event_date"), ("source_file", "topic", "partition", "t_local_done")
+        ),
+        TableSpec(
+            "follower_fetches", "silver", ("cluster", "event_date"), ("source_file", "topic", "partition", "t_dequeue")
+        ),
         TableSpec("isr_changes", "silver", ("cluster", "event_date")),
         TableSpec("leader_epochs", "silver", ("cluster", "event_date")),
         TableSpec("follower_leo_samples", "silver", ("cluster", "event_date")),
