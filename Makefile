@@ -18,9 +18,9 @@ setup: $(VENV)/.installed  ## create .venv with the pinned dependencies
 sample: setup  ## run the whole pipeline on the bundled lab traces and print the summary
 	$(BIN)/ackreplay run --input $(SAMPLES) --lakehouse $(LAKEHOUSE) --conf conf/local.yaml
 
-test: setup  ## lint, then the test suite (without the slow real-Kafka lab and Spark-cluster tests)
+test: setup  ## lint, then the test suite, Spark standalone cluster included (without the real-Kafka lab test)
 	$(BIN)/ruff check .
-	$(BIN)/pytest -m "not lab and not cluster"
+	$(BIN)/pytest -m "not lab"
 
 test-lab: setup  ## runs a real 3-broker Kafka cluster for about a minute
 	$(BIN)/pytest -m lab
