@@ -31,6 +31,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from . import jars
 from .check import check_trace
@@ -165,12 +166,49 @@ def gzip_file(src: Path, dst: Path) -> None:
 CAPTURED_LOGS = ("kafka-request.log", "server.log", "state-change.log", "controller.log")
 
 
-def capture_logs(cluster: LabCluster, cdir: Path) -> dict:
+def local_log_stamp(t_wall: float, timezone: str) -> str:
+    """``t_wall`` as a log4j line prefix in the broker JVM's zone: ``[2026-11-22 02:42:36,597]``."""
+    t = dt.datetime.fromtimestamp(t_wall, ZoneInfo(timezone))
+    return "[" + t.strftime("%Y-%m-%d %H:%M:%S,") + f"{t.microsecond // 1000:03d}]"
+
+
+def gzip_request_log_from(src: Path, dst: Path, first_stamp: str) -> tuple[int, int]:
+    """Gzip the request-log lines logged at or after ``first_stamp`` (a line prefix; the prefixes sort
+    as text). Returns (lines kept, raw bytes kept); writes nothing when no line is kept."""
+    kept: list[bytes] = []
+    keep = False
+    with open(src, "rb") as fi:
+        for line in fi:
+            if line.startswith(b"["):  # a continuation line goes with the line it continues
+                keep = line[: len(first_stamp)].decode("ascii", "replace") >= first_stamp
+            if keep:
+                kept.append(line)
+    if kept:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        with open(dst, "wb") as raw, gzip.GzipFile(filename=src.name, mode="wb", fileobj=raw, compresslevel=9,
+                                                   mtime=0) as fo:
+            fo.writelines(kept)
+    return len(kept), sum(len(x) for x in kept)
+
+
+def capture_logs(cluster: LabCluster, cdir: Path, request_log_from: float | None = None) -> dict:
+    """Gzip every captured log of every node into ``cdir``. With ``request_log_from`` (wall time), the
+    brokers' request logs keep only the lines logged from then on (the warm-up workload's requests are
+    dropped); server, state-change and controller logs stay whole, since the replay needs the leader
+    epochs and ISR from the start."""
     files = {}
+    first_stamp = local_log_stamp(request_log_from, cluster.spec.timezone) if request_log_from else None
     for node in [*cluster.broker_ids, CONTROLLER_ID]:
         name = f"controller-{node}" if node == CONTROLLER_ID else f"broker-{node}"
         for f in sorted(cluster.logs_dir(node).iterdir()):
             if not f.name.startswith(CAPTURED_LOGS) or f.stat().st_size == 0:
+                continue
+            if first_stamp and node != CONTROLLER_ID and f.name.startswith("kafka-request.log"):
+                lines, size = gzip_request_log_from(f, cdir / name / (f.name + ".gz"), first_stamp)
+                if lines:
+                    files.setdefault(name, []).append(
+                        {"file": f.name + ".gz", "bytes_raw": size, "bytes_before_recording": f.stat().st_size - size}
+                    )
                 continue
             gzip_file(f, cdir / name / (f.name + ".gz"))
             files.setdefault(name, []).append({"file": f.name + ".gz", "bytes_raw": f.stat().st_size})
@@ -185,7 +223,10 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m lab.record_trace", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kafka-version", required=True, help="e.g. 3.9.1 or 4.1.1 (from Maven Central)")
-    p.add_argument("--duration-s", type=float, default=180, help="workload duration")
+    p.add_argument("--duration-s", type=float, default=180, help="workload duration (the recorded window)")
+    p.add_argument("--warmup-s", type=float, default=60,
+                   help="the same workload runs this long before the recorded window, so the brokers' JIT "
+                        "is warm as in production; its request-log lines are not kept (0: record from the start)")
     p.add_argument("--out", required=True, type=Path, help="trace folder to write (must not exist or be empty)")
     p.add_argument("--cluster-name", help="default lab-<version>")
     p.add_argument("--timezone", default="UTC", help="broker JVM -Duser.timezone (log line times)")
@@ -224,7 +265,7 @@ def parse_args(argv=None):
 
 def run(args) -> dict:
     t_begin = time.monotonic()
-    max_run = args.max_run_s or (args.duration_s + 600)
+    max_run = args.max_run_s or (args.warmup_s + args.duration_s + 600)
     out: Path = args.out
     if out.exists() and any(out.iterdir()):
         raise SystemExit(f"{out} exists and is not empty")
@@ -278,15 +319,34 @@ def run(args) -> dict:
             scraper = Scraper(cluster, cdir / "metrics", args.scrape_interval_s)
             scraper.start()
 
+        def workload_cmd(duration_s: float, out_dir: Path) -> list[str]:
+            return cluster._jvm(None, "512m") + [
+                "-cp", f"{classes}{os.pathsep}{cluster.cp}", "LabWorkload",
+                "--bootstrap", cluster.bootstrap, "--topic", TOPIC, "--duration-s", str(duration_s),
+                "--rate", str(args.rate), "--acks1-share", str(args.acks1_share), "--size", str(args.size),
+                "--keys", str(args.keys), "--linger-ms", str(args.linger_ms),
+                "--consumer", "false" if args.no_consumer else "true", "--out", str(out_dir),
+            ]
+
+        if args.warmup_s > 0:
+            # A freshly started JVM runs Kafka's request paths interpreted for a minute or so: FETCH
+            # handling then takes milliseconds instead of ~0.3 ms, which blurs when the leader learned
+            # a follower's LEO. Production brokers are long warm, so the recorded window starts warm.
+            warm = cluster.reg.start("warmup", workload_cmd(args.warmup_s, work / "warmup-client"),
+                                     work / "warmup.out")
+            log(f"warm-up workload started ({args.rate}/s for {args.warmup_s}s, not recorded)")
+            rc = warm.wait(timeout=args.warmup_s + 180)
+            cluster.reg.forget("warmup")
+            if rc != 0:
+                raise LabError(f"warm-up workload failed rc={rc}: {(work / 'warmup.out').read_text()[-3000:]}")
         client_dir = work / "client"
-        wl_cmd = cluster._jvm(None, "512m") + [
-            "-cp", f"{classes}{os.pathsep}{cluster.cp}", "LabWorkload",
-            "--bootstrap", cluster.bootstrap, "--topic", TOPIC, "--duration-s", str(args.duration_s),
-            "--rate", str(args.rate), "--acks1-share", str(args.acks1_share), "--size", str(args.size),
-            "--keys", str(args.keys), "--linger-ms", str(args.linger_ms),
-            "--consumer", "false" if args.no_consumer else "true", "--out", str(client_dir),
-        ]
-        wl = cluster.reg.start("workload", wl_cmd, work / "workload.out")
+        request_log_from = None
+        if args.warmup_s > 0:
+            # The broker logs a request when its response is sent, which can be just after the client
+            # read it and exited: start the recorded window once those last lines are out.
+            time.sleep(1.0)
+            request_log_from = time.time()
+        wl = cluster.reg.start("workload", workload_cmd(args.duration_s, client_dir), work / "workload.out")
         t0_wall, t0 = time.time(), time.monotonic()
         log(f"workload started ({args.rate}/s for {args.duration_s}s); {len(schedule)} faults scheduled")
 
@@ -316,12 +376,12 @@ def run(args) -> dict:
         # ---- capture ---------------------------------------------------------------------
         cdir.mkdir(parents=True, exist_ok=True)
         (cdir / "topics.txt").write_text(desc_end)
-        files = capture_logs(cluster, cdir)
+        files = capture_logs(cluster, cdir, request_log_from)
         for f in sorted(client_dir.glob("batches-*.csv")):
             gzip_file(f, staging / "client" / (f.name + ".gz"))
         report = check_trace(staging, TOPIC)
         manifest = build_manifest(args, cluster, cluster_name, spec, schedule, summary, report, files,
-                                  desc_start, desc_end, t0_wall, t_end_wall, scraper)
+                                  desc_start, desc_end, t0_wall, t_end_wall, scraper, request_log_from)
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         out.mkdir(parents=True, exist_ok=True)
         for item in staging.iterdir():
@@ -388,7 +448,7 @@ def leaders(desc: dict) -> dict:
 
 
 def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summary, report, files,
-                   desc_start, desc_end, t0_wall, t_end_wall, scraper) -> dict:
+                   desc_start, desc_end, t0_wall, t_end_wall, scraper, request_log_from=None) -> dict:
     ds, de = parse_describe(desc_start), parse_describe(desc_end)
     by_acks: dict = {}
     for p in summary["producers"]:
@@ -451,6 +511,10 @@ def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summ
             "consumer": None if args.no_consumer else {"group": "lab-consumer-group", "client_id": "lab-consumer"},
             "start_utc": utc_iso(t0_wall),
             "end_utc": utc_iso(t_end_wall),
+            "warmup_s": args.warmup_s,
+            "request_log_from_utc": utc_iso(request_log_from) if request_log_from else None,
+            "warmup_note": "the same workload ran warmup_s before start_utc; the brokers' request logs keep "
+                           "only lines logged from start_utc on (server, state-change and controller logs are whole)",
         },
         "faults": schedule,
         "counts": {

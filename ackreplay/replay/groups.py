@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from ackreplay.replay.kernel import EpochInputs, ReplayOptions, lag_policy_id, replay_epoch
+from ackreplay.replay.kernel import NEVER, EpochInputs, ReplayOptions, lag_policy_id, replay_epoch
 from schemas.replay import ISR_SOURCES, REPLAY_GROUP_OUTPUT
 from transforms.replay_inputs import KIND_FETCH, KIND_ISR, KIND_META
 
@@ -98,14 +98,17 @@ def epoch_inputs(
 ) -> tuple[EpochInputs, str]:
     """The kernel's inputs for one (partition, leader epoch) from plain arrays, and the ISR source.
 
-    Events must be sorted by time. The ISR re-simulation starts where this slice's data (produces,
-    events, ISR changes) starts when that is later than the epoch start (a bucket that starts mid-epoch).
+    Events must be sorted by time. The ISR re-simulation starts where this slice's request-log data
+    (produces, LEO events) starts when that is later than the epoch start (a bucket that starts
+    mid-epoch, or a request log recorded from some time after the leader was elected).
     """
     followers = [int(r) for r in replicas if int(r) != leader]
     change_t, membership, isr_source = isr_timeline(change_times, change_isrs, followers, start_isr)
-    first_data = min(
-        int(a.min()) if np.size(a) else epoch_start_us for a in (t_local_done, event_t, np.asarray(change_times))
-    )
+    # ISR lines (server.log, whole since broker start) do not count: a request log often covers a
+    # window that starts long after the epoch, and followers are not idle before it.
+    first_data = min(int(a.min()) if np.size(a) else NEVER for a in (t_local_done, event_t))
+    if first_data == NEVER:
+        first_data = epoch_start_us
     inputs = EpochInputs(
         base_offset=base_offset,
         t_local_done=t_local_done,

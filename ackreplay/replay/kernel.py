@@ -1025,7 +1025,9 @@ def _simulate_isr(ep: _Epoch, lag_ms: float, initial: np.ndarray | None = None) 
     lag_us = int(round(lag_ms * 1000))
     check_every = max(1, lag_us // 2)
     start = ep.start
-    member = (inp.isr_membership[0] if initial is None else np.asarray(initial, dtype=bool)).copy()
+    # The recorded ISR in force where the data starts (ISR lines can predate the request log's window).
+    recorded_at_start = inp.isr_membership[int(inp.isr.rows_at(np.array([start], _I64))[0])]
+    member = (recorded_at_start if initial is None else np.asarray(initial, dtype=bool)).copy()
     if member.shape != (f,):
         raise ValueError(f"initial membership must have shape ({f},)")
     if f == 0:
@@ -1093,8 +1095,8 @@ def simulate_isr(
 ) -> IsrTimeline:
     """Re-simulate the committed ISR for ``replica.lag.time.max.ms = lag_ms`` from the LEO events.
 
-    Model (kafka-reference §3.1-3.2), starting at ``inputs.epoch_start`` with the recorded ISR
-    (``isr_membership[0]``, or ``initial_membership``):
+    Model (kafka-reference §3.1-3.2), starting at ``inputs.epoch_start`` with the recorded ISR in
+    force then (or ``initial_membership``):
 
     * lastCaughtUpTimeMs follows the Replica rule at each FETCH of the follower, with the leader
       LEO at the fetch derived from the produces (never below the follower's own fetchOffset); it

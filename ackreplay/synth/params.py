@@ -18,7 +18,8 @@ class SynthParams:
     """Everything that shapes a generated trace; the same params and seed give byte-identical files.
 
     Times are milliseconds unless named otherwise. Distributions marked "lab" were fitted with
-    `python -m ackreplay.synth.fit` on data/samples/ (P50 and P90 of the real request logs).
+    `python -m ackreplay.synth.fit` on the first lab recordings (P50 and P90 of their request logs;
+    those were recorded without a warm-up, so their local times are a cold JVM's, on the slow side).
     """
 
     produces: int = 200_000

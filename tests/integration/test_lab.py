@@ -52,7 +52,7 @@ def trace(tmp_path_factory) -> Path:
         pytest.skip("needs java, javac and mvn")
     out = tmp_path_factory.mktemp("lab") / "trace"
     cmd = [sys.executable, "-m", "lab.record_trace", "--kafka-version", VERSION, "--duration-s", "60",
-           "--out", str(out), "--rate", "200", "--long-stalls", "1", "--leader-changes", "1",
+           "--warmup-s", "15", "--out", str(out), "--rate", "200", "--long-stalls", "1", "--leader-changes", "1",
            "--leader-down-s", "8", "--short-stalls", "1", "--max-run-s", "420"]
     res = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=480)
     print(res.stdout[-5000:])
@@ -107,6 +107,20 @@ def test_every_request_line_parses(trace: Path):
         assert "requestHeader" in obj and "totalTimeMs" in obj
         n += 1
     assert n > 1000
+
+
+def test_request_logs_start_after_the_warm_up(trace: Path):
+    """The warm-up workload's requests are cut: every request line is logged within the recorded window
+    (the lab's JVMs run in UTC here), and server.log still starts at broker start-up."""
+    cdir = _cluster_dir(trace)
+    manifest = json.loads((trace / "manifest.json").read_text())
+    assert manifest["workload"]["warmup_s"] == 15
+    first = manifest["workload"]["request_log_from_utc"].replace("T", " ").replace("Z", "").replace(".", ",")
+    assert first <= manifest["workload"]["start_utc"].replace("T", " ").replace("Z", "").replace(".", ",")
+    stamps = [line[1:24] for _, line in _request_lines(cdir)]
+    assert stamps and min(stamps) >= first
+    with _open(sorted((cdir / "broker-1").glob("server.log*"))[-1]) as fh:
+        assert fh.readline()[1:24] < first
 
 
 def _topic_ids(cdir: Path) -> dict:
