@@ -126,11 +126,11 @@ def test_scraped_follower_leo_is_consistent_with_the_fetch_offsets(spark, trace_
 
 
 def test_one_follower_timeline(spark, trace_run):
-    """One follower and partition of each trace, step by step: follower 2 of partition 5 (leader 1) in
-    the 3.9.1 trace, follower 1 of partition 4 (leader 2) in the 4.1.1 trace - the brokers of the long
+    """One follower and partition of each trace, step by step: follower 2 of partition 1 (leader 1) in
+    the 3.9.1 trace, follower 1 of partition 3 (leader 3) in the 4.1.1 trace - the brokers of the long
     stall. During the stall the scraper gets no answer from the stalled broker: a gap in its samples."""
     trace, lakehouse, _ = trace_run
-    follower, partition = (2, 5) if "3.9.1" in trace.name else (1, 4)
+    follower, partition = (2, 1) if "3.9.1" in trace.name else (1, 3)
     pairs = _leo_vs_fetches(spark, lakehouse).filter(
         (F.col("follower") == follower) & (F.col("partition") == partition)
     ).orderBy("t_sample").collect()

@@ -22,8 +22,10 @@ from ackreplay.replay.stage import run_replay
 
 SAMPLES = sorted(p.parent for p in Path("data/samples").glob("*/manifest.json"))
 POLICIES = {"acks=1", "acks=all", "min.insync", "quorum=2", "quorum=3", "acks=all@lag=3000", "acks=all@lag=30000"}
-# Measured on the bundled traces (README, "Ground truth"); the project's target is 99% within 2 ms.
-MIN_WITHIN_2MS = 0.96
+# Measured on the bundled traces (README, "Ground truth": 99.46% and 97.33%); the project's target is
+# 99% within 2 ms. The 4.1.1 trace's first 50 s ran slow (median ack wait 6-11 ms instead of 1-2 ms),
+# 92.9% within 2 ms, and 98.5% of the produces after them.
+MIN_WITHIN_2MS = {"trace-3.9.1-utc": 0.99, "trace-4.1.1-berlin": 0.97}
 # Replayed minus observed ack time (1st, 99th percentile) when the LEO timeline comes from ~1 s scrapes.
 METRICS_ERROR_MS = (-50.0, 2_000.0)
 
@@ -80,10 +82,10 @@ def test_replay_covers_every_appended_produce_under_every_policy(spark, trace_ru
 
 
 def test_replayed_acks_all_matches_the_brokers_ack(trace_run):
-    _, _, _, _, replay = trace_run
+    trace, _, _, _, replay = trace_run
     truth = replay.ground_truth
     assert truth["n"] > 20_000
-    assert truth["within_2ms"] >= MIN_WITHIN_2MS
+    assert truth["within_2ms"] >= MIN_WITHIN_2MS[trace.name]
     # the replayed P999 of ack wait is within 5% of the broker's own
     assert abs(truth["p999_replayed_ms"] / truth["p999_observed_ms"] - 1) <= 0.05
 

@@ -1,6 +1,7 @@
 """server.log / state-change.log lines: classification, isr_changes, leader_epochs (chispa).
 
-Real lines are copied from the lab traces in data/samples/ (3.9.1 in UTC, 4.1.1 in Europe/Berlin);
+Real lines are copied from the first lab recordings (2026-11-22; 3.9.1 in UTC, 4.1.1 in Europe/Berlin),
+since re-recorded in data/samples/ with a warm-up, whose lines have the same shapes;
 the other versions' shapes follow kafka-reference.md §3.3 and Partition.scala of those releases.
 """
 

@@ -1,6 +1,6 @@
 """JMX-exporter scrape lines: classification and follower_leo_samples (chispa).
 
-Real lines are copied from data/samples/trace-3.9.1-utc/lab-3.9.1/metrics/broker-2.prom (broker 2
+Real lines are copied from the first 3.9.1 lab recording's metrics/broker-2.prom (2026-11-22; broker 2
 follows partitions 2 and 5 of leader 1 and 1 and 3 of leader 3); the malformed ones are made up.
 """
 
