@@ -191,6 +191,21 @@ def gzip_request_log_from(src: Path, dst: Path, first_stamp: str) -> tuple[int, 
     return len(kept), sum(len(x) for x in kept)
 
 
+def wait_for_recording_start(proc, out_file: Path, timeout_s: float) -> float:
+    """Wall time (epoch s) of the workload's "recording_from_us" line, once it has printed it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if out_file.exists():
+            for line in out_file.read_text(errors="replace").splitlines():
+                if line.startswith("recording_from_us "):
+                    return int(line.split()[1]) / 1e6
+        if proc.poll() is not None:
+            raise LabError(f"workload exited rc={proc.returncode} before its recorded window: "
+                           f"{out_file.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.05)
+    raise LabError(f"workload printed no recording_from_us line within {timeout_s:.0f} s")
+
+
 def capture_logs(cluster: LabCluster, cdir: Path, request_log_from: float | None = None) -> dict:
     """Gzip every captured log of every node into ``cdir``. With ``request_log_from`` (wall time), the
     brokers' request logs keep only the lines logged from then on (the warm-up workload's requests are
@@ -319,36 +334,25 @@ def run(args) -> dict:
             scraper = Scraper(cluster, cdir / "metrics", args.scrape_interval_s)
             scraper.start()
 
-        def workload_cmd(duration_s: float, out_dir: Path) -> list[str]:
-            return cluster._jvm(None, "512m") + [
-                "-cp", f"{classes}{os.pathsep}{cluster.cp}", "LabWorkload",
-                "--bootstrap", cluster.bootstrap, "--topic", TOPIC, "--duration-s", str(duration_s),
-                "--rate", str(args.rate), "--acks1-share", str(args.acks1_share), "--size", str(args.size),
-                "--keys", str(args.keys), "--linger-ms", str(args.linger_ms),
-                "--consumer", "false" if args.no_consumer else "true", "--out", str(out_dir),
-            ]
-
-        if args.warmup_s > 0:
-            # A freshly started JVM runs Kafka's request paths interpreted for a minute or so: FETCH
-            # handling then takes milliseconds instead of ~0.3 ms, which blurs when the leader learned
-            # a follower's LEO. Production brokers are long warm, so the recorded window starts warm.
-            warm = cluster.reg.start("warmup", workload_cmd(args.warmup_s, work / "warmup-client"),
-                                     work / "warmup.out")
-            log(f"warm-up workload started ({args.rate}/s for {args.warmup_s}s, not recorded)")
-            rc = warm.wait(timeout=args.warmup_s + 180)
-            cluster.reg.forget("warmup")
-            if rc != 0:
-                raise LabError(f"warm-up workload failed rc={rc}: {(work / 'warmup.out').read_text()[-3000:]}")
+        # A freshly started JVM runs Kafka's request paths interpreted for a minute or so: FETCH
+        # handling then takes milliseconds instead of ~0.3 ms, which blurs when the leader learned a
+        # follower's LEO. Production brokers and clients are long warm, so the workload runs
+        # --warmup-s unrecorded first, in the same client JVM, and prints when the recorded window starts.
         client_dir = work / "client"
-        request_log_from = None
+        wl = cluster.reg.start("workload", cluster._jvm(None, "512m") + [
+            "-cp", f"{classes}{os.pathsep}{cluster.cp}", "LabWorkload",
+            "--bootstrap", cluster.bootstrap, "--topic", TOPIC, "--duration-s", str(args.duration_s),
+            "--warmup-s", str(args.warmup_s),
+            "--rate", str(args.rate), "--acks1-share", str(args.acks1_share), "--size", str(args.size),
+            "--keys", str(args.keys), "--linger-ms", str(args.linger_ms),
+            "--consumer", "false" if args.no_consumer else "true", "--out", str(client_dir),
+        ], work / "workload.out")
         if args.warmup_s > 0:
-            # The broker logs a request when its response is sent, which can be just after the client
-            # read it and exited: start the recorded window once those last lines are out.
-            time.sleep(1.0)
-            request_log_from = time.time()
-        wl = cluster.reg.start("workload", workload_cmd(args.duration_s, client_dir), work / "workload.out")
-        t0_wall, t0 = time.time(), time.monotonic()
-        log(f"workload started ({args.rate}/s for {args.duration_s}s); {len(schedule)} faults scheduled")
+            log(f"workload started; warm-up ({args.rate}/s for {args.warmup_s}s, not recorded)")
+        t0_wall = wait_for_recording_start(wl, work / "workload.out", args.warmup_s + 180)
+        t0 = time.monotonic() - (time.time() - t0_wall)
+        request_log_from = t0_wall if args.warmup_s > 0 else None
+        log(f"recorded window started ({args.rate}/s for {args.duration_s}s); {len(schedule)} faults scheduled")
 
         for ev in schedule:
             wait = t0 + ev["at_s"] - time.monotonic()
@@ -513,8 +517,8 @@ def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summ
             "end_utc": utc_iso(t_end_wall),
             "warmup_s": args.warmup_s,
             "request_log_from_utc": utc_iso(request_log_from) if request_log_from else None,
-            "warmup_note": "the same workload ran warmup_s before start_utc; the brokers' request logs keep "
-                           "only lines logged from start_utc on (server, state-change and controller logs are whole)",
+            "warmup_note": "the same workload ran warmup_s before start_utc, in the same client JVM; the "
+                           "brokers' request logs keep only lines logged from start_utc on (server, state-change and controller logs are whole)",
         },
         "faults": schedule,
         "counts": {

@@ -8,6 +8,9 @@
 //   produce result (FutureRecordMetadata.batchIndex, read by reflection): offset - batchIndex = the
 //   batch's baseOffset, which is what the broker logs as "baseOffset" in the PRODUCE response.
 //
+// * --warmup-s W: the same producers run W seconds first, unrecorded (a warm client and warm brokers),
+//   then the line "recording_from_us <UTC epoch µs>" on stdout marks the start of the recorded window.
+//
 // Output (in --out dir): batches-<name>.csv, summary.json.  Compiled by lab/jars.py with javac.
 
 import java.io.*;
@@ -160,6 +163,20 @@ public class LabWorkload {
         }, name);
     }
 
+    /** One producer per acks setting; the acks=1 one only with a share of the rate. */
+    static List<Thread> producers(String bootstrap, String topic, double rate, double acks1Share, int size, int keys,
+                                  Properties extra, long endNanos, Acks all, Acks one, long seed,
+                                  AtomicLong sentAll, AtomicLong sentOne) {
+        List<Thread> threads = new ArrayList<>();
+        threads.add(producerThread(all.name, bootstrap, topic, "all", rate * (1 - acks1Share), size, keys, extra,
+                endNanos, all, seed, sentAll));
+        if (acks1Share > 0) {
+            threads.add(producerThread(one.name, bootstrap, topic, "1", rate * acks1Share, size, keys, extra,
+                    endNanos, one, seed + 1, sentOne));
+        }
+        return threads;
+    }
+
     static void drain(BlockingQueue<Pending> done, Map<Pending, Integer> sizes, Acks out) {
         Pending pe;
         while ((pe = done.poll()) != null) {
@@ -174,6 +191,7 @@ public class LabWorkload {
         String bootstrap = a.get("bootstrap");
         String topic = a.get("topic");
         double duration = Double.parseDouble(a.getOrDefault("duration-s", "60"));
+        double warmup = Double.parseDouble(a.getOrDefault("warmup-s", "0"));
         double rate = Double.parseDouble(a.getOrDefault("rate", "200"));
         double acks1Share = Double.parseDouble(a.getOrDefault("acks1-share", "0.15"));
         int size = Integer.parseInt(a.getOrDefault("size", "512"));
@@ -189,17 +207,9 @@ public class LabWorkload {
         extra.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "none");
 
         Runtime.getRuntime().addShutdownHook(new Thread(() -> stop.set(true)));
-        long endNanos = System.nanoTime() + (long) (duration * 1e9);
         Acks all = new Acks("lab-producer-acks-all", "all");
         Acks one = new Acks("lab-producer-acks-1", "1");
         AtomicLong sentAll = new AtomicLong(), sentOne = new AtomicLong();
-        List<Thread> threads = new ArrayList<>();
-        threads.add(producerThread(all.name, bootstrap, topic, "all", rate * (1 - acks1Share), size, keys, extra,
-                endNanos, all, 1, sentAll));
-        if (acks1Share > 0) {
-            threads.add(producerThread(one.name, bootstrap, topic, "1", rate * acks1Share, size, keys, extra,
-                    endNanos, one, 2, sentOne));
-        }
         AtomicLong consumed = new AtomicLong();
         Thread consumer = null;
         if (consume) {
@@ -221,6 +231,23 @@ public class LabWorkload {
             }, "lab-consumer");
             consumer.start();
         }
+        if (warmup > 0) {
+            // The same producers' code runs first, unrecorded, in this JVM, so that neither the
+            // brokers nor this client are JIT-cold when the recorded window starts.
+            Acks wAll = new Acks(all.name, all.acks), wOne = new Acks(one.name, one.acks);
+            List<Thread> warm = producers(bootstrap, topic, rate, acks1Share, size, keys, extra,
+                    System.nanoTime() + (long) (warmup * 1e9), wAll, wOne, 100, new AtomicLong(), new AtomicLong());
+            for (Thread t : warm) t.start();
+            for (Thread t : warm) t.join();
+            // every warm-up batch is acknowledged (flushed); the brokers log a request after its
+            // response is sent, so leave them a moment before the recorded window starts
+            Thread.sleep(1000);
+            consumed.set(0);
+        }
+        System.out.println("recording_from_us " + Math.round(nowMicros()));
+        System.out.flush();
+        List<Thread> threads = producers(bootstrap, topic, rate, acks1Share, size, keys, extra,
+                System.nanoTime() + (long) (duration * 1e9), all, one, 1, sentAll, sentOne);
         for (Thread t : threads) t.start();
         Thread progress = new Thread(() -> {
             while (!stop.get()) {
