@@ -18,6 +18,7 @@ lives in a fresh temp dir that is removed afterwards (``--keep-work`` keeps it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import gzip
 import json
@@ -156,11 +157,17 @@ class Scraper:
 # capture
 
 
-def gzip_file(src: Path, dst: Path) -> None:
+@contextlib.contextmanager
+def _gzip_writer(dst: Path, name: str):
+    """A reproducible .gz (fixed mtime, the source's name inside) at ``dst``."""
     dst.parent.mkdir(parents=True, exist_ok=True)
-    with open(src, "rb") as fi, open(dst, "wb") as raw:
-        with gzip.GzipFile(filename=src.name, mode="wb", fileobj=raw, compresslevel=9, mtime=0) as fo:
-            shutil.copyfileobj(fi, fo)
+    with open(dst, "wb") as raw, gzip.GzipFile(filename=name, mode="wb", fileobj=raw, compresslevel=9, mtime=0) as fo:
+        yield fo
+
+
+def gzip_file(src: Path, dst: Path) -> None:
+    with open(src, "rb") as fi, _gzip_writer(dst, src.name) as fo:
+        shutil.copyfileobj(fi, fo)
 
 
 CAPTURED_LOGS = ("kafka-request.log", "server.log", "state-change.log", "controller.log")
@@ -184,9 +191,7 @@ def gzip_request_log_from(src: Path, dst: Path, first_stamp: str) -> tuple[int, 
             if keep:
                 kept.append(line)
     if kept:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        with open(dst, "wb") as raw, gzip.GzipFile(filename=src.name, mode="wb", fileobj=raw, compresslevel=9,
-                                                   mtime=0) as fo:
+        with _gzip_writer(dst, src.name) as fo:
             fo.writelines(kept)
     return len(kept), sum(len(x) for x in kept)
 
@@ -351,7 +356,6 @@ def run(args) -> dict:
             log(f"workload started; warm-up ({args.rate}/s for {args.warmup_s}s, not recorded)")
         t0_wall = wait_for_recording_start(wl, work / "workload.out", args.warmup_s + 180)
         t0 = time.monotonic() - (time.time() - t0_wall)
-        request_log_from = t0_wall if args.warmup_s > 0 else None
         log(f"recorded window started ({args.rate}/s for {args.duration_s}s); {len(schedule)} faults scheduled")
 
         for ev in schedule:
@@ -380,12 +384,12 @@ def run(args) -> dict:
         # ---- capture ---------------------------------------------------------------------
         cdir.mkdir(parents=True, exist_ok=True)
         (cdir / "topics.txt").write_text(desc_end)
-        files = capture_logs(cluster, cdir, request_log_from)
+        files = capture_logs(cluster, cdir, t0_wall if args.warmup_s > 0 else None)
         for f in sorted(client_dir.glob("batches-*.csv")):
             gzip_file(f, staging / "client" / (f.name + ".gz"))
         report = check_trace(staging, TOPIC)
         manifest = build_manifest(args, cluster, cluster_name, spec, schedule, summary, report, files,
-                                  desc_start, desc_end, t0_wall, t_end_wall, scraper, request_log_from)
+                                  desc_start, desc_end, t0_wall, t_end_wall, scraper)
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         out.mkdir(parents=True, exist_ok=True)
         for item in staging.iterdir():
@@ -452,7 +456,7 @@ def leaders(desc: dict) -> dict:
 
 
 def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summary, report, files,
-                   desc_start, desc_end, t0_wall, t_end_wall, scraper, request_log_from=None) -> dict:
+                   desc_start, desc_end, t0_wall, t_end_wall, scraper) -> dict:
     ds, de = parse_describe(desc_start), parse_describe(desc_end)
     by_acks: dict = {}
     for p in summary["producers"]:
@@ -516,7 +520,7 @@ def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summ
             "start_utc": utc_iso(t0_wall),
             "end_utc": utc_iso(t_end_wall),
             "warmup_s": args.warmup_s,
-            "request_log_from_utc": utc_iso(request_log_from) if request_log_from else None,
+            "request_log_from_utc": utc_iso(t0_wall) if args.warmup_s > 0 else None,
             "warmup_note": "the same workload ran warmup_s before start_utc, in the same client JVM; the "
                            "brokers' request logs keep only lines logged from start_utc on (server, state-change and controller logs are whole)",
         },

@@ -1025,9 +1025,11 @@ def _simulate_isr(ep: _Epoch, lag_ms: float, initial: np.ndarray | None = None) 
     lag_us = int(round(lag_ms * 1000))
     check_every = max(1, lag_us // 2)
     start = ep.start
-    # The recorded ISR in force where the data starts (ISR lines can predate the request log's window).
-    recorded_at_start = inp.isr_membership[int(inp.isr.rows_at(np.array([start], _I64))[0])]
-    member = (recorded_at_start if initial is None else np.asarray(initial, dtype=bool)).copy()
+    if initial is None:
+        # The recorded ISR in force where the data starts (ISR lines can predate the request log's window).
+        member = inp.isr_membership[int(inp.isr.rows_at(np.array([start], _I64))[0])].copy()
+    else:
+        member = np.asarray(initial, dtype=bool).copy()
     if member.shape != (f,):
         raise ValueError(f"initial membership must have shape ({f},)")
     if f == 0:
