@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ackreplay.replay import (
@@ -612,7 +612,9 @@ def _simulate_oracle(inputs: EpochInputs, lag_ms: float, delay: int = 0) -> IsrT
         horizon = min(horizon, inputs.epoch_end)
     timeline = [(t, 1, f, o) for f, ev in enumerate(events) for t, o in ev]
     timeline += [(start + k * every, 2, -1, 0) for k in range(1, (horizon - start) // every + 1)]
-    member = [bool(x) for x in inputs.isr_membership[0]]
+    # The recorded membership in force at the start (a change applies from its own time).
+    in_force = sum(1 for t in inputs.isr_change_times.tolist() if t <= start)
+    member = [bool(x) for x in inputs.isr_membership[in_force]]
     lcu = [start if m else 0 for m in member]
     last_leader: list[int | None] = [None] * f_count
     last_time = [0] * f_count
@@ -658,8 +660,18 @@ def fetching_epochs(draw):
     return EpochInputs(**{**inputs.__dict__, "leo_times": tuple(times), "leo_offsets": tuple(offsets), "epoch_start": 0})
 
 
+_ISR_CHANGE_AT_THE_START = EpochInputs(
+    base_offset=np.arange(8), t_local_done=np.zeros(8, np.int64), timeout_us=np.zeros(8, np.int64),
+    appended=np.zeros(8, bool), follower_ids=np.array([2], np.int32),
+    leo_times=(np.empty(0, np.int64),), leo_offsets=(np.empty(0, np.int64),),
+    isr_change_times=np.array([0]), isr_membership=np.array([[False], [True]]),
+    min_insync_replicas=1, epoch_end=NEVER, quorum_sizes=(1, 2, 3), replica_lag_time_max_ms=(), epoch_start=0,
+)  # a change committed exactly at the epoch start is the membership the simulation starts from
+
+
 @_SETTINGS
 @given(fetching_epochs(), st.sampled_from([0.008, 0.016, 0.1, 0.5]), st.sampled_from([0, 2]))
+@example(_ISR_CHANGE_AT_THE_START, 0.008, 0)
 def test_simulate_isr_matches_a_sequential_simulation(inputs, lag_ms, delay):
     got = simulate_isr(inputs, lag_ms, ReplayOptions(isr_commit_delay_us=delay))
     want = _simulate_oracle(inputs, lag_ms, delay)
