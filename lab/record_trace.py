@@ -244,9 +244,10 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kafka-version", required=True, help="e.g. 3.9.1 or 4.1.1 (from Maven Central)")
     p.add_argument("--duration-s", type=float, default=180, help="workload duration (the recorded window)")
-    p.add_argument("--warmup-s", type=float, default=60,
+    p.add_argument("--warmup-s", type=float, default=150,
                    help="the same workload runs this long before the recorded window, so the brokers' JIT "
-                        "is warm as in production; its request-log lines are not kept (0: record from the start)")
+                        "is warm as in production (on 2 shared cores FETCH handling was slow for ~100 s after "
+                        "start); its request-log lines are not kept (0: record from the start)")
     p.add_argument("--out", required=True, type=Path, help="trace folder to write (must not exist or be empty)")
     p.add_argument("--cluster-name", help="default lab-<version>")
     p.add_argument("--timezone", default="UTC", help="broker JVM -Duser.timezone (log line times)")

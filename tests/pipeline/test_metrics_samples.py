@@ -80,6 +80,10 @@ def test_rerun_replaces_the_rows(spark, trace_run):
     assert read_table(spark, lakehouse, "follower_leo_samples").count() == report.parsed
 
 
+# (follower, partition, scraped LEO, fetchOffset seen before) where a follower truncated between the two
+TRUNCATED = {"trace-3.9.1-utc": [], "trace-4.1.1-berlin": [(3, 0, 12672, 12673)]}
+
+
 def _leo_vs_fetches(spark, lakehouse: str):
     """Every scraped follower LEO sample with the highest fetchOffset its leader had seen from it one
     scrape interval (granularity_ms) or more before the sample."""
@@ -107,14 +111,17 @@ def _leo_vs_fetches(spark, lakehouse: str):
 def test_scraped_follower_leo_is_consistent_with_the_fetch_offsets(spark, trace_run):
     """A follower's FETCH carries its LEO at sending time, before the leader dequeues it; a scrape
     reads the LEO before its timestamp. So the LEO scraped at t is at least every fetchOffset the
-    leader saw from that follower at t - one scrape interval or earlier (LEO only grows here: the lab's
-    leader changes are clean, no follower truncates below what it had fetched)."""
-    _, lakehouse, _ = trace_run
+    leader saw from that follower at t - one scrape interval or earlier, unless the follower truncated
+    in between. One scrape of the 4.1.1 trace caught that: when the restarted broker 2 took partition 0
+    back (preferred leader, epoch 2), follower 3, its leader of epoch 1, truncated 12673 -> 12672 (the
+    acks=all batch it had appended at 12672 failed with NOT_LEADER_OR_FOLLOWER and was retried on 2)."""
+    trace, lakehouse, _ = trace_run
     pairs = _leo_vs_fetches(spark, lakehouse).cache()
     try:
         n = pairs.count()
-        assert n > 1500  # every follower, every partition, most scrapes (1,917 / 1,914)
-        assert pairs.filter(F.col("leo") < F.col("fetched_before")).count() == 0
+        assert n > 1500  # every follower, every partition, most scrapes (1,902 / 1,918)
+        below = pairs.filter(F.col("leo") < F.col("fetched_before")).collect()
+        assert sorted((r["follower"], r["partition"], r["leo"], r["fetched_before"]) for r in below) == TRUNCATED[trace.name]
         # and it is a close match, not a trivially loose bound: at most scrapes the follower is within
         # a few hundred records of what the leader had seen from it one interval earlier
         ahead = pairs.select((F.col("leo") - F.col("fetched_before")).alias("d"))
@@ -127,10 +134,10 @@ def test_scraped_follower_leo_is_consistent_with_the_fetch_offsets(spark, trace_
 
 def test_one_follower_timeline(spark, trace_run):
     """One follower and partition of each trace, step by step: follower 2 of partition 1 (leader 1) in
-    the 3.9.1 trace, follower 1 of partition 3 (leader 3) in the 4.1.1 trace - the brokers of the long
+    the 3.9.1 trace, follower 1 of partition 1 (leader 3) in the 4.1.1 trace - the brokers of the long
     stall. During the stall the scraper gets no answer from the stalled broker: a gap in its samples."""
     trace, lakehouse, _ = trace_run
-    follower, partition = (2, 1) if "3.9.1" in trace.name else (1, 3)
+    follower, partition = (2, 1) if "3.9.1" in trace.name else (1, 1)
     pairs = _leo_vs_fetches(spark, lakehouse).filter(
         (F.col("follower") == follower) & (F.col("partition") == partition)
     ).orderBy("t_sample").collect()

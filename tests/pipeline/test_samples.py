@@ -22,10 +22,10 @@ from ackreplay.replay.stage import run_replay
 
 SAMPLES = sorted(p.parent for p in Path("data/samples").glob("*/manifest.json"))
 POLICIES = {"acks=1", "acks=all", "min.insync", "quorum=2", "quorum=3", "acks=all@lag=3000", "acks=all@lag=30000"}
-# Measured on the bundled traces (README, "Ground truth": 99.46% and 97.33%); the project's target is
-# 99% within 2 ms. The 4.1.1 trace's first 50 s ran slow (median ack wait 6-11 ms instead of 1-2 ms),
-# 92.9% within 2 ms, and 98.5% of the produces after them.
-MIN_WITHIN_2MS = {"trace-3.9.1-utc": 0.99, "trace-4.1.1-berlin": 0.97}
+# Measured on the bundled traces (README, "Ground truth": 99.46% and 98.84%); the project's target is
+# 99% within 2 ms. 130 of the 4.1.1 trace's 300 misses fall in the 15 s after the restarted (cold) broker
+# 2 took its partitions back by preferred-leader election, when its FETCH handling took 9-20 ms.
+MIN_WITHIN_2MS = {"trace-3.9.1-utc": 0.99, "trace-4.1.1-berlin": 0.985}
 # Replayed minus observed ack time (1st, 99th percentile) when the LEO timeline comes from ~1 s scrapes.
 METRICS_ERROR_MS = (-50.0, 2_000.0)
 
