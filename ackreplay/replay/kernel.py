@@ -1019,19 +1019,14 @@ class _ExpiryChecks:
         self.undecided[k] = False
 
 
-def _simulate_isr(ep: _Epoch, lag_ms: float, initial: np.ndarray | None = None) -> IsrTimeline:
+def _simulate_isr(ep: _Epoch, lag_ms: float) -> IsrTimeline:
     inp, opt = ep.inp, ep.opt
     f = ep.f
     lag_us = int(round(lag_ms * 1000))
     check_every = max(1, lag_us // 2)
     start = ep.start
-    if initial is None:
-        # The recorded ISR in force where the data starts (ISR lines can predate the request log's window).
-        member = inp.isr_membership[int(inp.isr.rows_at(np.array([start], _I64))[0])].copy()
-    else:
-        member = np.asarray(initial, dtype=bool).copy()
-    if member.shape != (f,):
-        raise ValueError(f"initial membership must have shape ({f},)")
+    # The recorded ISR in force where the data starts (ISR lines can predate the request log's window).
+    member = inp.isr_membership[int(inp.isr.rows_at(np.array([start], _I64))[0])].copy()
     if f == 0:
         return IsrTimeline(np.empty(0, _I64), member[None, :])
 
@@ -1093,12 +1088,11 @@ def simulate_isr(
     inputs: EpochInputs,
     lag_ms: float,
     options: ReplayOptions | None = None,
-    initial_membership: np.ndarray | None = None,
 ) -> IsrTimeline:
     """Re-simulate the committed ISR for ``replica.lag.time.max.ms = lag_ms`` from the LEO events.
 
     Model (kafka-reference §3.1-3.2), starting at ``inputs.epoch_start`` with the recorded ISR in
-    force then (or ``initial_membership``):
+    force then:
 
     * lastCaughtUpTimeMs follows the Replica rule at each FETCH of the follower, with the leader
       LEO at the fetch derived from the produces (never below the follower's own fetchOffset); it
@@ -1112,7 +1106,7 @@ def simulate_isr(
 
     Returns the committed timeline (same shape as the recorded one).
     """
-    return _simulate_isr(_Epoch(inputs, options or ReplayOptions()), lag_ms, initial_membership)
+    return _simulate_isr(_Epoch(inputs, options or ReplayOptions()), lag_ms)
 
 
 # ------------------------------------------------------------------------------------------------
