@@ -119,6 +119,7 @@ def generate(n_produces: int, partitions: int, out: Path, seed: int = 11, hot_sh
             "current_leader_epoch": pa.array(np.zeros(m), pa.int32()),
             "partition_error_code": pa.array(np.zeros(m), pa.int32()),
             "diverging_epoch": pa.array(np.zeros(m, bool)),
+            "remote_time_ms": pa.array(np.zeros(m)),
             # every fetch lists its partition (no incremental-session carry-over)
             "carried_requests": pa.array(np.zeros(m), pa.int32()),
             "carried_until": pa.nulls(m, pa.timestamp("us", tz="UTC")),

@@ -126,6 +126,9 @@ FOLLOWER_FETCHES = _schema(
     ("max_wait_ms", IntegerType(), True),
     *_TIMING,
     ("total_time_ms", DoubleType(), False),
+    # > 0: the response waited in purgatory (DelayedFetch), so every partition was read without error
+    # when the request was handled; a partition error in it arose at completion (leader change).
+    ("remote_time_ms", DoubleType(), False),
     *_LINE_ORIGIN,
 )
 

@@ -143,6 +143,21 @@ PRODUCE_SIDE_COLUMNS = [
 ]  # fmt: skip
 
 
+def leo_evidence(fetches_df: DataFrame) -> DataFrame:
+    """The follower fetches whose `fetchOffset` the leader recorded.
+
+    A partition the leader could not read (not leader, fenced epoch, ...) is not recorded, and any such
+    error makes Kafka answer at once (`errorReadingData` in `ReplicaManager.fetchMessages`). So a
+    response that waited in purgatory (`remoteTimeMs` > 0) had every partition read, and recorded, when
+    the request was handled; an error it carries came at completion, after a leader change (4.1.1 lab
+    trace: FENCED_LEADER_EPOCH on the fetches that acked the old leader's last batches). A diverging
+    epoch means the follower must truncate first: not recorded either.
+    """
+    clean = F.coalesce(F.col("partition_error_code"), F.lit(0)) == 0
+    answered_late = F.coalesce(F.col("remote_time_ms") > 0, F.lit(False))
+    return fetches_df.filter((clean | answered_late) & ~F.col("diverging_epoch"))
+
+
 def fetch_events(fetches_df: DataFrame, update_fraction: float = 0.0) -> DataFrame:
     """Follower LEO events of fetches placed in a leader epoch: (cluster, broker_id, topic, partition,
     leader_epoch, follower_id, offset, t_us).

@@ -35,6 +35,7 @@ from transforms.replay_inputs import (
     KIND_PRODUCE,
     build_epochs,
     fetch_events,
+    leo_evidence,
     with_leader_epoch,
 )
 
@@ -188,8 +189,7 @@ def epoch_rows(
             "timeout_ms", "replicas", "min_insync_replicas", "epoch_start_us", "epoch_end_us", "start_isr",
         )
     )  # fmt: skip
-    usable = fetches.filter((F.coalesce("partition_error_code", F.lit(0)) == 0) & ~F.col("diverging_epoch"))
-    events = with_leader_epoch(usable, epochs, F.unix_micros("t_dequeue"))
+    events = with_leader_epoch(leo_evidence(fetches), epochs, F.unix_micros("t_dequeue"))
     events = fetch_events(events, config.replay.fetch_update_fraction).select(
         *EPOCH_KEY, F.lit(KIND_FETCH).cast("tinyint").alias("kind"), "t_us", "offset", "follower_id"
     )

@@ -34,6 +34,7 @@ from transforms.replay_inputs import (
     event_side,
     fetch_events,
     isr_side,
+    leo_evidence,
     meta_side,
     metric_events,
     partition_key,
@@ -194,9 +195,8 @@ def run_replay(
         with_leader_epoch(produce.filter(appended), epochs, F.unix_micros("t_local_done")), source_ids, bucket_us
     ).cache()
     group_partitions = produces.select("gid", "cluster", "topic", "partition", "pkey", "leader_epoch").distinct().cache()
-    usable_fetches = fetches.filter((F.coalesce("partition_error_code", F.lit(0)) == 0) & ~F.col("diverging_epoch"))
     events = fetch_events(
-        with_leader_epoch(usable_fetches, epochs, F.unix_micros("t_dequeue")), settings.fetch_update_fraction
+        with_leader_epoch(leo_evidence(fetches), epochs, F.unix_micros("t_dequeue")), settings.fetch_update_fraction
     )
     # A cluster without follower FETCH lines (request log at INFO on the brokers) is replayed from the
     # followers' LEO scrapes instead: coarse (scrape interval), flagged in `leo_source`.

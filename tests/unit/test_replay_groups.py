@@ -11,7 +11,7 @@ from chispa import assert_df_equality
 from pyspark.sql import Row
 
 from ackreplay.replay.groups import OUTPUT_ARROW_SCHEMA, policy_order, replay_broker_bucket
-from transforms.replay_inputs import KIND_FETCH, KIND_ISR, KIND_META, event_side, group_key
+from transforms.replay_inputs import KIND_FETCH, KIND_ISR, KIND_META, event_side, group_key, leo_evidence
 
 MS = 1000
 T0 = 1_795_300_000_000_000  # µs
@@ -165,3 +165,23 @@ def test_events_are_copied_only_into_the_buckets_that_need_them(spark):
         out.select("kind").distinct(), spark.createDataFrame([Row(kind=KIND_FETCH)]).selectExpr("CAST(kind AS TINYINT) kind"),
         ignore_nullable=True,
     )
+
+
+def test_leo_evidence_keeps_fetches_recorded_before_an_error_their_delayed_response_carries(spark):
+    # Kafka answers at once when it cannot read a partition, and only then records nothing; a response
+    # that waited in purgatory was read cleanly, so its error (74, FENCED_LEADER_EPOCH, after a leader
+    # change) came later. Rows of the 4.1.1 lab trace's preferred-leader election (offsets 12670-12672).
+    schema = "fetch_offset long, partition_error_code int, remote_time_ms double, diverging_epoch boolean"
+    fetches = spark.createDataFrame(
+        [
+            (12670, 0, 12.0, False),  # clean, waited
+            (12671, None, 0.0, False),  # the response omitted the partition: clean
+            (12672, 74, 122.9, False),  # waited, fenced at completion: the leader had recorded 12672
+            (12673, 74, 0.0, False),  # fenced at once: not recorded
+            (12674, 6, 0.0, False),  # not leader at once: not recorded
+            (12675, 0, 0.0, True),  # diverging epoch: the follower truncates first
+        ],
+        schema,
+    )
+    expected = spark.createDataFrame([(12670, 0, 12.0, False), (12671, None, 0.0, False), (12672, 74, 122.9, False)], schema)
+    assert_df_equality(leo_evidence(fetches), expected, ignore_row_order=True)
