@@ -82,7 +82,8 @@ def ingest_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> l
         parsed_produce, parsed_fetch = lines_of("parsed", "PRODUCE"), lines_of("parsed", "FETCH")
         out += [
             Count("reconcile.bronze_status", "request_log_lines", cluster, "request-log lines", total, "=",
-                  f"parsed {parsed:,} + quarantined {quarantined:,} + unused", parsed + quarantined + unused),
+                  f"parsed {parsed:,} + quarantined {quarantined:,} + unused {unused:,}, in all",
+                  parsed + quarantined + unused),
             Count("reconcile.parsed_kinds", "request_log_lines", cluster, "parsed lines", parsed, "=",
                   "parsed PRODUCE + follower FETCH lines", parsed_produce + parsed_fetch),
             Count("reconcile.quarantine", "quarantine", cluster, "quarantined lines", quarantined, "=",

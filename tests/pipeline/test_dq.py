@@ -3,6 +3,7 @@ dq_results, broken data fails naming the table, check and rows, and the command 
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -50,6 +51,10 @@ def test_clean_stages_pass_and_are_recorded(spark, lakehouse):
     assert counts["reconcile.produce_lines"] == (30, 30)
     assert counts["reconcile.fetch_lines"] == (30, 30)
     assert counts["reconcile.bronze_status"] == (61, 61)
+    # the printed line names each part and the parts add up to the total it prints
+    bronze = next(c for c in reports["ingest"].counts if c.name == "reconcile.bronze_status")
+    parts = [int(n.replace(",", "")) for n in re.findall(r"(?:parsed|quarantined|unused) ([\d,]+)", bronze.right_label)]
+    assert len(parts) == 3 and sum(parts) == 61
     replay_counts = {c.name: (c.left, c.right) for c in reports["replay"].counts}
     # the first produce comes before any follower fetch: outside a known leader epoch, counted, not replayed
     assert replay_counts["reconcile.replayed"] == (29, 30)
