@@ -81,7 +81,8 @@ def _coinciding(series: dict[str, list[tuple]]) -> str:
 def _finish(fig, ax, path: Path, title: str) -> None:
     ax.set_title(title, fontsize=11)
     ax.grid(True, which="major", alpha=0.35)
-    ax.legend(fontsize=8, loc="best")
+    if ax.get_legend_handles_labels()[0]:  # a chart with nothing to plot has no legend (matplotlib warns)
+        ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
