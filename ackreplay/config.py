@@ -74,8 +74,13 @@ class ReplaySettings(_Strict):
     lag_ms: list[int] = Field(default_factory=lambda: [10000, 30000])
     # Kafka >= 3.7: the HW does not advance while the ISR is below min ISR (KIP-966 part 1)
     strict_min_isr: bool = True
-    # One task replays one bucket of one leader epoch of one partition.
+    # One group (a task's unit of work) is one bucket of one leader broker's produces.
     bucket_seconds: int = Field(default=120, ge=1)
+    # Who writes produce_replay's data files. arrow: the replay's Python workers, with pyarrow, and the
+    # driver commits them with delta-rs (about ten times less CPU; a lakehouse on a local or mounted
+    # filesystem only). spark: Spark's Delta writer (any storage Spark reaches, Unity Catalog included).
+    # auto: arrow when the lakehouse is a local path, spark otherwise.
+    writer: Literal["auto", "arrow", "spark"] = "auto"
     # The leader records a follower's LEO while handling its FETCH, after reading the partitions before
     # it: at t_dequeue + fraction * localTimeMs (0: at dequeue, 1: when local handling ends).
     fetch_update_fraction: float = Field(default=0.5, ge=0.0, le=1.0)

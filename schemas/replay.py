@@ -45,42 +45,24 @@ _VALUES = [
 
 ISR_SOURCES = ["logs", "assumed_full", "simulated"]
 
-# What the replay's group function returns: numeric only (times as int64 µs, strings as codes); the
-# stage maps pkey (a hash of cluster, topic, partition), source_file_id and the codes back to the
-# columns of PRODUCE_REPLAY.
-REPLAY_GROUP_OUTPUT = StructType(
-    [
-        StructField("pkey", LongType(), False),
-        StructField("leader_epoch", IntegerType(), False),
-        StructField("base_offset", LongType(), False),
-        StructField("broker_id", IntegerType(), False),
-        StructField("bytes", IntegerType(), True),
-        StructField("recorded_acks", IntegerType(), False),
-        StructField("t_start_us", LongType(), False),
-        StructField("t_local_done_us", LongType(), False),
-        StructField("t_ack_observed_us", LongType(), True),
-        StructField("source_file_id", IntegerType(), False),
-        StructField("line_number", LongType(), False),
-        StructField("event_day", IntegerType(), True),
-        StructField("policy_code", IntegerType(), False),
-        StructField("outcome_code", IntegerType(), False),
-        StructField("t_ack_us", LongType(), False),
-        StructField("t_response_us", LongType(), False),
-        StructField("ack_wait_ms", DoubleType(), False),
-        StructField("latency_ms", DoubleType(), False),
-        StructField("copies_at_ack", IntegerType(), False),
-        StructField("exposure_ms", DoubleType(), True),
-        StructField("full_replication_ms", DoubleType(), True),
-        StructField("loss_kafka_election", BooleanType(), False),
-        StructField("loss_longest_log_election", BooleanType(), False),
-        StructField("isr_source_code", IntegerType(), False),
-    ]
-)
-
 PRODUCE_REPLAY = StructType(
     _KEY
     + [StructField(name, TimestampType(), name == "t_ack_observed") for name in _TIMES]
     + [StructField("t_response", TimestampType(), False)]
     + _VALUES
     + [StructField("replay_run_id", StringType(), False)]
+)
+
+# What the replay's group function returns when it writes produce_replay's data files itself
+# (ackreplay/arrow_delta.py): one row per file, for the driver's Delta commit and the run summary.
+WRITTEN_FILE = StructType(
+    [
+        StructField("path", StringType(), False),  # relative to the table folder (delta-rs URI-encodes it in the log)
+        StructField("size_bytes", LongType(), False),
+        StructField("modification_time_ms", LongType(), False),
+        StructField("partition_values", StringType(), False),  # JSON object: column -> value
+        StructField("num_records", LongType(), False),
+        StructField("stats", StringType(), False),  # Delta's statistics JSON
+        StructField("outcome_counts", StringType(), False),  # JSON object: "policy|outcome" -> rows
+    ]
 )

@@ -4,9 +4,10 @@ A group is one time bucket of one leader broker, so a hot partition or broker sp
 and memory per task stays bounded by the bucket length. Every partition of a produce request is in
 the same group (a request goes to one broker and has one log time). A group carries its produces
 (left side of a cogroup) and, on the right side, the follower LEO events it needs (from `lookback`
-before the bucket, for the ISR re-simulation's lag window, to the request timeout after it), the
-committed ISR changes and one meta row (leader, assignment, min ISR, epoch bounds, start ISR) per
-(partition, leader epoch) with produces in the bucket.
+before the bucket, for the ISR re-simulation's lag window, to the request timeout after it). What is
+constant per partition and leader epoch (assignment, min ISR, epoch bounds, ISR changes) is small
+and travels with the group function instead (ackreplay/replay/groups.ReplayContext); the group
+function also places each row in its leader epoch.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 EPOCH_END_NEVER = 2**62  # µs: "still leader at the end of the data"
-KIND_PRODUCE, KIND_FETCH, KIND_ISR, KIND_META = 0, 1, 2, 3
-# What crosses into Python is numeric (Arrow moves numeric columns without per-value work): groups as
-# `gid`, partitions as `pkey` (64-bit hashes), source files as ids of a small dictionary; arrays
-# (assignment, ISR) travel only on the few meta and ISR rows.
+KIND_PRODUCE, KIND_FETCH, KIND_ISR = 0, 1, 2  # row kinds of the ISR check's epoch rows (isr_check.epoch_rows)
+# What crosses into Python is numeric: groups as `gid`, partitions as `pkey`, source files as
+# `source_file_id` (64-bit hashes; the group function maps them back to names).
 
 
 def partition_key(cluster: str = "cluster", topic: str = "topic", partition: str = "partition") -> F.Column:
@@ -105,21 +105,17 @@ def bucket_of(time_us: F.Column, bucket_us: int) -> F.Column:
     return F.floor(time_us / F.lit(bucket_us)).cast("bigint")
 
 
-def produce_side(produces_df: DataFrame, source_ids_df: DataFrame, bucket_us: int) -> DataFrame:
-    """Left side of the replay cogroup: appended produces (error 0, base offset known) placed in a leader
-    epoch (`with_leader_epoch`), as numeric rows, plus their group's key columns (`cluster`, `topic`,
-    `partition`, for the meta rows; not sent to Python).
+def source_file_id(source_file: str = "source_file") -> F.Column:
+    """`source_file_id`: a 64-bit hash of the source file's name standing in for it in Python."""
+    return F.xxhash64(source_file)
 
-    `source_ids_df` maps source_file -> source_file_id (a small dictionary, broadcast).
-    """
+
+def produce_side(produces_df: DataFrame, bucket_us: int) -> DataFrame:
+    """Left side of the replay cogroup: appended produces (error 0, base offset known) as numeric rows."""
     t_us = _micros("t_local_done")
-    return produces_df.join(F.broadcast(source_ids_df), ["source_file"], "inner").select(
+    return produces_df.select(
         group_key("cluster", "broker_id", bucket_of(t_us, bucket_us)).alias("gid"),
-        "cluster",
-        "topic",
-        "partition",
         partition_key().alias("pkey"),
-        "leader_epoch",
         "broker_id",
         t_us.alias("t_us"),
         F.col("base_offset").alias("offset"),
@@ -131,16 +127,10 @@ def produce_side(produces_df: DataFrame, source_ids_df: DataFrame, bucket_us: in
         (F.coalesce("response_queue_time_ms", F.lit(0.0)) + F.coalesce("send_time_ms", F.lit(0.0))).alias(
             "client_side_ms"
         ),
-        "source_file_id",
+        source_file_id().alias("source_file_id"),
         "line_number",
         F.unix_date("event_date").alias("event_day"),
     )
-
-
-PRODUCE_SIDE_COLUMNS = [
-    "gid", "pkey", "leader_epoch", "broker_id", "t_us", "offset", "timeout_ms", "acks", "bytes", "t_start_us",
-    "t_ack_observed_us", "client_side_ms", "source_file_id", "line_number", "event_day",
-]  # fmt: skip
 
 
 def leo_evidence(fetches_df: DataFrame) -> DataFrame:
@@ -159,8 +149,8 @@ def leo_evidence(fetches_df: DataFrame) -> DataFrame:
 
 
 def fetch_events(fetches_df: DataFrame, update_fraction: float = 0.0) -> DataFrame:
-    """Follower LEO events of fetches placed in a leader epoch: (cluster, broker_id, topic, partition,
-    leader_epoch, follower_id, offset, t_us).
+    """Follower LEO events of fetches: (cluster, broker_id, topic, partition, [leader_epoch,] follower_id,
+    offset, t_us), `broker_id` being the leader that handled the FETCH.
 
     The leader learns `fetch_offset` while handling the FETCH, between `t_dequeue` and `t_local_done`
     (it reads the partitions listed before this one first): the event is placed `update_fraction` of
@@ -174,12 +164,13 @@ def fetch_events(fetches_df: DataFrame, update_fraction: float = 0.0) -> DataFra
     times = F.when(F.col("carried_requests") > 0, F.array(learned, _micros("carried_until"))).otherwise(
         F.array(learned)
     )
+    epoch = ["leader_epoch"] if "leader_epoch" in fetches_df.columns else []  # when placed in epochs already
     return fetches_df.select(
         "cluster",
         "broker_id",
         "topic",
         "partition",
-        "leader_epoch",
+        *epoch,
         "follower_id",
         F.col("fetch_offset").alias("offset"),
         F.explode(times).alias("t_us"),
@@ -221,15 +212,12 @@ def metric_events(leo_samples_df: DataFrame, epochs_df: DataFrame) -> DataFrame:
     )
 
 
-def event_side(
-    events_df: DataFrame, bucket_us: int, timeout_us: int, lookback_us: int, group_ids_df: DataFrame
-) -> DataFrame:
-    """Right side of the cogroup, fetch part: each LEO event in every group that needs it.
+def event_side(events_df: DataFrame, bucket_us: int, timeout_us: int, lookback_us: int) -> DataFrame:
+    """Right side of the cogroup: each LEO event (`fetch_events`, `metric_events`) in every group that needs it.
 
     A produce of bucket b waits at most `timeout_us` after its local append, so an event at t matters
     to the buckets from floor((t - timeout) / B) to its own; the ISR re-simulation of the buckets
     starting within `lookback_us` after t needs it as history. Most events land in one bucket only.
-    Groups without produces (`group_ids_df`: the gids with produces, small, broadcast) get none.
     """
     t = F.col("t_us")
     buckets = F.sequence(bucket_of(t - F.lit(timeout_us), bucket_us), bucket_of(t + F.lit(lookback_us), bucket_us))
@@ -237,55 +225,11 @@ def event_side(
         "cluster",
         "broker_id",
         partition_key().alias("pkey"),
-        "leader_epoch",
         "follower_id",
         "offset",
         "t_us",
         F.explode(buckets).alias("bucket"),
     )
     return copied.select(
-        group_key("cluster", "broker_id", "bucket").alias("gid"),
-        F.lit(KIND_FETCH).cast("tinyint").alias("kind"),
-        "pkey",
-        "leader_epoch",
-        "t_us",
-        "offset",
-        "follower_id",
-    ).join(F.broadcast(group_ids_df), ["gid"], "left_semi")
-
-
-def meta_side(group_partitions_df: DataFrame, epochs_df: DataFrame, partitions_df: DataFrame) -> DataFrame:
-    """Right side, meta part: one row per (group, partition, leader epoch) with produces, carrying what is
-    constant in it: leader, assignment, min ISR, epoch bounds, start ISR. Produces of a partition missing
-    from `partitions` (topics.txt) get no meta row and are not replayed (the stage counts them)."""
-    meta = partitions_df.select("cluster", "topic", "partition", "replicas", "min_insync_replicas")
-    epochs = epochs_df.select(
-        "cluster", "topic", "partition", "leader_epoch", "leader_id", "epoch_start_us", "epoch_end_us", "start_isr"
+        group_key("cluster", "broker_id", "bucket").alias("gid"), "pkey", "broker_id", "t_us", "offset", "follower_id"
     )
-    return (
-        group_partitions_df.join(F.broadcast(epochs), ["cluster", "topic", "partition", "leader_epoch"], "inner")
-        .join(F.broadcast(meta), ["cluster", "topic", "partition"], "inner")
-        .select(
-            "gid",
-            F.lit(KIND_META).cast("tinyint").alias("kind"),
-            "pkey",
-            "leader_epoch",
-            F.col("leader_id").alias("broker_id"),
-            "replicas",
-            "min_insync_replicas",
-            "epoch_start_us",
-            "epoch_end_us",
-            F.col("start_isr").alias("isr"),
-        )
-    )
-
-
-def isr_side(isr_changes_df: DataFrame, group_partitions_df: DataFrame) -> DataFrame:
-    """Right side, ISR part: the epoch's committed ISR changes (placed in epochs by `with_leader_epoch`),
-    copied into each group with produces of that partition and epoch (they are few)."""
-    changes = isr_changes_df.select(
-        partition_key().alias("pkey"), "leader_epoch", _micros("t_log").alias("t_us"), "isr"
-    )
-    return group_partitions_df.select("gid", "pkey", "leader_epoch").join(
-        changes, ["pkey", "leader_epoch"], "inner"
-    ).select("gid", F.lit(KIND_ISR).cast("tinyint").alias("kind"), "pkey", "leader_epoch", "t_us", "isr")

@@ -1,56 +1,41 @@
 """The Python side of the replay: one (cluster, leader broker, time bucket) group -> the kernel -> produce_replay rows.
 
 Runs inside a cogrouped `applyInArrow` on the executors: the left side holds the group's produces,
-the right side its follower LEO events, ISR changes and one meta row per (partition, leader epoch).
-Grouping by the leader broker rather than by partition keeps every partition of a produce request
-in one group (a request goes to one broker and is logged on one line), so the request's response
-time (its slowest partition) is computed here and no shuffle is needed for it in Spark.
+the right side its follower LEO events. What is constant per partition and leader epoch (assignment,
+min ISR, epoch bounds, start ISR, committed ISR changes) and the names behind the numeric keys come
+with the function (`ReplayContext`, built on the driver from the small silver tables). Grouping by
+the leader broker rather than by partition keeps every partition of a produce request in one group (a
+request goes to one broker and is logged on one line), so the request's response time (its slowest
+partition) is computed here and no shuffle is needed for it in Spark.
 
-Everything per produce is NumPy over Arrow buffers; every column crossing back to Spark is numeric
-(strings are mapped from codes and keys in Spark).
+Only numeric columns cross from Spark; everything per produce is NumPy over Arrow buffers. The group's
+`produce_replay` rows are built as one Arrow table (strings dictionary-encoded) and either written to
+Parquet data files right here (`ReplayContext.writer`; the driver commits them, ackreplay/arrow_delta.py)
+or returned to Spark, whose Delta writer writes them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
-from ackreplay.replay.kernel import NEVER, EpochInputs, ReplayOptions, lag_policy_id, replay_epoch
-from schemas.replay import ISR_SOURCES, REPLAY_GROUP_OUTPUT
-from transforms.replay_inputs import KIND_FETCH, KIND_ISR, KIND_META
+from ackreplay.arrow_delta import ArrowFileWriter
+from ackreplay.replay.kernel import NEVER, OUTCOME_NAMES, EpochInputs, ReplayOptions, lag_policy_id, replay_epoch
+from schemas.replay import ISR_SOURCES, PRODUCE_REPLAY, WRITTEN_FILE
 
-OUTPUT_ARROW_SCHEMA = pa.schema(
-    [
-        pa.field(
-            f.name,
-            {
-                "LongType()": pa.int64(),
-                "IntegerType()": pa.int32(),
-                "DoubleType()": pa.float64(),
-                "BooleanType()": pa.bool_(),
-            }[repr(f.dataType)],
-            f.nullable,
-        )
-        for f in REPLAY_GROUP_OUTPUT.fields
-    ]
-)
-# Produce-side columns copied to every policy's row unchanged (in the group's sorted order).
-PASSTHROUGH = {
-    "base_offset": "offset",
-    "broker_id": "broker_id",
-    "bytes": "bytes",
-    "recorded_acks": "acks",
-    "t_start_us": "t_start_us",
-    "t_local_done_us": "t_us",
-    "t_ack_observed_us": "t_ack_observed_us",
-    "source_file_id": "source_file_id",
-    "line_number": "line_number",
-    "event_day": "event_day",
-    "pkey": "pkey",
-    "leader_epoch": "leader_epoch",
-}
+OUTCOMES = [OUTCOME_NAMES[code] for code in sorted(OUTCOME_NAMES)]
+_ARROW_TYPES = {
+    "StringType()": pa.string(), "IntegerType()": pa.int32(), "LongType()": pa.int64(), "DoubleType()": pa.float64(),
+    "BooleanType()": pa.bool_(), "DateType()": pa.date32(), "TimestampType()": pa.timestamp("us", tz="UTC"),
+}  # fmt: skip
+# produce_replay as Arrow (the schema Spark expects back when it writes the rows itself).
+PRODUCE_REPLAY_ARROW = pa.schema([pa.field(f.name, _ARROW_TYPES[repr(f.dataType)], f.nullable) for f in PRODUCE_REPLAY])
+WRITTEN_FILE_ARROW = pa.schema([pa.field(f.name, _ARROW_TYPES[repr(f.dataType)], f.nullable) for f in WRITTEN_FILE])
+PARTITION_COLUMNS = ("cluster", "event_date")
 
 
 def policy_order(quorum_sizes: tuple[int, ...], lag_ms: tuple[float, ...]) -> list[str]:
@@ -128,6 +113,41 @@ def epoch_inputs(
     return inputs, isr_source
 
 
+@dataclass(frozen=True)
+class PartitionEpochs:
+    """One partition's leader epochs, sorted by start, and what is constant for the partition."""
+
+    cluster: str
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    min_insync_replicas: int
+    leader_epoch: np.ndarray  # int32 (E,)
+    leader: np.ndarray  # int32 (E,)
+    start_us: np.ndarray  # int64 (E,), sorted
+    end_us: np.ndarray  # int64 (E,): the next epoch's start, or EPOCH_END_NEVER
+    start_isr: tuple  # per epoch: the ISR at its start (state-change.log), or None
+
+
+@dataclass(frozen=True)
+class ReplayContext:
+    """Everything a replay group needs besides its rows: built on the driver from the small silver tables
+    (partitions, leader epochs, ISR changes, the source-file names) and shipped with the group function."""
+
+    quorum_sizes: tuple[int, ...]
+    lag_ms: tuple[float, ...]
+    strict_min_isr: bool
+    run_id: str
+    partitions: Mapping[int, PartitionEpochs]  # pkey -> the partition's epochs
+    isr_changes: Mapping[tuple[int, int], tuple[np.ndarray, tuple]]  # (pkey, leader_epoch) -> (commit times, ISRs)
+    source_files: Mapping[int, str]  # source_file_id -> source_file
+    leo_sources: Mapping[str, str] = field(default_factory=dict)  # cluster -> jmx_metrics (default follower_fetches)
+    writer: ArrowFileWriter | None = None  # write the rows as Delta data files here; None: return them to Spark
+
+    @property
+    def policies(self) -> list[str]:
+        return policy_order(self.quorum_sizes, self.lag_ms)
+
 def _np(table: pa.Table, name: str, dtype=None) -> np.ndarray:
     arr = table.column(name).to_numpy()
     return arr if dtype is None else arr.astype(dtype, copy=False)
@@ -145,17 +165,42 @@ def _runs(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts, np.append(starts[1:], n)
 
 
-def _request_max(values: np.ndarray, request_key: np.ndarray) -> np.ndarray:
+def _request_max(values: np.ndarray, *request_key: np.ndarray) -> np.ndarray:
     """Per row, the maximum of `values` (policies, n) over the rows of the same request (axis 1)."""
-    order = np.argsort(request_key, kind="stable")
-    starts, _ = _runs(request_key[order])
-    if starts.size == request_key.size:  # one partition per request: nothing to combine
+    order = np.lexsort(request_key[::-1])
+    starts, ends = _runs(*(k[order] for k in request_key))
+    if starts.size == values.shape[1]:  # one partition per request: nothing to combine
         return values
     run_max = np.maximum.reduceat(values[:, order], starts, axis=1)
-    run_of = np.repeat(np.arange(starts.size), np.diff(np.append(starts, request_key.size)))
     out = np.empty_like(values)
-    out[:, order] = run_max[:, run_of]
+    out[:, order] = np.repeat(run_max, ends - starts, axis=1)
     return out
+
+
+def _place_in_epochs(
+    ctx: ReplayContext, pkey: np.ndarray, broker: np.ndarray, t: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sort rows by (partition, time) and place each in the leader epoch its broker led at its time.
+
+    Returns (order, epoch index in its partition's `PartitionEpochs`, -1 where none: unknown partition,
+    no epoch at that time, or another broker led it then), both in sorted order.
+    """
+    order = np.lexsort((t, pkey))
+    pkey, broker, t = pkey[order], broker[order], t[order]
+    epoch = np.full(order.size, -1, np.int64)
+    for s, e in zip(*_runs(pkey)):
+        part = ctx.partitions.get(int(pkey[s]))
+        if part is None:
+            continue
+        idx = np.searchsorted(part.start_us, t[s:e], side="right") - 1
+        safe = np.maximum(idx, 0)
+        ok = (idx >= 0) & (t[s:e] < part.end_us[safe]) & (part.leader[safe] == broker[s:e])
+        epoch[s:e] = np.where(ok, idx, -1)
+    return order, epoch
+
+
+def _dictionary(indices: np.ndarray, values: Sequence[str]) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(pa.array(indices, pa.int32()), pa.array(list(values), pa.string()))
 
 
 def _nan_as_null(values: np.ndarray) -> pa.Array:
@@ -163,131 +208,201 @@ def _nan_as_null(values: np.ndarray) -> pa.Array:
     return pa.array(values, pa.float64(), mask=np.isnan(values))
 
 
-def empty_output() -> pa.Table:
-    return OUTPUT_ARROW_SCHEMA.empty_table()
+@dataclass
+class _Replayed:
+    """A group's replayed produces (n, sorted) and their per-policy results (policies, n)."""
+
+    produce: dict[str, np.ndarray]
+    result: dict[str, np.ndarray]
+    clusters: list[str]  # names behind produce["cluster"]
+    topics: list[str]  # names behind produce["topic"]
+
+    @property
+    def n(self) -> int:
+        return self.produce["offset"].size
+
+    def subset(self, keep: np.ndarray) -> _Replayed:
+        return _Replayed(
+            {k: v[keep] for k, v in self.produce.items()}, {k: v[:, keep] for k, v in self.result.items()},
+            self.clusters, self.topics,
+        )  # fmt: skip
 
 
-def replay_broker_bucket(
-    produces: pa.Table,
-    events: pa.Table,
-    quorum_sizes: tuple[int, ...],
-    lag_ms: tuple[float, ...],
-    strict_min_isr: bool,
-) -> pa.Table:
-    """Replay every produce of one (cluster, leader broker, time bucket) group under every policy."""
-    if produces.num_rows == 0:
-        return empty_output()
-    policies = policy_order(quorum_sizes, lag_ms)
-    options = ReplayOptions(strict_min_isr=strict_min_isr)
+def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replayed | None:
+    """The kernel over every (partition, leader epoch) of the group; None when nothing is replayed."""
+    policies = ctx.policies
+    options = ReplayOptions(strict_min_isr=ctx.strict_min_isr)
+    order, epoch = _place_in_epochs(ctx, _np(produces, "pkey"), _np(produces, "broker_id"), _np(produces, "t_us"))
+    placed = epoch >= 0
+    if not placed.any():
+        return None
+    rows = order[placed]
+    produce = {name: _np(produces, name)[rows] for name in (
+        "pkey", "broker_id", "t_us", "offset", "timeout_ms", "acks", "bytes", "t_start_us", "client_side_ms",
+        "source_file_id", "line_number", "event_day",
+    )}  # fmt: skip
+    observed = produces.column("t_ack_observed_us")
+    produce["t_ack_observed_us"] = observed.fill_null(0).to_numpy()[rows]
+    produce["observed_valid"] = observed.is_valid().to_numpy(zero_copy_only=False)[rows]
+    produce["epoch_index"] = epoch[placed]
+    pkey, epoch_index, t = produce["pkey"], produce["epoch_index"], produce["t_us"]
 
-    pkey, epoch, t = _np(produces, "pkey"), _np(produces, "leader_epoch"), _np(produces, "t_us")
-    order = np.lexsort((t, epoch, pkey))
-    produces = produces.take(pa.array(order))
-    pkey, epoch, t = pkey[order], epoch[order], t[order]
-    offset, timeout_ms = _np(produces, "offset"), _np(produces, "timeout_ms")
-    n = produces.num_rows
-
-    kind = _np(events, "kind")
-    fetch = events.filter(pa.array(kind == KIND_FETCH))
-    f_pkey, f_epoch = _np(fetch, "pkey"), _np(fetch, "leader_epoch")
-    f_t, f_follower, f_offset = _np(fetch, "t_us"), _np(fetch, "follower_id"), _np(fetch, "offset")
-    f_order = np.lexsort((f_t, f_epoch, f_pkey))
-    f_pkey, f_epoch, f_t, f_follower, f_offset = (a[f_order] for a in (f_pkey, f_epoch, f_t, f_follower, f_offset))
+    f_order, f_epoch = _place_in_epochs(ctx, _np(events, "pkey"), _np(events, "broker_id"), _np(events, "t_us"))
+    f_keep = f_order[f_epoch >= 0]
+    f_pkey, f_epoch = _np(events, "pkey")[f_keep], f_epoch[f_epoch >= 0]
+    f_t, f_follower, f_offset = (_np(events, c)[f_keep] for c in ("t_us", "follower_id", "offset"))
     fetch_runs = {(int(f_pkey[s]), int(f_epoch[s])): (s, e) for s, e in zip(*_runs(f_pkey, f_epoch))}
 
-    meta = events.filter(pa.array(kind == KIND_META)).to_pylist()
-    meta_of = {(m["pkey"], m["leader_epoch"]): m for m in meta}
-    isr = events.filter(pa.array(kind == KIND_ISR))
-    i_pkey, i_epoch, i_t = _np(isr, "pkey"), _np(isr, "leader_epoch"), _np(isr, "t_us")
-    i_order = np.lexsort((i_t, i_epoch, i_pkey))
-    i_isr = isr.column("isr").to_pylist()
-    i_isr = [i_isr[j] for j in i_order]
-    i_pkey, i_epoch, i_t = i_pkey[i_order], i_epoch[i_order], i_t[i_order]
-    isr_runs = {(int(i_pkey[s]), int(i_epoch[s])): (s, e) for s, e in zip(*_runs(i_pkey, i_epoch))}
-
-    p = len(policies)
-    outcome = np.zeros((p, n), np.int32)
-    t_ack = np.empty((p, n), np.int64)
-    copies = np.zeros((p, n), np.int32)
-    exposure = np.empty((p, n), np.float64)
-    full_replication = np.empty((p, n), np.float64)
-    loss_kafka = np.zeros((p, n), bool)
-    loss_longest = np.zeros((p, n), bool)
-    isr_source_code = np.empty((p, n), np.int32)
-    keep = np.ones(n, dtype=bool)
-    for s, e in zip(*_runs(pkey, epoch)):
-        key = (int(pkey[s]), int(epoch[s]))
-        m = meta_of.get(key)
-        if m is None:  # the stage only sends produces whose partition and epoch are known
-            keep[s:e] = False
-            continue
-        fs, fe = fetch_runs.get(key, (0, 0))
-        is_, ie = isr_runs.get(key, (0, 0))
+    p, n = len(policies), pkey.size
+    result = {
+        "outcome": np.zeros((p, n), np.int8), "t_ack": np.empty((p, n), np.int64),
+        "copies_at_ack": np.zeros((p, n), np.int8), "exposure_us": np.empty((p, n), np.float64),
+        "full_replication_us": np.empty((p, n), np.float64), "loss_kafka_election": np.zeros((p, n), bool),
+        "loss_longest_log_election": np.zeros((p, n), bool), "isr_source": np.empty((p, n), np.int8),
+    }  # fmt: skip
+    lag_policy = np.array(["@lag=" in policy for policy in policies])
+    leader_epoch = np.empty(n, np.int32)
+    cluster_of: dict[str, int] = {}
+    topic_of: dict[str, int] = {}
+    cluster, topic, partition = np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.int32)
+    for s, e in zip(*_runs(pkey, epoch_index)):
+        part = ctx.partitions[int(pkey[s])]
+        k = int(epoch_index[s])
+        number = int(part.leader_epoch[k])
+        leader_epoch[s:e] = number
+        cluster[s:e] = cluster_of.setdefault(part.cluster, len(cluster_of))
+        topic[s:e] = topic_of.setdefault(part.topic, len(topic_of))
+        partition[s:e] = part.partition
+        fs, fe = fetch_runs.get((int(pkey[s]), k), (0, 0))
+        change_times, change_isrs = ctx.isr_changes.get((int(pkey[s]), number), (np.empty(0, np.int64), ()))
         inputs, isr_source = epoch_inputs(
-            base_offset=offset[s:e],
+            base_offset=produce["offset"][s:e],
             t_local_done=t[s:e],
-            timeout_ms=timeout_ms[s:e],
-            leader=int(m["broker_id"]),
-            replicas=m["replicas"],
+            timeout_ms=produce["timeout_ms"][s:e],
+            leader=int(part.leader[k]),
+            replicas=part.replicas,
             event_follower=f_follower[fs:fe],
             event_t=f_t[fs:fe],
             event_offset=f_offset[fs:fe],
-            change_times=i_t[is_:ie],
-            change_isrs=i_isr[is_:ie],
-            start_isr=m["isr"],
-            min_insync_replicas=m["min_insync_replicas"],
-            epoch_start_us=m["epoch_start_us"],
-            epoch_end_us=m["epoch_end_us"],
-            quorum_sizes=quorum_sizes,
-            lag_ms=lag_ms,
+            change_times=change_times,
+            change_isrs=change_isrs,
+            start_isr=part.start_isr[k],
+            min_insync_replicas=part.min_insync_replicas,
+            epoch_start_us=int(part.start_us[k]),
+            epoch_end_us=int(part.end_us[k]),
+            quorum_sizes=ctx.quorum_sizes,
+            lag_ms=ctx.lag_ms,
         )
-        results = replay_epoch(inputs, options)
+        outcomes = replay_epoch(inputs, options)
         for i, policy in enumerate(policies):
-            res = results[policy]
-            outcome[i, s:e] = res.outcome
-            t_ack[i, s:e] = res.t_ack
-            copies[i, s:e] = res.copies_at_ack
-            exposure[i, s:e] = res.exposure_us
-            full_replication[i, s:e] = res.full_replication_us
-            loss_kafka[i, s:e] = res.loss_kafka_election
-            loss_longest[i, s:e] = res.loss_longest_log_election
-            source = "simulated" if "@lag=" in policy else isr_source
-            isr_source_code[i, s:e] = ISR_SOURCES.index(source)
-    if not keep.all():
-        produces = produces.filter(pa.array(keep))
-        t = t[keep]
-        outcome, t_ack, copies, exposure, full_replication, loss_kafka, loss_longest, isr_source_code = (
-            a[:, keep] for a in (outcome, t_ack, copies, exposure, full_replication, loss_kafka, loss_longest, isr_source_code)
-        )
-        n = produces.num_rows
-        if n == 0:
-            return empty_output()
-
+            res = outcomes[policy]
+            result["outcome"][i, s:e] = res.outcome
+            result["t_ack"][i, s:e] = res.t_ack
+            result["copies_at_ack"][i, s:e] = res.copies_at_ack
+            result["exposure_us"][i, s:e] = res.exposure_us
+            result["full_replication_us"][i, s:e] = res.full_replication_us
+            result["loss_kafka_election"][i, s:e] = res.loss_kafka_election
+            result["loss_longest_log_election"][i, s:e] = res.loss_longest_log_election
+        result["isr_source"][:, s:e] = np.where(
+            lag_policy, ISR_SOURCES.index("simulated"), ISR_SOURCES.index(isr_source)
+        )[:, None]
+    produce.update(leader_epoch=leader_epoch, cluster=cluster, topic=topic, partition=partition)
     # The broker answers a request when all its partitions are done: the client sees the latest t_ack.
-    request_key = (_np(produces, "source_file_id", np.int64) << 40) | _np(produces, "line_number", np.int64)
-    t_response = _request_max(t_ack, request_key)
-    t_start = _np(produces, "t_start_us", np.int64)
-    client_side_ms = _np(produces, "client_side_ms", np.float64)
-    every_policy = pa.array(np.tile(np.arange(n), p))
-    columns = {name: produces.column(src).take(every_policy) for name, src in PASSTHROUGH.items()}
-    columns.update(
-        {
-            "policy_code": np.repeat(np.arange(p, dtype=np.int32), n),
-            "outcome_code": outcome.reshape(-1),
-            "t_ack_us": t_ack.reshape(-1),
-            "t_response_us": t_response.reshape(-1),
-            "ack_wait_ms": ((t_ack - t) / 1000.0).reshape(-1),
-            "latency_ms": ((t_response - t_start) / 1000.0 + client_side_ms).reshape(-1),
-            "copies_at_ack": copies.reshape(-1),
-            "exposure_ms": _nan_as_null((exposure / 1000.0).reshape(-1)),
-            "full_replication_ms": _nan_as_null((full_replication / 1000.0).reshape(-1)),
-            "loss_kafka_election": loss_kafka.reshape(-1),
-            "loss_longest_log_election": loss_longest.reshape(-1),
-            "isr_source_code": isr_source_code.reshape(-1),
+    result["t_response"] = _request_max(result["t_ack"], produce["source_file_id"], produce["line_number"])
+    return _Replayed(produce, result, list(cluster_of), list(topic_of))
+
+
+def _long_table(ctx: ReplayContext, r: _Replayed, columns: Sequence[str]) -> pa.Table:
+    """`produce_replay` rows (policy-major: one block of the group's produces per policy) as Arrow,
+    strings dictionary-encoded, with the contract's `columns` (a subset, in that order)."""
+    policies = ctx.policies
+    p, n = len(policies), r.n
+    pr, res = r.produce, r.result
+    tile = lambda values: np.tile(values, p)  # noqa: E731  (a produce's value on each of its policy rows)
+    ts = pa.timestamp("us", tz="UTC")
+    source_ids = np.unique(pr["source_file_id"])
+    leo = [ctx.leo_sources.get(c, "follower_fetches") for c in r.clusters]
+    built = {
+        "cluster": lambda: _dictionary(tile(pr["cluster"]), r.clusters),
+        "topic": lambda: _dictionary(tile(pr["topic"]), r.topics),
+        "partition": lambda: pa.array(tile(pr["partition"]), pa.int32()),
+        "leader_epoch": lambda: pa.array(tile(pr["leader_epoch"]), pa.int32()),
+        "base_offset": lambda: pa.array(tile(pr["offset"]), pa.int64()),
+        "broker_id": lambda: pa.array(tile(pr["broker_id"]), pa.int32()),
+        "bytes": lambda: pa.array(tile(pr["bytes"]), pa.int32()),
+        "recorded_acks": lambda: pa.array(tile(pr["acks"]), pa.int32()),
+        "policy": lambda: _dictionary(np.repeat(np.arange(p), n), policies),
+        "outcome": lambda: _dictionary(res["outcome"].reshape(-1), OUTCOMES),
+        "t_start": lambda: pa.array(tile(pr["t_start_us"]), ts),
+        "t_local_done": lambda: pa.array(tile(pr["t_us"]), ts),
+        "t_ack": lambda: pa.array(res["t_ack"].reshape(-1), ts),
+        "t_ack_observed": lambda: pa.array(tile(pr["t_ack_observed_us"]), ts, mask=~tile(pr["observed_valid"])),
+        "t_response": lambda: pa.array(res["t_response"].reshape(-1), ts),
+        "ack_wait_ms": lambda: pa.array(((res["t_ack"] - pr["t_us"]) / 1000.0).reshape(-1)),
+        "latency_ms": lambda: pa.array(
+            ((res["t_response"] - pr["t_start_us"]) / 1000.0 + pr["client_side_ms"]).reshape(-1)
+        ),
+        "copies_at_ack": lambda: pa.array(res["copies_at_ack"].reshape(-1), pa.int32()),
+        "exposure_ms": lambda: _nan_as_null((res["exposure_us"] / 1000.0).reshape(-1)),
+        "full_replication_ms": lambda: _nan_as_null((res["full_replication_us"] / 1000.0).reshape(-1)),
+        "loss_kafka_election": lambda: pa.array(res["loss_kafka_election"].reshape(-1)),
+        "loss_longest_log_election": lambda: pa.array(res["loss_longest_log_election"].reshape(-1)),
+        "isr_source": lambda: _dictionary(res["isr_source"].reshape(-1), ISR_SOURCES),
+        "leo_source": lambda: _dictionary(tile(pr["cluster"]), leo),
+        "source_file": lambda: _dictionary(
+            tile(np.searchsorted(source_ids, pr["source_file_id"])), [ctx.source_files[int(i)] for i in source_ids]
+        ),
+        "line_number": lambda: pa.array(tile(pr["line_number"]), pa.int64()),
+        "event_date": lambda: pa.array(tile(pr["event_day"]).astype(np.int32), pa.date32()),
+        "replay_run_id": lambda: _dictionary(np.zeros(p * n, np.int32), [ctx.run_id]),
+    }
+    return pa.table({name: built[name]() for name in columns})
+
+
+def _written_files(ctx: ReplayContext, r: _Replayed) -> pa.Table:
+    """Write the group's rows as Delta data files, one per (cluster, event_date), one Parquet row group
+    per policy, and describe them (WRITTEN_FILE: what the driver commits, with the outcome counts)."""
+    policies = ctx.policies
+    columns = [f.name for f in PRODUCE_REPLAY if f.name not in PARTITION_COLUMNS]
+    key = r.produce["cluster"].astype(np.int64) << 32 | (r.produce["event_day"].astype(np.int64) & 0xFFFFFFFF)
+    values = np.unique(key)
+    records = []
+    for value in values:
+        part = r if values.size == 1 else r.subset(key == value)
+        table = _long_table(ctx, part, columns)
+        blocks = [table.slice(i * part.n, part.n) for i in range(len(policies))]
+        partition_values = {
+            "cluster": r.clusters[int(part.produce["cluster"][0])],
+            "event_date": str(np.datetime64(int(part.produce["event_day"][0]), "D")),
         }
+        record = ctx.writer.write(partition_values, blocks)
+        counts = {
+            f"{policy}|{OUTCOMES[code]}": int(count)
+            for policy, outcome in zip(policies, part.result["outcome"])
+            for code, count in enumerate(np.bincount(outcome, minlength=len(OUTCOMES)))
+            if count
+        }
+        records.append({**record, "outcome_counts": json.dumps(counts)})
+    return pa.Table.from_pylist(records, schema=WRITTEN_FILE_ARROW)
+
+
+def empty_output(ctx: ReplayContext) -> pa.Table:
+    return (WRITTEN_FILE_ARROW if ctx.writer is not None else PRODUCE_REPLAY_ARROW).empty_table()
+
+
+def replay_group(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> pa.Table:
+    """Replay every produce of one (cluster, leader broker, time bucket) group under every policy.
+
+    Returns the group's produce_replay rows (PRODUCE_REPLAY_ARROW), or, with `ctx.writer`, writes them
+    as data files and returns their descriptions (WRITTEN_FILE_ARROW).
+    """
+    replayed = _replay(ctx, produces, events) if produces.num_rows else None
+    if replayed is None:
+        return empty_output(ctx)
+    if ctx.writer is not None:
+        return _written_files(ctx, replayed)
+    table = _long_table(ctx, replayed, PRODUCE_REPLAY_ARROW.names)
+    return pa.table(
+        [col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col for col in table.columns],
+        schema=PRODUCE_REPLAY_ARROW,
     )
-    arrays = [
-        pa.array(columns[f.name], f.type) if isinstance(columns[f.name], np.ndarray) else columns[f.name].cast(f.type)
-        for f in OUTPUT_ARROW_SCHEMA
-    ]
-    return pa.table(arrays, schema=OUTPUT_ARROW_SCHEMA)

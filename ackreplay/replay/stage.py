@@ -2,43 +2,50 @@
 -> silver `produce_replay` (one row per replayed produce and policy).
 
 Work is grouped by (cluster, leader broker, time bucket): produces on one side and the follower LEO
-events, ISR changes and epoch meta rows on the other of a cogrouped `applyInArrow`, in which the
-NumPy kernel runs per (partition, leader epoch). One shuffle per side; nothing is collected to the
-driver.
+events on the other of a cogrouped `applyInArrow`, in which the NumPy kernel runs per (partition,
+leader epoch). The small tables (partitions, leader epochs, ISR changes, source-file names) are
+collected once and travel with the group function (`ReplayContext`). One shuffle per side; nothing that
+grows with the produces is collected to the driver (the written files' descriptions are one row per
+data file, as Spark's own writer reports them).
+
+The groups write produce_replay's data files themselves with pyarrow and the driver commits them in one
+Delta transaction (`replay.writer: arrow`, ackreplay/arrow_delta.py), or return their rows to Spark's
+Delta writer (`spark`: storage pyarrow cannot write, e.g. Unity Catalog volumes).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from collections import defaultdict
 from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
+import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ackreplay.arrow_delta import ArrowFileWriter, arrow_writable, commit_files, local_path
 from ackreplay.config import AppConfig
-from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists
-from ackreplay.replay.groups import policy_order, replay_broker_bucket
-from ackreplay.replay.kernel import OUTCOME_NAMES
+from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path, table_spec
+from ackreplay.replay.groups import PRODUCE_REPLAY_ARROW, PartitionEpochs, ReplayContext, replay_group
 from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
 from schemas.metrics import FOLLOWER_LEO_SAMPLES
-from schemas.replay import ISR_SOURCES, PRODUCE_REPLAY, REPLAY_GROUP_OUTPUT
+from schemas.replay import PRODUCE_REPLAY, WRITTEN_FILE
 from transforms.common import conform
 from transforms.replay_inputs import (
-    PRODUCE_SIDE_COLUMNS,
     build_epochs,
     event_side,
     fetch_events,
-    isr_side,
     leo_evidence,
-    meta_side,
     metric_events,
     partition_key,
     produce_side,
+    source_file_id,
     with_leader_epoch,
 )
 
@@ -143,6 +150,129 @@ def _dates_predicate(clusters: list[str], dates: Mapping[str, DateSpan]) -> str:
     return " OR ".join(terms)
 
 
+def _replaces(clusters: list[str], dates: Mapping[str, DateSpan]):
+    """The predicate of `_dates_predicate` on a data file's partition values (for the Arrow writer's commit)."""
+    spans = {c: dates.get(c, (None, None)) for c in clusters}
+
+    def replaces(values: Mapping[str, str | None]) -> bool:
+        if values.get("cluster") not in spans:
+            return False
+        first, last = spans[values["cluster"]]
+        if first is None and last is None:
+            return True
+        day = values.get("event_date")
+        if day is None:
+            return False
+        day = date.fromisoformat(day)
+        return (first is None or day >= first) and (last is None or day <= last)
+
+    return replaces
+
+
+def choose_writer(setting: str, lakehouse: str) -> str:
+    """`replay.writer` resolved: arrow or spark (auto: arrow on a local filesystem)."""
+    if setting == "auto":
+        return "arrow" if arrow_writable(lakehouse) else "spark"
+    if setting == "arrow" and not arrow_writable(lakehouse):
+        raise ValueError(
+            f"replay.writer is arrow, but the lakehouse {lakehouse} is not a local path: the Python workers "
+            "cannot write there. Set replay.writer to spark (or auto)."
+        )
+    return setting
+
+
+@dataclass(frozen=True)
+class _ProduceSummary:
+    """What the produce rows in scope hold, from one small aggregation per source file."""
+
+    source_files: dict[int, str]
+    max_timeout_ms: int
+    total: int
+    skipped: dict[str, int]
+    appended: int
+
+
+def _summarize_produces(produce: DataFrame, appended: F.Column) -> _ProduceSummary:
+    rows = (
+        produce.groupBy("source_file")
+        .agg(
+            F.first(source_file_id()).alias("source_file_id"),
+            F.count("*").alias("rows"),
+            F.count_if(F.col("acks") == 0).alias("acks0"),
+            F.count_if((F.col("acks") != 0) & ~appended).alias("failed"),
+            F.max("timeout_ms").alias("max_timeout_ms"),
+        )
+        .collect()  # one row per source file
+    )
+    source_files = {int(r["source_file_id"]): r["source_file"] for r in rows}
+    if len(source_files) != len(rows):
+        raise ValueError("two source file names share a 64-bit hash; rename one of the input files")
+    skipped = {
+        "acks=0 (no offset)": sum(r["acks0"] for r in rows),
+        "not appended (error response)": sum(r["failed"] for r in rows),
+    }
+    total = sum(r["rows"] for r in rows)
+    return _ProduceSummary(
+        source_files=source_files,
+        max_timeout_ms=max((r["max_timeout_ms"] or 0 for r in rows), default=0) or 30_000,
+        total=total,
+        skipped={k: v for k, v in skipped.items() if v},
+        appended=total - sum(skipped.values()),
+    )
+
+
+def _partition_epochs(epochs: DataFrame, partitions: DataFrame) -> dict[int, PartitionEpochs]:
+    """pkey -> the partition's leader epochs (only partitions listed in `partitions`: others are not replayed)."""
+    meta = partitions.select("cluster", "topic", "partition", "replicas", "min_insync_replicas")
+    rows = (
+        epochs.join(F.broadcast(meta), ["cluster", "topic", "partition"], "inner")
+        .select(
+            partition_key().alias("pkey"), "cluster", "topic", "partition", "replicas", "min_insync_replicas",
+            "leader_epoch", "leader_id", "epoch_start_us", "epoch_end_us", "start_isr",
+        )
+        .collect()  # one row per (partition, leader epoch)
+    )  # fmt: skip
+    by_partition = defaultdict(list)
+    for r in rows:
+        by_partition[int(r["pkey"])].append(r)
+    out = {}
+    for pkey, group in by_partition.items():
+        group.sort(key=lambda r: (r["epoch_start_us"], r["leader_epoch"]))
+        first = group[0]
+        out[pkey] = PartitionEpochs(
+            cluster=first["cluster"],
+            topic=first["topic"],
+            partition=int(first["partition"]),
+            replicas=tuple(int(x) for x in first["replicas"]),
+            min_insync_replicas=int(first["min_insync_replicas"]),
+            leader_epoch=np.array([r["leader_epoch"] for r in group], np.int32),
+            leader=np.array([r["leader_id"] for r in group], np.int32),
+            start_us=np.array([r["epoch_start_us"] for r in group], np.int64),
+            end_us=np.array([r["epoch_end_us"] for r in group], np.int64),
+            start_isr=tuple(None if r["start_isr"] is None else tuple(r["start_isr"]) for r in group),
+        )
+    return out
+
+
+def _isr_changes(isr_changes: DataFrame, epochs: DataFrame) -> dict[tuple[int, int], tuple[np.ndarray, tuple]]:
+    """(pkey, leader epoch) -> the committed ISR changes (times, ISRs) the epoch's leader logged, by time.
+
+    ISR lines from server.log carry no epoch: each is placed in the epoch its broker led at that time.
+    """
+    placed = with_leader_epoch(isr_changes.drop("leader_epoch"), epochs, F.unix_micros("t_log"))
+    rows = placed.select(
+        partition_key().alias("pkey"), "leader_epoch", F.unix_micros("t_log").alias("t_us"), "isr"
+    ).collect()  # ISR changes are rare events: a few per partition and day
+    by_epoch = defaultdict(list)
+    for r in rows:
+        by_epoch[(int(r["pkey"]), int(r["leader_epoch"]))].append((int(r["t_us"]), tuple(r["isr"] or ())))
+    out = {}
+    for key, changes in by_epoch.items():
+        changes.sort(key=lambda c: c[0])  # stable: lines of the same instant keep their order
+        out[key] = (np.array([t for t, _ in changes], np.int64), tuple(isr for _, isr in changes))
+    return out
+
+
 def run_replay(
     spark: SparkSession,
     config: AppConfig,
@@ -168,114 +298,119 @@ def run_replay(
     partitions = read_table(spark, lakehouse, "partitions").filter(in_scope_clusters)
     leader_epochs = _read_or_empty(spark, lakehouse, "leader_epochs", LEADER_EPOCHS).filter(in_scope_clusters)
     isr_changes = _read_or_empty(spark, lakehouse, "isr_changes", ISR_CHANGES).filter(in_scope_clusters)
-
-    epochs = build_epochs(leader_epochs, fetches).cache()
-    bucket_us = settings.bucket_seconds * 1_000_000
-    max_timeout_ms = produce.agg(F.max("timeout_ms")).first()[0] or 30_000
-    quorum_sizes = tuple(settings.quorum_sizes)
-    lag_ms = tuple(float(x) for x in settings.lag_ms)
-    strict_min_isr = settings.strict_min_isr
-    # The ISR re-simulation of a bucket starts from the events of two lag windows before it.
-    lookback_us = int(2 * max(lag_ms, default=0.0) * 1000)
-    if dates and max_timeout_ms * 1000 + lookback_us >= 86_400_000_000:
-        raise ValueError(
-            f"a replay by dates reads fetches one day either side, but the request timeout ({max_timeout_ms} ms) "
-            f"plus two lag windows reach further: replay whole clusters (no dates) instead"
-        )
+    writer_kind = choose_writer(settings.writer, lakehouse)
+    phases: dict[str, float] = {}
+    mark = time.monotonic()
 
     appended = (F.col("acks") != 0) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0)
-    # Source files travel through Python as ids of this small dictionary.
-    source_ids = (
-        produce.select("source_file")
-        .distinct()
-        .withColumn("source_file_id", F.row_number().over(Window.orderBy("source_file")).cast("int"))
-        .cache()
-    )
-    produces = produce_side(
-        with_leader_epoch(produce.filter(appended), epochs, F.unix_micros("t_local_done")), source_ids, bucket_us
-    ).cache()
-    group_partitions = produces.select("gid", "cluster", "topic", "partition", "pkey", "leader_epoch").distinct().cache()
-    events = fetch_events(
-        with_leader_epoch(leo_evidence(fetches), epochs, F.unix_micros("t_dequeue")), settings.fetch_update_fraction
-    )
+    summary = _summarize_produces(produce, appended)
+    report.produces = summary.total
+    bucket_us = settings.bucket_seconds * 1_000_000
+    lag_ms = tuple(float(x) for x in settings.lag_ms)
+    # The ISR re-simulation of a bucket starts from the events of two lag windows before it.
+    lookback_us = int(2 * max(lag_ms, default=0.0) * 1000)
+    if dates and summary.max_timeout_ms * 1000 + lookback_us >= 86_400_000_000:
+        raise ValueError(
+            f"a replay by dates reads fetches one day either side, but the request timeout "
+            f"({summary.max_timeout_ms} ms) plus two lag windows reach further: replay whole clusters (no dates) instead"
+        )
+
+    epochs = build_epochs(leader_epochs, fetches).cache()
     # A cluster without follower FETCH lines (request log at INFO on the brokers) is replayed from the
     # followers' LEO scrapes instead: coarse (scrape interval), flagged in `leo_source`.
     fetch_clusters = {r["cluster"] for r in fetches.select("cluster").distinct().collect()}  # one row per cluster
     metric_clusters = sorted(set(clusters) - fetch_clusters)
     report.metric_clusters = metric_clusters
+    events = fetch_events(leo_evidence(fetches), settings.fetch_update_fraction)
     if metric_clusters:
         samples = _read_or_empty(spark, lakehouse, "follower_leo_samples", FOLLOWER_LEO_SAMPLES)
         events = events.unionByName(
-            metric_events(samples.filter(_dates_filter(metric_clusters, dates, margin_days=1)), epochs)
+            metric_events(samples.filter(_dates_filter(metric_clusters, dates, margin_days=1)), epochs),
+            allowMissingColumns=True,
         )
         log.info("no follower FETCH lines for %s: replaying from JMX LEO samples", ", ".join(metric_clusters))
-    # ISR lines from server.log carry no epoch: place every change in the epoch of its leader at that time.
-    isr_in_epochs = with_leader_epoch(isr_changes.drop("leader_epoch"), epochs, F.unix_micros("t_log"))
-    right = (
-        event_side(events, bucket_us, max_timeout_ms * 1000, lookback_us, group_partitions.select("gid").distinct())
-        .unionByName(meta_side(group_partitions, epochs, partitions), allowMissingColumns=True)
-        .unionByName(isr_side(isr_in_epochs, group_partitions), allowMissingColumns=True)
+
+    target = table_path(lakehouse, "produce_replay")
+    spec = table_spec("produce_replay")
+    context = ReplayContext(
+        quorum_sizes=tuple(settings.quorum_sizes),
+        lag_ms=lag_ms,
+        strict_min_isr=settings.strict_min_isr,
+        run_id=run_id,
+        partitions=_partition_epochs(epochs, partitions),
+        isr_changes=_isr_changes(isr_changes, epochs),
+        source_files=summary.source_files,
+        leo_sources={c: "jmx_metrics" for c in metric_clusters},
+        writer=ArrowFileWriter(
+            root=local_path(target),
+            partition_by=spec.partition_by,
+            stats_columns=spec.stats_columns,
+            dictionary_columns=DICTIONARY_COLUMNS,
+            statistics_columns=PARQUET_STATISTICS_COLUMNS,
+        )
+        if writer_kind == "arrow"
+        else None,
     )
 
     def replay_fn(left: pa.Table, right: pa.Table) -> pa.Table:
-        return replay_broker_bucket(left, right, quorum_sizes, lag_ms, strict_min_isr)
+        return replay_group(context, left, right)
 
     replayed = (
-        produces.select(*PRODUCE_SIDE_COLUMNS)
+        produce_side(produce.filter(appended), bucket_us)
         .groupBy("gid")
-        .cogroup(right.groupBy("gid"))
-        .applyInArrow(replay_fn, REPLAY_GROUP_OUTPUT)
+        .cogroup(event_side(events, bucket_us, summary.max_timeout_ms * 1000, lookback_us).groupBy("gid"))
+        .applyInArrow(replay_fn, WRITTEN_FILE if writer_kind == "arrow" else PRODUCE_REPLAY)
     )
-    partition_names = partitions.select("cluster", "topic", "partition", partition_key().alias("pkey"))
-    names = lambda values: F.array(*[F.lit(v) for v in values])  # noqa: E731
-    out = (
-        replayed.join(F.broadcast(partition_names), ["pkey"], "inner")
-        .join(F.broadcast(source_ids), ["source_file_id"], "inner")
-        .withColumns(
-            {
-                **{
-                    name: F.timestamp_micros(F.col(f"{name}_us"))
-                    for name in ("t_start", "t_local_done", "t_ack", "t_ack_observed", "t_response")
-                },
-                "policy": F.element_at(names(policy_order(quorum_sizes, lag_ms)), F.col("policy_code") + 1),
-                "outcome": F.element_at(
-                    names([OUTCOME_NAMES[i] for i in sorted(OUTCOME_NAMES)]), F.col("outcome_code") + 1
-                ),
-                "isr_source": F.element_at(names(ISR_SOURCES), F.col("isr_source_code") + 1),
-                "leo_source": F.when(F.col("cluster").isin(metric_clusters), F.lit("jmx_metrics")).otherwise(
-                    F.lit("follower_fetches")
-                ),
-                "event_date": F.date_from_unix_date("event_day"),
-                "replay_run_id": F.lit(run_id),
-            }
-        )
-    )
-    predicate = _dates_predicate(clusters, dates)
-    started = time.monotonic()
-    log.info("replaying produces of %s ...", ", ".join(clusters))
+    phases["inputs"], mark = time.monotonic() - mark, time.monotonic()
+    log.info("replaying produces of %s (%s writer) ...", ", ".join(clusters), writer_kind)
     with _session_conf(spark, REPLAY_WRITE_CONF):
-        replace_rows(conform(out, PRODUCE_REPLAY), lakehouse, "produce_replay", predicate, run_id)
-    log.info("replay done in %.1f s", time.monotonic() - started)
-    for cached in (epochs, source_ids, produces, group_partitions):
-        cached.unpersist()
+        if writer_kind == "arrow":
+            files = [r.asDict() for r in replayed.collect()]  # one row per written data file
+            phases["groups and data files"], mark = time.monotonic() - mark, time.monotonic()
+            commit_files(
+                local_path(target), PRODUCE_REPLAY_ARROW, spec.partition_by, files, _replaces(clusters, dates), run_id,
+                configuration={"delta.dataSkippingStatsColumns": ",".join(spec.stats_columns)},
+            )  # fmt: skip
+            outcomes: dict[tuple[str, str], int] = defaultdict(int)
+            for f in files:
+                for key, count in json.loads(f["outcome_counts"]).items():
+                    policy, outcome = key.split("|")
+                    outcomes[(policy, outcome)] += count
+            report.outcomes = dict(outcomes)
+            phases["commit"] = time.monotonic() - mark
+        else:
+            replace_rows(conform(replayed, PRODUCE_REPLAY), lakehouse, "produce_replay", _dates_predicate(clusters, dates), run_id)
+            phases["groups and Spark's write"] = time.monotonic() - mark
+    mark = time.monotonic()
+    epochs.unpersist()
 
     result = read_table(spark, lakehouse, "produce_replay").filter(in_scope)
-    report.outcomes = {
-        (r["policy"], r["outcome"]): r["count"] for r in result.groupBy("policy", "outcome").count().collect()
-    }
+    if writer_kind != "arrow":
+        report.outcomes = {
+            (r["policy"], r["outcome"]): r["count"] for r in result.groupBy("policy", "outcome").count().collect()
+        }
     report.policies = sorted({p for p, _ in report.outcomes})
-    skipped = produce.select(
-        F.when(F.col("acks") == 0, F.lit("acks=0 (no offset)"))
-        .when(~appended, F.lit("not appended (error response)"))
-        .alias("reason")
-    )
-    counts = {r["reason"]: r["count"] for r in skipped.groupBy("reason").count().collect()}
-    report.produces = sum(counts.values())
-    report.replayed = result.filter(F.col("policy") == "acks=1").count()
-    report.skipped = {k: v for k, v in counts.items() if k is not None}
-    unplaced = counts.get(None, 0) - report.replayed
+    report.replayed = sum(n for (policy, _), n in report.outcomes.items() if policy == "acks=1")
+    report.skipped = dict(summary.skipped)
+    unplaced = summary.appended - report.replayed
     if unplaced:
         report.skipped["outside any known leader epoch or partition"] = unplaced
+    report.ground_truth = _ground_truth(result)
+    phases["counts and ground truth"] = time.monotonic() - mark
+    log.info("replay phases: %s", ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items()))
+    return report
+
+
+# produce_replay's columns worth a Parquet dictionary (few distinct values), and those readers filter on.
+DICTIONARY_COLUMNS = (
+    "topic", "partition", "leader_epoch", "broker_id", "bytes", "recorded_acks", "policy", "outcome",
+    "copies_at_ack", "isr_source", "leo_source", "source_file", "replay_run_id",
+)  # fmt: skip
+PARQUET_STATISTICS_COLUMNS = ("topic", "partition", "leader_epoch", "base_offset", "policy", "outcome", "t_local_done")
+
+
+def _ground_truth(result: DataFrame) -> dict[str, float]:
+    """Replayed acks=all against the broker's own ack time, for the produces recorded with acks=all."""
     truth = result.filter(
         (F.col("policy") == "acks=all") & (F.col("recorded_acks") == -1) & (F.col("outcome") == "acked")
     ).select(
@@ -290,6 +425,4 @@ def run_replay(
         F.percentile("replayed_wait_ms", 0.999).alias("p999_replayed_ms"),
         F.percentile("observed_wait_ms", 0.999).alias("p999_observed_ms"),
     ).first()
-    if g["n"]:
-        report.ground_truth = g.asDict()
-    return report
+    return g.asDict() if g["n"] else {}

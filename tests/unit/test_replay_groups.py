@@ -1,81 +1,110 @@
-"""The replay's group function (one leader broker's time bucket, Arrow in and out) and the Spark
-side that places follower events into the buckets that need them."""
+"""The replay's group function (one leader broker's time bucket, Arrow in and out: produce_replay rows or
+the data files it wrote) and the Spark side that places follower events into the buckets that need them."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import Row
 
-from ackreplay.replay.groups import OUTPUT_ARROW_SCHEMA, policy_order, replay_broker_bucket
-from transforms.replay_inputs import KIND_FETCH, KIND_ISR, KIND_META, event_side, group_key, leo_evidence
+from ackreplay.arrow_delta import ArrowFileWriter
+from ackreplay.replay.groups import (
+    PRODUCE_REPLAY_ARROW,
+    WRITTEN_FILE_ARROW,
+    PartitionEpochs,
+    ReplayContext,
+    policy_order,
+    replay_group,
+)
+from transforms.replay_inputs import EPOCH_END_NEVER, event_side, group_key, leo_evidence
 
 MS = 1000
 T0 = 1_795_300_000_000_000  # µs
+DAY = T0 // 86_400_000_000
 POLICIES = policy_order((2, 3), ())
+SOURCE = 11  # source_file_id of "c/broker-1/kafka-request.log"
+
+
+def partition(
+    pkey: int, *, min_isr: int = 2, isr=(1, 2, 3), epochs=((0, 1, T0 - 60_000 * MS),), topic: str = "orders"
+) -> PartitionEpochs:
+    """A partition replicated on brokers 1, 2, 3 with `epochs` = (leader epoch, leader, start) in time order;
+    `isr` is the ISR at the start of every epoch."""
+    starts = [start for _, _, start in epochs]
+    return PartitionEpochs(
+        cluster="c", topic=topic, partition=pkey % 100, replicas=(1, 2, 3), min_insync_replicas=min_isr,
+        leader_epoch=np.array([e for e, _, _ in epochs], np.int32), leader=np.array([b for _, b, _ in epochs], np.int32),
+        start_us=np.array(starts, np.int64), end_us=np.array(starts[1:] + [EPOCH_END_NEVER], np.int64),
+        start_isr=tuple(tuple(isr) for _ in epochs),
+    )  # fmt: skip
+
+
+def context(partitions: list[PartitionEpochs], isr_changes=None, writer=None) -> ReplayContext:
+    return ReplayContext(
+        quorum_sizes=(2, 3), lag_ms=(), strict_min_isr=True, run_id="run-1",
+        partitions={100 + p.partition: p for p in partitions}, isr_changes=isr_changes or {},
+        source_files={SOURCE: "c/broker-1/kafka-request.log"}, writer=writer,
+    )  # fmt: skip
 
 
 def produce_table(rows: list[dict]) -> pa.Table:
     base = {
-        "gid": 7, "broker_id": 1, "leader_epoch": 0, "timeout_ms": 30_000, "acks": -1, "bytes": 100,
-        "t_ack_observed_us": None, "client_side_ms": 0.5, "source_file_id": 1, "event_day": 20_000,
+        "gid": 7, "broker_id": 1, "timeout_ms": 30_000, "acks": -1, "bytes": 100, "t_ack_observed_us": None,
+        "client_side_ms": 0.5, "source_file_id": SOURCE, "event_day": DAY,
     }  # fmt: skip
     full = [{**base, **r} for r in rows]
     schema = pa.schema(
         [
-            ("gid", pa.int64()), ("pkey", pa.int64()), ("leader_epoch", pa.int32()), ("broker_id", pa.int32()),
-            ("t_us", pa.int64()), ("offset", pa.int64()), ("timeout_ms", pa.int32()), ("acks", pa.int32()),
-            ("bytes", pa.int32()), ("t_start_us", pa.int64()), ("t_ack_observed_us", pa.int64()),
-            ("client_side_ms", pa.float64()), ("source_file_id", pa.int32()), ("line_number", pa.int64()),
-            ("event_day", pa.int32()),
+            ("gid", pa.int64()), ("pkey", pa.int64()), ("broker_id", pa.int32()), ("t_us", pa.int64()),
+            ("offset", pa.int64()), ("timeout_ms", pa.int32()), ("acks", pa.int32()), ("bytes", pa.int32()),
+            ("t_start_us", pa.int64()), ("t_ack_observed_us", pa.int64()), ("client_side_ms", pa.float64()),
+            ("source_file_id", pa.int64()), ("line_number", pa.int64()), ("event_day", pa.int32()),
         ]
     )  # fmt: skip
     return pa.Table.from_pylist(full, schema=schema)
 
 
 EVENT_SCHEMA = pa.schema(
-    [
-        ("gid", pa.int64()), ("kind", pa.int8()), ("pkey", pa.int64()), ("leader_epoch", pa.int32()),
-        ("t_us", pa.int64()), ("offset", pa.int64()), ("follower_id", pa.int32()), ("broker_id", pa.int32()),
-        ("replicas", pa.list_(pa.int32())), ("min_insync_replicas", pa.int32()), ("epoch_start_us", pa.int64()),
-        ("epoch_end_us", pa.int64()), ("isr", pa.list_(pa.int32())),
-    ]
+    [("gid", pa.int64()), ("pkey", pa.int64()), ("broker_id", pa.int32()), ("t_us", pa.int64()),
+     ("offset", pa.int64()), ("follower_id", pa.int32())]
 )  # fmt: skip
 
 
-def meta(pkey: int, min_isr: int = 2, isr=(1, 2, 3)) -> dict:
-    return {"gid": 7, "kind": KIND_META, "pkey": pkey, "leader_epoch": 0, "broker_id": 1, "replicas": [1, 2, 3],
-            "min_insync_replicas": min_isr, "epoch_start_us": T0 - 60_000 * MS, "epoch_end_us": 2**62,
-            "isr": list(isr)}  # fmt: skip
-
-
-def fetch(pkey: int, follower: int, t_ms: float, offset: int) -> dict:
-    return {"gid": 7, "kind": KIND_FETCH, "pkey": pkey, "leader_epoch": 0, "t_us": T0 + int(t_ms * MS),
-            "offset": offset, "follower_id": follower}  # fmt: skip
+def fetch(pkey: int, follower: int, t_ms: float, offset: int, leader: int = 1) -> dict:
+    return {"gid": 7, "pkey": pkey, "broker_id": leader, "t_us": T0 + int(t_ms * MS), "offset": offset,
+            "follower_id": follower}  # fmt: skip
 
 
 def event_table(rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=EVENT_SCHEMA)
 
 
-def rows_by(table: pa.Table, policy: str) -> list[dict]:
-    code = POLICIES.index(policy)
-    return sorted((r for r in table.to_pylist() if r["policy_code"] == code), key=lambda r: (r["pkey"], r["base_offset"]))
-
-
-def replay(produces: pa.Table, events: pa.Table) -> pa.Table:
-    out = replay_broker_bucket(produces, events, (2, 3), (), strict_min_isr=True)
-    assert out.schema == OUTPUT_ARROW_SCHEMA
+def replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> pa.Table:
+    out = replay_group(ctx, produces, events)
+    assert out.schema == PRODUCE_REPLAY_ARROW
     return out
+
+
+def rows_by(table: pa.Table, policy: str) -> list[dict]:
+    rows = (r for r in table.to_pylist() if r["policy"] == policy)
+    return sorted(rows, key=lambda r: (r["partition"], r["base_offset"]))
+
+
+def ms_after_t0(ts) -> float:
+    return (ts.timestamp() * 1_000_000 - T0) / MS
 
 
 def test_a_request_over_two_partitions_answers_when_its_slowest_partition_acks():
     # One request (line 10) appends to partitions A and B at t=0; A's followers are caught up at 2 ms,
     # B's slowest at 9 ms: acks=all answers both at 9 ms. Another request (line 11) only touches A.
-    a, b = 101, 202
+    a, b = 101, 102
     produces = produce_table(
         [
             {"pkey": a, "t_us": T0, "offset": 0, "t_start_us": T0 - 1 * MS, "line_number": 10},
@@ -84,87 +113,142 @@ def test_a_request_over_two_partitions_answers_when_its_slowest_partition_acks()
         ]
     )
     events = event_table(
-        [
-            meta(a), meta(b),
-            fetch(a, 2, 2, 1), fetch(a, 3, 2, 1), fetch(b, 2, 3, 51), fetch(b, 3, 9, 51),
-            fetch(a, 2, 21, 2), fetch(a, 3, 25, 2),
-        ]
-    )  # fmt: skip
-    out = rows_by(replay(produces, events), "acks=all")
-    assert [(r["pkey"], r["line_number"]) for r in out] == [(a, 10), (a, 11), (b, 10)]
-    assert [(r["t_ack_us"] - T0) / MS for r in out] == [2.0, 25.0, 9.0]
-    assert [(r["t_response_us"] - T0) / MS for r in out] == [9.0, 25.0, 9.0]
+        [fetch(a, 2, 2, 1), fetch(a, 3, 2, 1), fetch(b, 2, 3, 51), fetch(b, 3, 9, 51), fetch(a, 2, 21, 2), fetch(a, 3, 25, 2)]
+    )
+    out = replay(context([partition(a), partition(b)]), produces, events)
+    assert out.num_rows == 3 * len(POLICIES)
+    acks_all = rows_by(out, "acks=all")
+    assert [(r["partition"], r["line_number"]) for r in acks_all] == [(1, 10), (1, 11), (2, 10)]
+    assert [ms_after_t0(r["t_ack"]) for r in acks_all] == [2.0, 25.0, 9.0]
+    assert [ms_after_t0(r["t_response"]) for r in acks_all] == [9.0, 25.0, 9.0]
     # latency: t_response - t_start + response queue and send time
-    assert [r["latency_ms"] for r in out] == [10.5, 6.5, 10.5]
-    assert [r["ack_wait_ms"] for r in out] == [2.0, 5.0, 9.0]
-    acks1 = rows_by(replay(produces, events), "acks=1")
-    assert [(r["t_response_us"] - T0) / MS for r in acks1] == [0.0, 20.0, 0.0]
+    assert [r["latency_ms"] for r in acks_all] == [10.5, 6.5, 10.5]
+    assert [r["ack_wait_ms"] for r in acks_all] == [2.0, 5.0, 9.0]
+    assert [ms_after_t0(r["t_response"]) for r in rows_by(out, "acks=1")] == [0.0, 20.0, 0.0]
+    first = acks_all[0]
+    assert (first["cluster"], first["topic"], first["leader_epoch"], first["broker_id"], first["source_file"]) == (
+        "c", "orders", 0, 1, "c/broker-1/kafka-request.log"
+    )
+    assert (first["outcome"], first["copies_at_ack"], first["isr_source"], first["leo_source"]) == (
+        "acked", 3, "logs", "follower_fetches"
+    )
+    assert (first["replay_run_id"], str(first["event_date"])) == ("run-1", "2026-11-21")
 
 
-def test_a_produce_without_a_meta_row_is_not_replayed():
-    # Partition 303 is missing from `partitions` (no meta row): its produce is dropped, the other stays.
+def test_a_produce_of_an_unknown_partition_or_outside_its_leaders_epochs_is_not_replayed():
+    # Partition 103 is missing from `partitions` (topics.txt); partition 101's produce at 5 ms was
+    # logged by broker 1, but broker 2 has led it since 4 ms (epoch 1). Only the first produce stays.
+    p = partition(101, epochs=((0, 1, T0 - 60_000 * MS), (1, 2, T0 + 4 * MS)))
     produces = produce_table(
         [
             {"pkey": 101, "t_us": T0, "offset": 0, "t_start_us": T0, "line_number": 1},
-            {"pkey": 303, "t_us": T0, "offset": 0, "t_start_us": T0, "line_number": 2},
+            {"pkey": 103, "t_us": T0, "offset": 0, "t_start_us": T0, "line_number": 2},
+            {"pkey": 101, "t_us": T0 + 5 * MS, "offset": 1, "t_start_us": T0, "line_number": 3},
         ]
     )
-    out = replay(produces, event_table([meta(101), fetch(101, 2, 1, 1), fetch(101, 3, 1, 1)]))
-    assert out.num_rows == len(POLICIES)
-    assert set(out.column("pkey").to_pylist()) == {101}
+    out = replay(context([p]), produces, event_table([fetch(101, 2, 1, 1), fetch(101, 3, 1, 1)]))
+    assert sorted(set(zip(out.column("partition").to_pylist(), out.column("line_number").to_pylist()))) == [(1, 1)]
+    # Leadership moved at 4 ms before the followers fetched past the batch: acks=all ends as not_leader.
+    late = replay(context([p]), produces.slice(0, 1), event_table([fetch(101, 2, 6, 1, leader=2)]))
+    assert [(r["outcome"], ms_after_t0(r["t_ack"])) for r in rows_by(late, "acks=all")] == [("not_leader", 4.0)]
+
+
+def test_events_count_only_in_the_epoch_their_leader_led():
+    # Epoch 0 (leader 1) until 10 ms, then epoch 1 (leader 1 again, e.g. after a restart). The follower
+    # fetches of epoch 0 past offset 5 must not ack epoch 1's batch at offset 5: only those of epoch 1 do.
+    p = partition(101, epochs=((0, 1, T0 - 60_000 * MS), (1, 1, T0 + 10 * MS)))
+    produces = produce_table([{"pkey": 101, "t_us": T0 + 12 * MS, "offset": 5, "t_start_us": T0 + 11 * MS, "line_number": 1}])
+    events = event_table([fetch(101, 2, 5, 9), fetch(101, 3, 5, 9), fetch(101, 2, 14, 6), fetch(101, 3, 17, 6)])
+    out = replay(context([p]), produces, events)
+    assert [(r["leader_epoch"], ms_after_t0(r["t_ack"])) for r in rows_by(out, "acks=all")] == [(1, 17.0)]
 
 
 def test_rejected_produces_have_null_exposure_and_the_isr_source_is_kept():
     # ISR {1} below min.insync.replicas=2 from state-change.log: acks=all and min.insync reject,
     # quorum=2 (over all replicas) acks once follower 2 has the batch.
     produces = produce_table([{"pkey": 101, "t_us": T0, "offset": 0, "t_start_us": T0, "line_number": 1}])
-    events = event_table([meta(101, isr=(1,)), fetch(101, 2, 4, 1)])
-    out = replay(produces, events)
-    by_policy = {POLICIES[r["policy_code"]]: r for r in out.to_pylist()}
-    assert by_policy["acks=all"]["outcome_code"] == by_policy["min.insync"]["outcome_code"] == 1  # not_enough_replicas
+    out = replay(context([partition(101, isr=(1,))]), produces, event_table([fetch(101, 2, 4, 1)]))
+    by_policy = {r["policy"]: r for r in out.to_pylist()}
+    assert by_policy["acks=all"]["outcome"] == by_policy["min.insync"]["outcome"] == "not_enough_replicas"
     assert by_policy["acks=all"]["exposure_ms"] is None and by_policy["acks=all"]["copies_at_ack"] == 0
-    assert by_policy["quorum=2"]["outcome_code"] == 0 and (by_policy["quorum=2"]["t_ack_us"] - T0) / MS == 4.0
-    assert by_policy["quorum=3"]["outcome_code"] == 2  # timeout: follower 3 never fetches
-    assert {r["isr_source_code"] for r in out.to_pylist()} == {0}  # logs
+    assert by_policy["quorum=2"]["outcome"] == "acked" and ms_after_t0(by_policy["quorum=2"]["t_ack"]) == 4.0
+    assert by_policy["quorum=3"]["outcome"] == "timeout"  # follower 3 never fetches
+    assert {r["isr_source"] for r in out.to_pylist()} == {"logs"}
     # acks=1 acks at t_local_done on one copy; the batch reaches min.insync.replicas=2 copies at 4 ms.
     assert (by_policy["acks=1"]["copies_at_ack"], by_policy["acks=1"]["exposure_ms"]) == (1, 4.0)
     # never on all 3 replicas within the data
     assert math.isinf(by_policy["acks=1"]["full_replication_ms"])
 
 
-def test_isr_changes_of_another_partition_do_not_leak():
-    produces = produce_table([{"pkey": 101, "t_us": T0, "offset": 0, "t_start_us": T0, "line_number": 1}])
-    shrink_other = {"gid": 7, "kind": KIND_ISR, "pkey": 202, "leader_epoch": 0, "t_us": T0 - MS, "isr": [1]}
-    events = event_table([meta(101), meta(202), shrink_other, fetch(101, 2, 3, 1), fetch(101, 3, 5, 1)])
-    out = rows_by(replay(produces, events), "acks=all")
-    assert [(r["outcome_code"], (r["t_ack_us"] - T0) / MS) for r in out] == [(0, 5.0)]
+def test_isr_changes_apply_to_their_own_partition_and_epoch_only():
+    # Follower 3 leaves partition 101's ISR at 2 ms (committed), so acks=all no longer waits for it;
+    # the same change logged for partition 102 must not leak into 101, nor 101's into 102.
+    shrink = (np.array([T0 + 2 * MS], np.int64), ((1, 2),))
+    produces = produce_table(
+        [{"pkey": pk, "t_us": T0, "offset": 0, "t_start_us": T0, "line_number": i} for i, pk in enumerate((101, 102))]
+    )
+    events = event_table([fetch(101, 2, 3, 1), fetch(101, 3, 8, 1), fetch(102, 2, 3, 1), fetch(102, 3, 8, 1)])
+    out = replay(context([partition(101), partition(102)], isr_changes={(101, 0): shrink}), produces, events)
+    assert [(r["partition"], ms_after_t0(r["t_ack"])) for r in rows_by(out, "acks=all")] == [(1, 3.0), (2, 8.0)]
+
+
+def test_the_file_writer_writes_one_file_per_date_with_a_row_group_per_policy(tmp_path: Path):
+    # Two produces on 2026-11-21 and one just after midnight: two data files under the table's folder,
+    # whose rows are the rows the group returns to Spark without the partition columns.
+    midnight = (DAY + 1) * 86_400_000_000
+    produces = produce_table(
+        [
+            {"pkey": 101, "t_us": T0, "offset": 0, "t_start_us": T0, "line_number": 1},
+            {"pkey": 101, "t_us": T0 + 1 * MS, "offset": 1, "t_start_us": T0, "line_number": 2},
+            {"pkey": 101, "t_us": midnight, "offset": 2, "t_start_us": midnight, "line_number": 3, "event_day": DAY + 1},
+        ]
+    )
+    events = event_table([fetch(101, f, t, o) for f in (2, 3) for t, o in ((2, 2), ((midnight - T0) / MS + 3, 3))])
+    stats = ("topic", "partition", "policy", "outcome")
+    writer = ArrowFileWriter(str(tmp_path), ("cluster", "event_date"), stats, ("policy", "outcome"), stats)
+    files = replay_group(context([partition(101)], writer=writer), produces, events)
+    assert files.schema == WRITTEN_FILE_ARROW
+    records = sorted(files.to_pylist(), key=lambda r: r["partition_values"])
+    assert [json.loads(r["partition_values"]) for r in records] == [
+        {"cluster": "c", "event_date": "2026-11-21"}, {"cluster": "c", "event_date": "2026-11-22"}
+    ]
+    assert [r["num_records"] for r in records] == [2 * len(POLICIES), len(POLICIES)]
+    assert json.loads(records[0]["stats"]) == {
+        "numRecords": 10,
+        "minValues": {"topic": "orders", "partition": 1, "policy": "acks=1", "outcome": "acked"},
+        "maxValues": {"topic": "orders", "partition": 1, "policy": "quorum=3", "outcome": "acked"},
+        "nullCount": {"topic": 0, "partition": 0, "policy": 0, "outcome": 0},
+    }
+    assert json.loads(records[1]["outcome_counts"]) == {f"{p}|acked": 1 for p in POLICIES}
+    first = tmp_path / records[0]["path"]
+    assert records[0]["path"].startswith("cluster=c/event_date=2026-11-21/part-") and first.stat().st_size == records[0]["size_bytes"]
+    metadata = pq.ParquetFile(first).metadata
+    assert [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)] == [2] * len(POLICIES)
+    written = pa.concat_tables(pq.read_table(tmp_path / r["path"]) for r in records)
+    returned = replay(context([partition(101)]), produces, events).drop_columns(["cluster", "event_date"])
+    key = lambda t: sorted(t.to_pylist(), key=lambda r: (r["policy"], r["line_number"]))  # noqa: E731
+    assert key(written) == key(returned)
 
 
 @pytest.mark.usefixtures("spark")
 def test_events_are_copied_only_into_the_buckets_that_need_them(spark):
     # Buckets of 100 s, timeout 30 s, lookback 20 s. An event at 10 s into bucket 5 is still needed by
     # produces of bucket 4 (waiting up to 30 s); one at 90 s is history for bucket 6's ISR re-simulation;
-    # one at 50 s belongs to bucket 5 only. Buckets without produces (not in the gid list) get nothing.
+    # one at 50 s belongs to bucket 5 only.
     bucket_us = 100 * 1_000_000
     t = lambda b, s: b * bucket_us + s * 1_000_000  # noqa: E731
     events = spark.createDataFrame(
         [
-            Row(cluster="c", broker_id=1, topic="x", partition=0, leader_epoch=3, follower_id=2, offset=o, t_us=ts)
+            Row(cluster="c", broker_id=1, topic="x", partition=0, follower_id=2, offset=o, t_us=ts)
             for o, ts in ((10, t(5, 10)), (11, t(5, 50)), (12, t(5, 90)))
         ]
     )
     keys = spark.createDataFrame([Row(cluster="c", broker_id=1, b=b) for b in (4, 5, 6)])
-    gid_rows = keys.select("b", group_key("cluster", "broker_id", "b").alias("gid")).collect()
-    expected_gid = {r["b"]: r["gid"] for r in gid_rows}
-    gids = spark.createDataFrame([Row(gid=g) for g in expected_gid.values()])
-    out = event_side(events, bucket_us, 30_000_000, 20_000_000, gids)
+    gid = {r["b"]: r["gid"] for r in keys.select("b", group_key("cluster", "broker_id", "b").alias("gid")).collect()}
+    out = event_side(events, bucket_us, 30_000_000, 20_000_000)
+    assert out.columns == ["gid", "pkey", "broker_id", "t_us", "offset", "follower_id"]
     got = sorted((r["offset"], r["gid"]) for r in out.select("offset", "gid").collect())
-    assert got == sorted([(10, expected_gid[4]), (10, expected_gid[5]), (11, expected_gid[5]), (12, expected_gid[5]),
-                          (12, expected_gid[6])])  # fmt: skip
-    assert_df_equality(
-        out.select("kind").distinct(), spark.createDataFrame([Row(kind=KIND_FETCH)]).selectExpr("CAST(kind AS TINYINT) kind"),
-        ignore_nullable=True,
-    )
+    assert got == sorted([(10, gid[4]), (10, gid[5]), (11, gid[5]), (12, gid[5]), (12, gid[6])])
 
 
 def test_leo_evidence_keeps_fetches_recorded_before_an_error_their_delayed_response_carries(spark):
