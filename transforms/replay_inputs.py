@@ -35,10 +35,19 @@ def _micros(col: str) -> F.Column:
     return F.unix_micros(F.col(col))
 
 
-def build_epochs(leader_epochs_df: DataFrame, follower_fetches_df: DataFrame) -> DataFrame:
+def fetched_epochs(follower_fetches_df: DataFrame) -> DataFrame:
+    """Per (cluster, topic, partition, leader epoch the followers named): the leader that handled the first
+    such FETCH and when (`leader_id`, `epoch_start_us`). A small aggregate; fetches of versions without
+    `currentLeaderEpoch` form the null-epoch row of their partition."""
+    return follower_fetches_df.groupBy(
+        "cluster", "topic", "partition", F.col("current_leader_epoch").alias("leader_epoch")
+    ).agg(F.min_by("broker_id", "t_dequeue").alias("leader_id"), F.min(_micros("t_dequeue")).alias("epoch_start_us"))
+
+
+def build_epochs(leader_epochs_df: DataFrame, fetched_epochs_df: DataFrame) -> DataFrame:
     """Leadership spans: (cluster, topic, partition, leader_epoch, leader_id, epoch_start_us, epoch_end_us, start_isr).
 
-    From `leader_epochs` (state-change.log); epochs seen only in follower fetches (their
+    From `leader_epochs` (state-change.log); epochs seen only in follower fetches (`fetched_epochs`: their
     `currentLeaderEpoch`, e.g. when state-change.log was rotated away) start at their first fetch and
     have an unknown start ISR (null: all replicas assumed).
     """
@@ -53,9 +62,7 @@ def build_epochs(leader_epochs_df: DataFrame, follower_fetches_df: DataFrame) ->
         F.lit("state_change_log").alias("epoch_source"),
     )
     seen = (
-        follower_fetches_df.filter(F.col("current_leader_epoch").isNotNull())
-        .groupBy("cluster", "topic", "partition", F.col("current_leader_epoch").alias("leader_epoch"))
-        .agg(F.min_by("broker_id", "t_dequeue").alias("leader_id"), F.min(_micros("t_dequeue")).alias("epoch_start_us"))
+        fetched_epochs_df.filter(F.col("leader_epoch").isNotNull())
         .join(logged.select("cluster", "topic", "partition", "leader_epoch"), ["cluster", "topic", "partition", "leader_epoch"], "left_anti")
         .select(
             "cluster",

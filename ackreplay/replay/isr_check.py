@@ -35,6 +35,7 @@ from transforms.replay_inputs import (
     KIND_PRODUCE,
     build_epochs,
     fetch_events,
+    fetched_epochs,
     leo_evidence,
     with_leader_epoch,
 )
@@ -175,7 +176,7 @@ def epoch_rows(
         return df if clusters is None else df.filter(F.col("cluster").isin(clusters))
 
     produce, fetches, partitions = table("produce_requests"), table("follower_fetches"), table("partitions")
-    epochs = build_epochs(table("leader_epochs"), fetches)
+    epochs = build_epochs(table("leader_epochs"), fetched_epochs(fetches))
     appended = (F.col("acks") != 0) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0)
     # Only what simulate_isr needs, with the epoch's constants on every produce row (own selection:
     # the replay stage's produce_rows / meta_rows carry group ids and output columns instead).
