@@ -97,6 +97,7 @@ class ArrowFileWriter:
     stats_columns: tuple[str, ...]
     dictionary_columns: tuple[str, ...] = ()  # columns worth dictionary-encoding (few distinct values)
     statistics_columns: tuple[str, ...] = ()  # columns with Parquet row-group statistics (readers filter on)
+    delta_encoded_columns: tuple[str, ...] = ()  # integer/timestamp columns written DELTA_BINARY_PACKED
 
     def write(self, partition_values: Mapping[str, str], row_groups: Sequence[pa.Table]) -> dict:
         """Write one file of one partition, one Parquet row group per table of `row_groups` (all of one
@@ -113,6 +114,7 @@ class ArrowFileWriter:
             compression="snappy",
             use_dictionary=[c for c in self.dictionary_columns if c in schema.names],
             write_statistics=[c for c in self.statistics_columns if c in schema.names],
+            column_encoding={c: "DELTA_BINARY_PACKED" for c in self.delta_encoded_columns if c in schema.names} or None,
         ) as writer:
             for part in row_groups:
                 if part.num_rows:

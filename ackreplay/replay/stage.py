@@ -350,6 +350,7 @@ def run_replay(
             stats_columns=spec.stats_columns,
             dictionary_columns=DICTIONARY_COLUMNS,
             statistics_columns=PARQUET_STATISTICS_COLUMNS,
+            delta_encoded_columns=DELTA_ENCODED_COLUMNS,
         )
         if writer_kind == "arrow"
         else None,
@@ -411,17 +412,24 @@ DICTIONARY_COLUMNS = (
     "copies_at_ack", "isr_source", "leo_source", "source_file", "replay_run_id",
 )  # fmt: skip
 PARQUET_STATISTICS_COLUMNS = ("topic", "partition", "leader_epoch", "base_offset", "policy", "outcome", "t_local_done")
+# Offsets, line numbers and times grow along a partition's rows: delta encoding halves the files and
+# their writing time (measured on the 10M bench, docs/benchmarks.md); Spark reads it since 3.3.
+DELTA_ENCODED_COLUMNS = ("base_offset", "line_number", "t_start", "t_local_done", "t_ack", "t_ack_observed", "t_response")
 
 
-def exact_high_percentiles(df: DataFrame, columns: Mapping[str, F.Column], p: float) -> dict[str, float | None]:
+def exact_high_percentiles(
+    df: DataFrame, columns: Mapping[str, F.Column], p: float, counts: Mapping[str, int] | None = None
+) -> dict[str, float | None]:
     """Spark's exact `percentile` at a high `p` of each column, without sorting every value.
 
     `percentile` interpolates between the values at ranks floor and ceil of p * (n - 1); both lie among
     the top n - floor(p * (n - 1)) values (0.1% of the rows at p = 0.999), which Spark's top-k
     (`orderBy(...).limit(k)`, a bounded heap per task) finds in one pass. Only the two values come back
-    to the driver. Nulls are ignored, as by `percentile`; None: the column has no values.
+    to the driver. Nulls are ignored, as by `percentile`; None: the column has no values. `counts`: the
+    columns' non-null counts when the caller has them (saves a pass).
     """
-    counts = df.agg(*[F.count(col).alias(name) for name, col in columns.items()]).first()
+    if counts is None:
+        counts = df.agg(*[F.count(col).alias(name) for name, col in columns.items()]).first().asDict()
     out: dict[str, float | None] = {}
     for name, col in columns.items():
         n = counts[name]
@@ -454,12 +462,14 @@ def _ground_truth(result: DataFrame) -> dict[str, float]:
         ((F.unix_micros("t_response") - F.unix_micros("t_local_done")) / 1000.0).alias("replayed_wait_ms"),
         ((F.unix_micros("t_ack_observed") - F.unix_micros("t_local_done")) / 1000.0).alias("observed_wait_ms"),
     )
+    waits = {f"p999_{name}_ms": F.col(f"{name}_wait_ms") for name in ("replayed", "observed")}
     g = truth.agg(
         F.count("*").alias("n"),
         F.avg((F.col("err_ms") <= 1).cast("double")).alias("within_1ms"),
         F.avg((F.col("err_ms") <= 2).cast("double")).alias("within_2ms"),
+        *[F.count(col).alias(name) for name, col in waits.items()],
     ).first()
     if not g["n"]:
         return {}
-    waits = {f"p999_{name}_ms": F.col(f"{name}_wait_ms") for name in ("replayed", "observed")}
-    return {**g.asDict(), **exact_high_percentiles(truth, waits, 0.999)}
+    counts = {name: g[name] for name in waits}
+    return {**{k: g[k] for k in ("n", "within_1ms", "within_2ms")}, **exact_high_percentiles(truth, waits, 0.999, counts)}

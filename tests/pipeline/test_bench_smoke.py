@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from chispa import assert_df_equality
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def _table_rows(out: str) -> list[list[str]]:
 def test_replay_bench_times_ackreplay_and_both_peers(small_conf, tmp_path):
     out = _run("bench.replay_bench", "--produces", "3000", "--partitions", "3", "--conf", small_conf, "--workdir", str(tmp_path))
     rows = _table_rows(out)
-    assert [r[0].split(" ")[0] for r in rows[1:]] == ["ackreplay", "DuckDB", "pandas"]
+    assert [r[0].split(" ")[0] for r in rows[1:]] == ["ackreplay", "DuckDB", "DuckDB", "pandas"]
     assert rows[1][3] == "1" and all(float(r[3]) > 0 for r in rows[2:])
 
 
@@ -55,6 +56,32 @@ def test_the_two_peers_compute_the_same_acks(tmp_path):
     for col in ("t_ack_all", "t_ack_quorum2"):
         np.testing.assert_array_equal(duck[col].to_numpy(dtype="float64", na_value=np.inf), pand[col].to_numpy())
     assert np.isfinite(pand["t_ack_all"]).mean() > 0.99
+
+
+def test_the_duckdb_peer_writes_the_rows_ackreplay_writes(spark, tmp_path):
+    # The peer that writes produce_replay's rows implements the same semantics for the bench data's shape:
+    # on that data its rows equal ackreplay's, every column (run ids aside) of every policy.
+    from ackreplay.config import load_config
+    from ackreplay.lakehouse import read_table, table_path
+    from ackreplay.replay.stage import run_replay
+    from bench.replay_bench import duckdb_produce_replay, generate
+    from schemas.replay import PRODUCE_REPLAY
+    from transforms.common import conform
+
+    data, lakehouse = tmp_path / "data", str(tmp_path / "lakehouse")
+    generate(3000, 3, data)
+    for name in ("produce_requests", "follower_fetches", "partitions"):
+        spark.read.parquet(str(data / f"{name}.parquet")).write.format("delta").save(table_path(lakehouse, name))
+    config = load_config("conf/local.yaml")
+    config = config.model_copy(update={"replay": config.replay.model_copy(update={"lag_ms": []})})
+    run_replay(spark, config, lakehouse, ["bench"], "bench")
+    # produces before a partition's first follower FETCH are outside its (fetch-derived) leader epoch
+    replayed = duckdb_produce_replay(data, tmp_path / "duckdb")
+    assert 2990 < replayed < 3000
+    theirs = conform(spark.read.parquet(str(tmp_path / "duckdb")), PRODUCE_REPLAY)
+    ours = conform(read_table(spark, lakehouse, "produce_replay"), PRODUCE_REPLAY)
+    assert ours.count() == 5 * replayed
+    assert_df_equality(ours, theirs, ignore_row_order=True, ignore_nullable=True)  # nullability: Delta vs Parquet
 
 
 def test_replay_bench_hot_partition_peers(small_conf, tmp_path):
