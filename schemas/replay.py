@@ -64,5 +64,6 @@ WRITTEN_FILE = StructType(
         StructField("num_records", LongType(), False),
         StructField("stats", StringType(), False),  # Delta's statistics JSON
         StructField("outcome_counts", StringType(), False),  # JSON object: "policy|outcome" -> rows
+        StructField("ground_truth", StringType(), False),  # JSON object: the ground truth's counts in the file
     ]
 )

@@ -24,7 +24,15 @@ import numpy as np
 import pyarrow as pa
 
 from ackreplay.arrow_delta import ArrowFileWriter
-from ackreplay.replay.kernel import NEVER, OUTCOME_NAMES, EpochInputs, ReplayOptions, lag_policy_id, replay_epoch
+from ackreplay.replay.kernel import (
+    NEVER,
+    OUTCOME_NAMES,
+    EpochInputs,
+    Outcome,
+    ReplayOptions,
+    lag_policy_id,
+    replay_epoch,
+)
 from schemas.replay import ISR_SOURCES, PRODUCE_REPLAY, WRITTEN_FILE
 
 OUTCOMES = [OUTCOME_NAMES[code] for code in sorted(OUTCOME_NAMES)]
@@ -382,8 +390,22 @@ def _written_files(ctx: ReplayContext, r: _Replayed) -> pa.Table:
             for code, count in enumerate(np.bincount(outcome, minlength=len(OUTCOMES)))
             if count
         }
-        records.append({**record, "outcome_counts": json.dumps(counts)})
+        records.append({**record, "outcome_counts": json.dumps(counts), "ground_truth": json.dumps(_truth_counts(ctx, part))})
     return pa.Table.from_pylist(records, schema=WRITTEN_FILE_ARROW)
+
+
+def _truth_counts(ctx: ReplayContext, r: _Replayed) -> dict[str, int]:
+    """The ground truth's counts over these rows (stage._ground_truth, without reading them back): produces
+    recorded with acks=all that the replayed acks=all acks; of those with the broker's own ack time, how
+    many the replay's response time matches within 1 and 2 ms."""
+    i = ctx.policies.index("acks=all")
+    truth = (r.produce["acks"] == -1) & (r.result["outcome"][i] == Outcome.ACKED)
+    observed = truth & r.produce["observed_valid"]
+    error_us = np.abs(r.result["t_response"][i] - r.produce["t_ack_observed_us"])[observed]
+    return {
+        "n": int(truth.sum()), "observed": int(observed.sum()),
+        "within_1ms": int((error_us <= 1000).sum()), "within_2ms": int((error_us <= 2000).sum()),
+    }  # fmt: skip
 
 
 def empty_output(ctx: ReplayContext) -> pa.Table:

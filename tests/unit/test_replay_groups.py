@@ -135,6 +135,29 @@ def test_a_request_over_two_partitions_answers_when_its_slowest_partition_acks()
     assert (first["replay_run_id"], str(first["event_date"])) == ("run-1", "2026-11-21")
 
 
+def test_the_ground_truth_counts_compare_the_replayed_response_with_the_brokers_ack(tmp_path: Path):
+    # Recorded acks=all produces: the request of line 10 (two partitions) was answered at 9.5 ms, the
+    # replay answers it at 9 ms (within 1 ms); line 11's at 27 ms, replayed 25 ms (within 2 ms only);
+    # line 12 was recorded with acks=1 and is not compared.
+    a, b = 101, 102
+    observed = {10: T0 + 9500, 11: T0 + 27 * MS, 12: T0 + 31 * MS}
+    produces = produce_table(
+        [
+            {"pkey": a, "t_us": T0, "offset": 0, "t_start_us": T0, "line_number": 10, "t_ack_observed_us": observed[10]},
+            {"pkey": b, "t_us": T0, "offset": 50, "t_start_us": T0, "line_number": 10, "t_ack_observed_us": observed[10]},
+            {"pkey": a, "t_us": T0 + 20 * MS, "offset": 1, "t_start_us": T0, "line_number": 11, "t_ack_observed_us": observed[11]},
+            {"pkey": a, "t_us": T0 + 30 * MS, "offset": 2, "t_start_us": T0, "line_number": 12, "acks": 1,
+             "t_ack_observed_us": observed[12]},
+        ]
+    )  # fmt: skip
+    events = event_table(
+        [fetch(a, 2, 2, 1), fetch(a, 3, 2, 1), fetch(b, 2, 3, 51), fetch(b, 3, 9, 51), fetch(a, 2, 21, 2), fetch(a, 3, 25, 2)]
+    )
+    writer = ArrowFileWriter(str(tmp_path), ("cluster", "event_date"), ())
+    [record] = replay_group(context([partition(a), partition(b)], writer=writer), produces, events).to_pylist()
+    assert json.loads(record["ground_truth"]) == {"n": 3, "observed": 3, "within_1ms": 2, "within_2ms": 3}
+
+
 def test_a_produce_of_an_unknown_partition_or_outside_its_leaders_epochs_is_not_replayed():
     # Partition 103 is missing from `partitions` (topics.txt); partition 101's produce at 5 ms was
     # logged by broker 1, but broker 2 has led it since 4 ms (epoch 1). Only the first produce stays.
@@ -220,6 +243,8 @@ def test_the_file_writer_writes_one_file_per_date_with_a_row_group_per_policy(tm
         "nullCount": {"topic": 0, "partition": 0, "policy": 0, "outcome": 0},
     }
     assert json.loads(records[1]["outcome_counts"]) == {f"{p}|acked": 1 for p in POLICIES}
+    # recorded acks=all, acked on replay; no broker ack time recorded (t_ack_observed null): none compared
+    assert json.loads(records[0]["ground_truth"]) == {"n": 2, "observed": 0, "within_1ms": 0, "within_2ms": 0}
     first = tmp_path / records[0]["path"]
     assert records[0]["path"].startswith("cluster=c/event_date=2026-11-21/part-") and first.stat().st_size == records[0]["size_bytes"]
     metadata = pq.ParquetFile(first).metadata
