@@ -261,8 +261,7 @@ FROM acked
 
 
 def duckdb_produce_replay(data: Path, out: Path, threads: int = 2, fraction: float = 0.5, run_id: str = "bench") -> int:
-    """DUCKDB_PRODUCE_REPLAY written to `out` (Parquet, one folder per cluster and date); returns the
-    number of produces replayed."""
+    """DUCKDB_PRODUCE_REPLAY written to the Parquet file `out`; returns the number of produces replayed."""
     import duckdb
 
     con = duckdb.connect()
@@ -271,9 +270,11 @@ def duckdb_produce_replay(data: Path, out: Path, threads: int = 2, fraction: flo
         fetches=data / "follower_fetches.parquet", produce=data / "produce_requests.parquet",
         parts=data / "partitions.parquet", fraction=fraction, never=NEVER_US, run_id=run_id,
     )  # fmt: skip
-    shutil.rmtree(out, ignore_errors=True)
-    con.execute(f"COPY ({query}) TO '{out}' (FORMAT parquet, PARTITION_BY (cluster, event_date))")
-    return con.execute(f"SELECT count(*) FROM read_parquet('{out}/**/*.parquet')").fetchone()[0] // 5
+    # One file: DuckDB's fastest way to write them (PARTITION_BY (cluster, event_date), as the Delta table
+    # is laid out, took 51 s instead of 36 s at 10M produces).
+    out.unlink(missing_ok=True)
+    con.execute(f"COPY ({query}) TO '{out}' (FORMAT parquet)")
+    return con.execute(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()[0] // 5
 
 
 def pandas_replay(data: Path) -> int:
@@ -396,6 +397,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--from-generator", action="store_true", help="input: a synthetic cluster trace, ingested")
     parser.add_argument("--skip-ackreplay", action="store_true", help="time the peers only")
     parser.add_argument("--skip-peers", action="store_true", help="time ackreplay only")
+    parser.add_argument(
+        "--runs", type=int, default=1,
+        help="replay this many times in one Spark session; the fastest later run is reported as warm",
+    )  # fmt: skip
     parser.add_argument("--conf", default="conf/local.yaml")
     parser.add_argument("--workdir", default="bench/out")
     return parser
@@ -424,9 +429,9 @@ def run(args: argparse.Namespace) -> dict[str, tuple[float, int, int]]:
     if not args.skip_peers:
         seconds, n, peak = timed(duckdb_replay, data)
         results["duckdb"] = (seconds, n, peak)
-        seconds, n, peak = timed(duckdb_produce_replay, data, work / "duckdb_produce_replay")
+        seconds, n, peak = timed(duckdb_produce_replay, data, work / "duckdb_produce_replay.parquet")
         results["duckdb_rows"] = (seconds, n, peak)
-        shutil.rmtree(work / "duckdb_produce_replay", ignore_errors=True)
+        (work / "duckdb_produce_replay.parquet").unlink()
         seconds, n, peak = timed(pandas_replay, data)
         results["pandas"] = (seconds, n, peak)
     if not args.skip_ackreplay:
@@ -438,6 +443,10 @@ def run(args: argparse.Namespace) -> dict[str, tuple[float, int, int]]:
         seconds, report, peak = timed(run_replay, spark, config, lakehouse, clusters, "bench")
         results["ackreplay"] = (seconds, report.replayed, peak)
         results["ackreplay_policies"] = (0.0, len(report.policies), 0)
+        for _ in range(args.runs - 1):  # the same replay again in the now warm JVM (a scheduled run's case)
+            seconds, report, peak = timed(run_replay, spark, config, lakehouse, clusters, "bench")
+            if "ackreplay_warm" not in results or seconds < results["ackreplay_warm"][0]:
+                results["ackreplay_warm"] = (seconds, report.replayed, peak)
     if spark is not None:
         spark.stop()
     return results
@@ -452,8 +461,9 @@ def print_table(args: argparse.Namespace, results: dict[str, tuple[float, int, i
     base = results.get("ackreplay")
     rows = (
         ("ackreplay", f"ackreplay replay stage (Spark, {results.get('ackreplay_policies', (0, 0, 0))[1]} policies)"),
+        ("ackreplay_warm", "ackreplay replay stage again, same Spark session (warm JVM; best of --runs)"),
         ("duckdb", "DuckDB ASOF JOIN (2 threads, acks=all + quorum=2, counted)"),
-        ("duckdb_rows", "DuckDB ASOF JOIN (2 threads, produce_replay's rows: 5 policies, written as Parquet)"),
+        ("duckdb_rows", "DuckDB ASOF JOIN (2 threads, produce_replay's rows: 5 policies, all columns, one Parquet file)"),
         ("pandas", "pandas merge_asof (acks=all + quorum=2)"),
     )
     for key, label in rows:

@@ -38,9 +38,12 @@ def _table_rows(out: str) -> list[list[str]]:
 
 
 def test_replay_bench_times_ackreplay_and_both_peers(small_conf, tmp_path):
-    out = _run("bench.replay_bench", "--produces", "3000", "--partitions", "3", "--conf", small_conf, "--workdir", str(tmp_path))
+    out = _run(
+        "bench.replay_bench", "--produces", "3000", "--partitions", "3", "--runs", "2", "--conf", small_conf,
+        "--workdir", str(tmp_path),
+    )  # fmt: skip
     rows = _table_rows(out)
-    assert [r[0].split(" ")[0] for r in rows[1:]] == ["ackreplay", "DuckDB", "DuckDB", "pandas"]
+    assert [r[0].split(" ")[0] for r in rows[1:]] == ["ackreplay", "ackreplay", "DuckDB", "DuckDB", "pandas"]
     assert rows[1][3] == "1" and all(float(r[3]) > 0 for r in rows[2:])
 
 
@@ -76,9 +79,9 @@ def test_the_duckdb_peer_writes_the_rows_ackreplay_writes(spark, tmp_path):
     config = config.model_copy(update={"replay": config.replay.model_copy(update={"lag_ms": []})})
     run_replay(spark, config, lakehouse, ["bench"], "bench")
     # produces before a partition's first follower FETCH are outside its (fetch-derived) leader epoch
-    replayed = duckdb_produce_replay(data, tmp_path / "duckdb")
+    replayed = duckdb_produce_replay(data, tmp_path / "duckdb.parquet")
     assert 2990 < replayed < 3000
-    theirs = conform(spark.read.parquet(str(tmp_path / "duckdb")), PRODUCE_REPLAY)
+    theirs = conform(spark.read.parquet(str(tmp_path / "duckdb.parquet")), PRODUCE_REPLAY)
     ours = conform(read_table(spark, lakehouse, "produce_replay"), PRODUCE_REPLAY)
     assert ours.count() == 5 * replayed
     assert_df_equality(ours, theirs, ignore_row_order=True, ignore_nullable=True)  # nullability: Delta vs Parquet
