@@ -91,16 +91,21 @@ def inputs(tmp_path):
     return first, second
 
 
-def test_a_run_killed_mid_write_leaves_committed_tables_and_the_rerun_equals_a_clean_run(spark, tmp_path, inputs):
+# produce_requests: Spark's Delta writer (ingest); produce_replay: the replay's Python workers write the
+# data files and the driver commits them with delta-rs (ackreplay/arrow_delta.py)
+@pytest.mark.parametrize("killed_table", ["produce_requests", "produce_replay"])
+def test_a_run_killed_mid_write_leaves_committed_tables_and_the_rerun_equals_a_clean_run(
+    spark, tmp_path, inputs, killed_table
+):
     first, second = inputs
     conf = _conf(tmp_path)
     lakehouse, clean = str(tmp_path / "lakehouse"), str(tmp_path / "clean")
     assert main(["run", "--input", str(first), "--lakehouse", lakehouse, "--conf", conf]) == 0
     before = {name: _version(spark, lakehouse, name) for name in COMPARED if table_exists(spark, lakehouse, name)}
-    produce_before = _comparable(spark, lakehouse, "produce_requests").localCheckpoint()
-    files_before = _parquet_files(lakehouse, "produce_requests")
+    killed_before = _comparable(spark, lakehouse, killed_table).localCheckpoint()
+    files_before = _parquet_files(lakehouse, killed_table)
 
-    # the second run reads the new broker-2 file; kill it once its produce_requests data files appear,
+    # the second run reads the new broker-2 file; kill it once the killed table's new data files appear,
     # i.e. while that write's tasks run and before its commit
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.Popen(
@@ -109,22 +114,22 @@ def test_a_run_killed_mid_write_leaves_committed_tables_and_the_rerun_equals_a_c
     )
     deadline = time.monotonic() + 900
     try:
-        while not (_parquet_files(lakehouse, "produce_requests") - files_before):
-            assert proc.poll() is None, "the run ended before its produce_requests write was seen"
-            assert time.monotonic() < deadline, "no produce_requests write within 15 minutes"
+        while not (_parquet_files(lakehouse, killed_table) - files_before):
+            assert proc.poll() is None, f"the run ended before its {killed_table} write was seen"
+            assert time.monotonic() < deadline, f"no {killed_table} write within 15 minutes"
             time.sleep(0.02)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM: nothing gets to clean up
         proc.wait()
 
     # data files of the killed write are on disk, but no commit references them
-    assert _parquet_files(lakehouse, "produce_requests") - files_before
-    assert _version(spark, lakehouse, "produce_requests") == before["produce_requests"]
-    assert_df_equality(_comparable(spark, lakehouse, "produce_requests"), produce_before, ignore_row_order=True)
+    assert _parquet_files(lakehouse, killed_table) - files_before
+    assert _version(spark, lakehouse, killed_table) == before[killed_table]
+    assert_df_equality(_comparable(spark, lakehouse, killed_table), killed_before, ignore_row_order=True)
     for name in before:  # every table is readable at a committed version, none beyond the killed stage
         assert _version(spark, lakehouse, name) >= before[name]
         read_table(spark, lakehouse, name).count()
-    for name in ("produce_replay", "latency_percentiles", "policy_summary"):
+    for name in ("produce_replay", "latency_percentiles", "policy_summary"):  # the stages after it did not run
         assert _version(spark, lakehouse, name) == before[name], name
 
     assert main(["run", "--input", str(second), "--lakehouse", lakehouse, "--conf", conf]) == 0

@@ -8,8 +8,11 @@ stall past replica.lag.time.max.ms must show up as exactly the generated ack-tim
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
+from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from ackreplay.config import load_config
@@ -99,3 +102,24 @@ def test_the_injected_stall_is_the_ack_time_spike(spark, synth_run):
     assert max(r["ack_wait_ms"] for r in spike) == pytest.approx(wait_us[expected].max() / 1000, abs=1.0)
     # Everything else stays fast: the spike is the stall, not noise.
     assert np.median(trace.p_remote[(trace.p_acks == -1) & ~expected]) < lag_ms * 1000 / 20
+
+
+def test_spark_and_arrow_writers_write_the_same_produce_replay(spark, synth_run, tmp_path):
+    # replay.writer: spark (Spark's Delta writer, for storage the Python workers cannot write) gives the
+    # very rows the default Arrow writer gave, run id aside, and the same run summary.
+    _, lakehouse, ingest, arrow_report = synth_run
+    copy = str(tmp_path / "lakehouse")
+    shutil.copytree(lakehouse, copy)
+    shutil.rmtree(f"{copy}/silver/produce_replay")
+    config = load_config("conf/local.yaml")
+    replay = config.replay.model_copy(update={"lag_ms": [1000], "writer": "spark"})
+    spark_report = run_replay(spark, config.model_copy(update={"replay": replay}), copy, ingest.clusters, run_id="spark")
+    assert (spark_report.replayed, spark_report.outcomes, spark_report.skipped) == (
+        arrow_report.replayed, arrow_report.outcomes, arrow_report.skipped
+    )
+    assert spark_report.ground_truth == pytest.approx(arrow_report.ground_truth)
+    assert_df_equality(
+        read_table(spark, copy, "produce_replay").drop("replay_run_id"),
+        read_table(spark, lakehouse, "produce_replay").drop("replay_run_id"),
+        ignore_row_order=True,
+    )
