@@ -20,12 +20,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 3_000_000, 10_000_000])
     parser.add_argument("--partitions", type=int, default=24)
     parser.add_argument("--skip-ackreplay", action="store_true")
+    parser.add_argument("--runs", type=int, default=1, help="replays per size in one session (see bench.replay_bench)")
     parser.add_argument("--conf", default="conf/local.yaml")
     parser.add_argument("--workdir", default="bench/out")
     args = parser.parse_args(argv)
     table: dict[str, dict[int, float]] = {}
     for size in args.sizes:
-        options = ["--produces", str(size), "--partitions", str(args.partitions), "--conf", args.conf, "--workdir", args.workdir]
+        options = [
+            "--produces", str(size), "--partitions", str(args.partitions), "--conf", args.conf, "--workdir", args.workdir,
+            "--runs", str(args.runs),
+        ]  # fmt: skip
         size_args = replay_parser().parse_args(options + (["--skip-ackreplay"] if args.skip_ackreplay else []))
         results = run(size_args)
         print_table(size_args, results)  # each size's table as soon as it is measured

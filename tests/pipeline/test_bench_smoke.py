@@ -108,7 +108,7 @@ def test_scaling_bench(small_conf, tmp_path):
     out = _run("bench.scaling_bench", "--sizes", "2000", "4000", "--partitions", "2", "--skip-ackreplay", "--conf", small_conf, "--workdir", str(tmp_path))
     rows = _table_rows(out)
     summary = rows[next(i for i, r in enumerate(rows) if r[0] == "contender") + 1 :]
-    assert [r[0] for r in summary] == ["duckdb", "pandas"] and summary[0][-1].startswith("1.00 / ")
+    assert [r[0] for r in summary] == ["duckdb", "duckdb_rows", "pandas"] and summary[0][-1].startswith("1.00 / ")
     assert sum(r[0].startswith("replay of") for r in rows) == 2  # one table per size as well
 
 
@@ -131,3 +131,11 @@ def test_synth_generator_command(tmp_path):
         [sys.executable, "-m", "ackreplay.synth", "--out", str(tmp_path), "--produces", "1000"], capture_output=True, text=True
     )
     assert again.returncode == 2 and "--force" in again.stderr
+
+
+def test_replay_floor(small_conf, tmp_path):
+    _run("bench.replay_bench", "--produces", "2000", "--partitions", "2", "--skip-peers", "--conf", small_conf,
+         "--workdir", str(tmp_path))  # fmt: skip
+    out = _run("bench.replay_floor", "--work", str(tmp_path / "replay-2000-2"), "--conf", small_conf)
+    passes = [r[0].split(":")[0].split(",")[0] for r in _table_rows(out)[1:]]
+    assert passes == ["scan", "shuffle", "cogroup", "write long", "write wide", "replay stage", "DuckDB ASOF JOIN", "DuckDB ASOF JOIN"]
