@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 # Characters Spark escapes in a partition folder name (ExternalCatalogUtils.escapePathName).
-_ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(1, 32)}
+_ESCAPED = set("\"#%'*/:=?\\\x7f{[]^") | {chr(c) for c in range(1, 32)}
 # Delta truncates string statistics longer than this; longer values are left out of our statistics.
 _MAX_STATS_STRING = 32
 
@@ -103,7 +103,11 @@ class ArrowFileWriter:
         """Write one file of one partition, one Parquet row group per table of `row_groups` (all of one
         schema, without the partition columns), and return its description (FILE_RECORD_FIELDS)."""
         folder = "/".join(f"{k}={escape_partition_value(partition_values[k])}" for k in self.partition_by)
-        relative = f"{folder}/part-{uuid.uuid4()}.c000.snappy.parquet" if folder else f"part-{uuid.uuid4()}.c000.snappy.parquet"
+        relative = (
+            f"{folder}/part-{uuid.uuid4()}.c000.snappy.parquet"
+            if folder
+            else f"part-{uuid.uuid4()}.c000.snappy.parquet"
+        )
         target = os.path.join(self.root, relative)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         schema = row_groups[0].schema
@@ -152,7 +156,8 @@ def commit_files(
 ) -> int:
     """Commit `files` (ArrowFileWriter descriptions) to the Delta table at `root` in one transaction that
     also removes every current file whose partition values `replaces`; create the table if needed.
-    Returns the rows added. Nothing to add or remove: no commit (as Spark's empty replaceWhere).
+    Returns the rows added. Nothing to add or remove in an existing table: no commit (as Spark's empty
+    replaceWhere).
 
     `schema` is the table's full schema (partition columns included, in table order). A table written by
     an older version with other columns is an error naming what to do, not a silent schema change.
@@ -174,15 +179,12 @@ def commit_files(
     rows = sum(int(f["num_records"]) for f in files)
     metrics = {"numFiles": str(len(adds)), "numOutputRows": str(rows),
                "numOutputBytes": str(sum(int(f["size_bytes"]) for f in files))}  # fmt: skip
-    properties = CommitProperties(
-        custom_metadata={"userMetadata": run_id, "operationMetrics": metrics}
-    )
-    if not DeltaTable.is_deltatable(root):
-        if adds:
-            create_table_with_add_actions(
-                root, DeltaSchema.from_arrow(table_schema), adds, mode="error", partition_by=list(partition_by),
-                configuration=dict(configuration or {}), commit_properties=properties,
-            )  # fmt: skip
+    properties = CommitProperties(custom_metadata={"userMetadata": run_id, "operationMetrics": metrics})
+    if not DeltaTable.is_deltatable(root):  # created even when empty, as Spark's first write creates it
+        create_table_with_add_actions(
+            root, DeltaSchema.from_arrow(table_schema), adds, mode="error", partition_by=list(partition_by),
+            configuration=dict(configuration or {}), commit_properties=properties,
+        )  # fmt: skip
         return rows
     table = DeltaTable(root)
     current = pa.schema(table.schema().to_arrow())
@@ -196,7 +198,9 @@ def commit_files(
     removes = []
     if existing.num_rows:
         part_columns = [existing.column(f"partition.{k}").cast(pa.string()).to_pylist() for k in partition_by]
-        for i, (path, size) in enumerate(zip(existing.column("path").to_pylist(), existing.column("size_bytes").to_pylist())):
+        for i, (path, size) in enumerate(
+            zip(existing.column("path").to_pylist(), existing.column("size_bytes").to_pylist())
+        ):
             values = {k: part_columns[j][i] for j, k in enumerate(partition_by)}
             if replaces(values):
                 # the log's path is URI-encoded; delta-rs encodes what it is given

@@ -156,6 +156,7 @@ class ReplayContext:
     def policies(self) -> list[str]:
         return policy_order(self.quorum_sizes, self.lag_ms)
 
+
 def _np(table: pa.Table, name: str, dtype=None) -> np.ndarray:
     arr = table.column(name).to_numpy()
     return arr if dtype is None else arr.astype(dtype, copy=False)
@@ -390,7 +391,8 @@ def _written_files(ctx: ReplayContext, r: _Replayed) -> pa.Table:
             for code, count in enumerate(np.bincount(outcome, minlength=len(OUTCOMES)))
             if count
         }
-        records.append({**record, "outcome_counts": json.dumps(counts), "ground_truth": json.dumps(_truth_counts(ctx, part))})
+        truth = _truth_counts(ctx, part)
+        records.append({**record, "outcome_counts": json.dumps(counts), "ground_truth": json.dumps(truth)})
     return pa.Table.from_pylist(records, schema=WRITTEN_FILE_ARROW)
 
 

@@ -70,14 +70,17 @@ def test_a_commit_replaces_only_the_partitions_it_names_and_a_rerun_changes_noth
     assert sorted(r["cluster"] for r in spark.read.format("delta").load(str(tmp_path)).collect()) == ["a", "a"]
 
 
-def test_nothing_to_add_or_remove_commits_nothing(spark, tmp_path):
+def test_nothing_to_add_or_remove_in_a_table_commits_nothing(spark, tmp_path):
     table = tmp_path / "table"
     commit_files(str(table), SCHEMA, PARTITION_BY, write_files(table, [("a", "t", 1, date(2026, 11, 20))]),
                  replacing({"a"}), "run-1")  # fmt: skip
     assert commit_files(str(table), SCHEMA, PARTITION_BY, [], replacing({"z"}), "run-2") == 0
     assert DeltaTable.forPath(spark, str(table)).history().count() == 1
+    # a table that does not exist yet is created, empty, as Spark's first write of nothing creates it
     assert commit_files(str(tmp_path / "new"), SCHEMA, PARTITION_BY, [], replacing({"z"}), "run-3") == 0
-    assert not DeltaTable.isDeltaTable(spark, str(tmp_path / "new"))
+    assert_df_equality(
+        spark.read.format("delta").load(str(tmp_path / "new")), spark.createDataFrame([], SPARK_SCHEMA)
+    )
 
 
 def test_partition_folders_are_named_and_logged_as_spark_names_them(spark, tmp_path):
