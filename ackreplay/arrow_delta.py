@@ -39,8 +39,6 @@ _ESCAPED = set("\"#%'*/:=?\\\x7f{[]^") | {chr(c) for c in range(1, 32)}
 # Delta truncates string statistics longer than this; longer values are left out of our statistics.
 _MAX_STATS_STRING = 32
 
-FILE_RECORD_FIELDS = ("path", "size_bytes", "modification_time_ms", "partition_values", "num_records", "stats")
-
 
 def escape_partition_value(value: str) -> str:
     """A partition value as Spark writes it in a folder name (`a=b` -> `a%3Db`)."""
@@ -101,7 +99,8 @@ class ArrowFileWriter:
 
     def write(self, partition_values: Mapping[str, str], row_groups: Sequence[pa.Table]) -> dict:
         """Write one file of one partition, one Parquet row group per table of `row_groups` (all of one
-        schema, without the partition columns), and return its description (FILE_RECORD_FIELDS)."""
+        schema, without the partition columns), and return its description: path (relative to the table), size_bytes,
+        modification_time_ms, partition_values (JSON), num_records, stats (Delta statistics JSON)."""
         folder = "/".join(f"{k}={escape_partition_value(partition_values[k])}" for k in self.partition_by)
         relative = (
             f"{folder}/part-{uuid.uuid4()}.c000.snappy.parquet"

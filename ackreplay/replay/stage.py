@@ -90,9 +90,8 @@ REPLAY_WRITE_CONF = {
     # Schema merge: a lakehouse written before produce_replay gained a column (leo_source) takes it on.
     "spark.databricks.delta.schema.autoMerge.enabled": "true",
     # No byte limit on the Arrow batches sent to the group function (the row limit still applies): with
-    # a limit, Spark measures the batch after every row, and for list columns (the meta rows' replicas
-    # and ISR) each measurement walks the whole batch, quadratic in the batch size. It cost 30 s of
-    # the 77 s of a 1M-produce replay (docs/benchmarks.md).
+    # a limit, Spark measures the batch after every row (for the list columns the replay once sent, a
+    # walk of the whole batch: 30 s of a 77 s 1M-produce replay, docs/benchmarks.md).
     "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
     # Write each task's rows to their (cluster, event_date) files as they come instead of sorting the
     # task's whole output by the partition columns first (a task's rows span one or two dates).
