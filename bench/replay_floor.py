@@ -42,7 +42,7 @@ from ackreplay.session import build_spark_session
 from bench.replay_bench import duckdb_produce_replay, duckdb_replay
 from schemas.replay import PRODUCE_REPLAY
 from transforms.common import conform
-from transforms.replay_inputs import event_side, fetch_events, leo_evidence, produce_side
+from transforms.replay_inputs import appended, event_side, fetch_events, leo_evidence, produce_side
 
 POLICIES = ("acks=1", "acks=all", "min.insync", "quorum=2", "quorum=3")
 BUCKET_US = 120 * 1_000_000
@@ -55,7 +55,7 @@ POLICY_COLUMNS = (
 
 def _appended(spark: SparkSession, lakehouse: str) -> DataFrame:
     produce = read_table(spark, lakehouse, "produce_requests")
-    return produce.filter((F.col("acks") != 0) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0))
+    return produce.filter(appended())
 
 
 def _policy_values(prefix: str = "") -> dict[str, F.Column]:

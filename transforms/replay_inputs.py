@@ -31,6 +31,11 @@ def group_key(cluster: F.Column | str, broker_id: F.Column | str, bucket: F.Colu
     return F.xxhash64(cluster, broker_id, bucket)
 
 
+def appended() -> F.Column:
+    """A produce the broker appended to its log (acks != 0, no error, an offset): the replay's candidates."""
+    return (F.col("acks") != 0) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0)
+
+
 def _micros(col: str) -> F.Column:
     return F.unix_micros(F.col(col))
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.lakehouse import read_table, table_exists
+from transforms.replay_inputs import appended
 
 
 @dataclass(frozen=True)
@@ -97,11 +98,6 @@ def ingest_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> l
     return out
 
 
-def _appended() -> Column:
-    """A produce the broker appended (the replay's candidates)."""
-    return (F.col("acks") != 0) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0)
-
-
 PRODUCE_ROW = ["cluster", "source_file", "line_number", "topic", "partition"]
 
 
@@ -111,7 +107,7 @@ def replay_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> l
     replay = _scoped(spark, lakehouse, "produce_replay", clusters)
     if produce is None or replay is None:
         return []
-    appended = _grouped(produce, ["cluster"], F.count_if(_appended()).alias("n"), F.count("*").alias("rows"))
+    candidates = _grouped(produce, ["cluster"], F.count_if(appended()).alias("n"), F.count("*").alias("rows"))
     per_policy = _grouped(replay, ["cluster", "policy"], F.count("*").alias("n"))
     # replay rows without their produce row: invented or mis-keyed by the replay
     orphans = _grouped(
@@ -120,11 +116,11 @@ def replay_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> l
         F.count("*").alias("n"),
     )
     out: list[Count] = []
-    for cluster in sorted({k[0] for k in appended}):
+    for cluster in sorted({k[0] for k in candidates}):
         replayed = per_policy.get((cluster, "acks=1"), {"n": 0})["n"]
         out.append(
             Count("reconcile.replayed", "produce_replay", cluster, "replayed batches", replayed, "<=",
-                  "appended produce rows", appended[(cluster,)]["n"], "outside any known leader epoch or partition")
+                  "appended produce rows", candidates[(cluster,)]["n"], "outside any known leader epoch or partition")
         )
         out.append(
             Count("reconcile.replay_orphans", "produce_replay", cluster, "replayed batches without a produce row",

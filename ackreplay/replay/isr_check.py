@@ -33,6 +33,7 @@ from transforms.replay_inputs import (
     KIND_FETCH,
     KIND_ISR,
     KIND_PRODUCE,
+    appended,
     build_epochs,
     fetch_events,
     fetched_epochs,
@@ -177,12 +178,11 @@ def epoch_rows(
 
     produce, fetches, partitions = table("produce_requests"), table("follower_fetches"), table("partitions")
     epochs = build_epochs(table("leader_epochs"), fetched_epochs(fetches))
-    appended = (F.col("acks") != 0) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0)
     # Only what simulate_isr needs, with the epoch's constants on every produce row (own selection:
-    # the replay stage's produce_rows / meta_rows carry group ids and output columns instead).
+    # the replay stage's produce_side carries group ids and output columns instead).
     meta = partitions.select("cluster", "topic", "partition", "replicas", "min_insync_replicas")
     produces = (
-        with_leader_epoch(produce.filter(appended), epochs, F.unix_micros("t_local_done"))
+        with_leader_epoch(produce.filter(appended()), epochs, F.unix_micros("t_local_done"))
         .join(F.broadcast(meta), ["cluster", "topic", "partition"], "inner")
         .select(
             *EPOCH_KEY, F.lit(KIND_PRODUCE).cast("tinyint").alias("kind"), F.unix_micros("t_local_done").alias("t_us"),

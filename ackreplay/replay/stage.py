@@ -39,6 +39,7 @@ from schemas.metrics import FOLLOWER_LEO_SAMPLES
 from schemas.replay import PRODUCE_REPLAY, WRITTEN_FILE
 from transforms.common import conform
 from transforms.replay_inputs import (
+    appended,
     build_epochs,
     event_side,
     fetch_events,
@@ -193,14 +194,14 @@ class _ProduceSummary:
     appended: int
 
 
-def _summarize_produces(produce: DataFrame, appended: F.Column) -> _ProduceSummary:
+def _summarize_produces(produce: DataFrame) -> _ProduceSummary:
     rows = (
         produce.groupBy("source_file")
         .agg(
             F.first(source_file_id()).alias("source_file_id"),
             F.count("*").alias("rows"),
             F.count_if(F.col("acks") == 0).alias("acks0"),
-            F.count_if((F.col("acks") != 0) & ~appended).alias("failed"),
+            F.count_if((F.col("acks") != 0) & ~appended()).alias("failed"),
             F.max("timeout_ms").alias("max_timeout_ms"),
         )
         .collect()  # one row per source file
@@ -303,8 +304,7 @@ def run_replay(
     phases: dict[str, float] = {}
     mark = time.monotonic()
 
-    appended = (F.col("acks") != 0) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0)
-    summary = _summarize_produces(produce, appended)
+    summary = _summarize_produces(produce)
     report.produces = summary.total
     bucket_us = settings.bucket_seconds * 1_000_000
     lag_ms = tuple(float(x) for x in settings.lag_ms)
@@ -359,7 +359,7 @@ def run_replay(
         return replay_group(context, left, right)
 
     replayed = (
-        produce_side(produce.filter(appended), bucket_us)
+        produce_side(produce.filter(appended()), bucket_us)
         .groupBy("gid")
         .cogroup(event_side(events, bucket_us, summary.max_timeout_ms * 1000, lookback_us).groupBy("gid"))
         .applyInArrow(replay_fn, WRITTEN_FILE if writer_kind == "arrow" else PRODUCE_REPLAY)
