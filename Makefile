@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 LAKEHOUSE ?= lakehouse
 SAMPLES ?= $(sort $(wildcard data/samples/*/))
 
-.PHONY: setup sample test test-lab test-cluster dist bench-ingest bench-kernel bench-replay bench-replay-hot bench-peers bench-e2e bench-scaling synth clean
+.PHONY: setup sample test test-fast test-lab test-cluster dist bench-ingest bench-kernel bench-replay bench-replay-hot bench-peers bench-e2e bench-scaling synth clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,11 @@ sample: setup  ## run the whole pipeline on the bundled lab traces and print the
 
 test: setup  ## lint, then the test suite, Spark standalone cluster included (without the real-Kafka lab test)
 	$(BIN)/ruff check .
-	$(BIN)/pytest -m "not lab"
+	$(BIN)/pytest -m "not lab" --durations=25
+
+test-fast: setup  ## the inner loop: lint and the unit tests (no pipeline runs, no subprocesses), under 2 minutes
+	$(BIN)/ruff check .
+	$(BIN)/pytest tests/unit --durations=10
 
 test-lab: setup  ## runs a real 3-broker Kafka cluster for about a minute
 	$(BIN)/pytest -m lab

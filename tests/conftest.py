@@ -1,11 +1,21 @@
-"""Shared fixtures: one local Spark session (with Delta) for the whole test run."""
+"""Shared fixtures: one local Spark session (with Delta) for the whole test run, and one pipeline run of
+each bundled trace (data/samples/) shared by every test that reads its tables."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
 import pytest
 
-from ackreplay.config import SparkSettings
+from ackreplay.config import SparkSettings, load_config
 from ackreplay.session import build_spark_session
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = sorted(p.parent for p in (REPO / "data/samples").glob("*/manifest.json"))
+SAMPLE_CONF = REPO / "conf/local.yaml"
 
 
 @pytest.fixture(scope="session")
@@ -26,3 +36,51 @@ def spark():
     session = build_spark_session(settings)
     yield session
     session.stop()
+
+
+@dataclass
+class SampleRun:
+    """A bundled trace ingested (request logs, broker logs, metrics, topics) and replayed with
+    conf/local.yaml into a lakehouse of its own. Read it; a test that writes works on `copy_lakehouse`."""
+
+    trace: Path
+    manifest: dict
+    lakehouse: str
+    ingest: object  # ackreplay.ingest.IngestReport
+    replay: object  # ackreplay.replay.stage.ReplayReport
+    gold: object | None = None  # ackreplay.gold.GoldReport, once `with_gold` ran
+
+    @property
+    def name(self) -> str:
+        return self.trace.name
+
+    def copy_lakehouse(self, dest: Path) -> str:
+        shutil.copytree(self.lakehouse, dest)
+        return str(dest)
+
+
+@pytest.fixture(scope="session")
+def sample_run(spark, tmp_path_factory):
+    """`sample_run(trace)`: the trace's SampleRun, run on first use and shared by the whole session, so
+    each bundled trace goes through the pipeline once per test run instead of once per test module.
+    `sample_run(trace, gold=True)` also runs the gold stage (conf/local.yaml's window) on it."""
+    from ackreplay.gold import run_gold
+    from ackreplay.ingest import run_ingest
+    from ackreplay.replay.stage import run_replay
+
+    config = load_config(SAMPLE_CONF)
+    runs: dict[Path, SampleRun] = {}
+
+    def get(trace: Path, gold: bool = False) -> SampleRun:
+        if trace not in runs:
+            lakehouse = str(tmp_path_factory.mktemp(f"sample-{trace.name}") / "lakehouse")
+            ingest = run_ingest(spark, config, str(trace), lakehouse)
+            replay = run_replay(spark, config, lakehouse, ingest.clusters, run_id="test")
+            manifest = json.loads((trace / "manifest.json").read_text())
+            runs[trace] = SampleRun(trace, manifest, lakehouse, ingest, replay)
+        run = runs[trace]
+        if gold and run.gold is None:
+            run.gold = run_gold(spark, config, run.lakehouse, run.ingest.clusters, "test-gold", config.gold.window)
+        return run
+
+    return get

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -20,8 +21,9 @@ from ackreplay.broker_logs import ingest_broker_logs
 from ackreplay.config import load_config
 from ackreplay.inputs import discover_inputs
 from ackreplay.lakehouse import read_table
+from tests.conftest import SAMPLES as ALL_SAMPLES
 
-SAMPLES = {p.parent.name: p.parent for p in Path("data/samples").glob("*/manifest.json")}
+SAMPLES = {p.name: p for p in ALL_SAMPLES}
 TOPIC = "ackreplay-lab"
 
 
@@ -146,15 +148,15 @@ def _independent_counts(trace: Path) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def ingested(spark, tmp_path_factory):
-    """Both traces ingested once (into one lakehouse each), with their reports."""
-    config = load_config("conf/local.yaml")
+def ingested(sample_run):
+    """Both traces' broker logs as the ingest stage read them, in the session's one run of each trace
+    (tests/conftest.py), with their reports and the files that step was given."""
     out = {}
     for name, trace in SAMPLES.items():
+        run = sample_run(trace)
         inventory = discover_inputs(str(trace))
         files = inventory.of_kind("server_log") + inventory.of_kind("state_change_log")
-        lakehouse = str(tmp_path_factory.mktemp(name) / "lakehouse")
-        out[name] = (trace, files, lakehouse, ingest_broker_logs(spark, config, files, lakehouse, "test-run"))
+        out[name] = (trace, files, run.lakehouse, run.ingest.broker_logs)
     return out
 
 
@@ -276,8 +278,10 @@ def test_leader_restart_moves_leadership_and_shrinks_the_isr(spark, ingested, na
     assert all(set(r["previous_isr"]) - set(r["isr"]) == {stopped} for r in shutdown)
 
 
-def test_rerun_replaces_the_rows_of_the_same_files(spark, ingested):
-    _, files, lakehouse, first = ingested["trace-4.1.1-berlin"]
+def test_rerun_replaces_the_rows_of_the_same_files(spark, ingested, tmp_path):
+    _, files, shared, first = ingested["trace-4.1.1-berlin"]
+    lakehouse = str(tmp_path / "lakehouse")
+    shutil.copytree(shared, lakehouse)  # the shared run's lakehouse stays as it is
     again = ingest_broker_logs(spark, load_config("conf/local.yaml"), files, lakehouse, "test-run-2")
     assert again.rows_written == first.rows_written
     for table in ("isr_changes", "leader_epochs"):

@@ -26,7 +26,7 @@ import pytest
 
 from ackreplay.config import load_config
 from ackreplay.replay.isr_check import compare_isr
-from tests.pipeline.test_metrics_samples import SAMPLES, ingested
+from tests.conftest import SAMPLES
 
 # The leader's isr-expiration task runs every replica.lag.time.max.ms / 2 from its broker's start, a
 # phase no log line shows: the simulation runs it from the start of the data, so a shrink can land up
@@ -39,8 +39,8 @@ STALL = {  # trace -> (stalled broker, shrink |dt| max ms, re-add |dt| max ms, i
 
 
 @pytest.fixture(scope="module", params=SAMPLES, ids=[p.name for p in SAMPLES])
-def comparison(request, spark):
-    lakehouse, _ = ingested(request.param, spark)
+def comparison(request, spark, sample_run):
+    lakehouse = sample_run(request.param).lakehouse
     result = compare_isr(spark, load_config("conf/local.yaml"), lakehouse, lag_ms=3000.0, window_ms=10_000.0)
     print("\n".join(result.table_lines()))
     return request.param.name, result, lakehouse

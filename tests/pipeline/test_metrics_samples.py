@@ -7,40 +7,26 @@ Line counts are taken here with plain Python, independently of the pipeline.
 
 from __future__ import annotations
 
-import functools
 import re
-import tempfile
+import shutil
 from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 
 from ackreplay.config import load_config
-from ackreplay.ingest import run_ingest
 from ackreplay.inputs import discover_inputs
 from ackreplay.lakehouse import read_table
 from ackreplay.metrics import ingest_metrics
+from tests.conftest import SAMPLES
 
-SAMPLES = sorted(p.parent for p in Path("data/samples").glob("*/manifest.json"))
 USED = re.compile(r"^(kafka_log_log_logendoffset|kafka_server_fetcherlagmetrics_consumerlag)\{")
 
 
-@functools.cache
-def ingested(trace: Path, spark) -> tuple[str, object]:
-    """(lakehouse, MetricsReport) of the ingest stage + the metrics step on one trace; shared by the
-    pipeline tests of this folder (test_isr_check.py) so each trace is ingested once per session."""
-    lakehouse = str(Path(tempfile.mkdtemp(prefix=f"metrics-{trace.name}-")) / "lakehouse")
-    config = load_config("conf/local.yaml")
-    run_ingest(spark, config, str(trace), lakehouse)
-    files = discover_inputs(str(trace)).of_kind("metrics")
-    report = ingest_metrics(spark, config, files, lakehouse, run_id="test-metrics")
-    return lakehouse, report
-
-
 @pytest.fixture(scope="module", params=SAMPLES, ids=[p.name for p in SAMPLES])
-def trace_run(request, spark):
-    lakehouse, report = ingested(request.param, spark)
-    return request.param, lakehouse, report
+def trace_run(request, sample_run):
+    run = sample_run(request.param)  # the trace's one pipeline run of the session (tests/conftest.py)
+    return run.trace, run.lakehouse, run.ingest.metrics
 
 
 def _independent_counts(trace: Path) -> dict[str, int]:
@@ -72,8 +58,10 @@ def test_every_line_is_accounted_for(spark, trace_run):
     assert lag.filter(F.col("leader_id").isNull() | (F.col("leader_id") == F.col("broker_id"))).count() == 0
 
 
-def test_rerun_replaces_the_rows(spark, trace_run):
-    trace, lakehouse, report = trace_run
+def test_rerun_replaces_the_rows(spark, trace_run, tmp_path):
+    trace, shared, report = trace_run
+    lakehouse = str(tmp_path / "lakehouse")
+    shutil.copytree(shared, lakehouse)  # the shared run's lakehouse stays as it is
     files = discover_inputs(str(trace)).of_kind("metrics")
     again = ingest_metrics(spark, load_config("conf/local.yaml"), files, lakehouse, run_id="test-metrics-2")
     assert (again.parsed, again.unused, again.quarantined) == (report.parsed, report.unused, report.quarantined)

@@ -7,20 +7,17 @@ The broker's own ack time of every recorded acks=all produce is the replay's gro
 
 from __future__ import annotations
 
-import json
 import shutil
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 
 from ackreplay.config import load_config
-from ackreplay.ingest import run_ingest
 from ackreplay.lakehouse import read_table, table_path
 from ackreplay.replay.stage import run_replay
+from tests.conftest import SAMPLES
 
-SAMPLES = sorted(p.parent for p in Path("data/samples").glob("*/manifest.json"))
 POLICIES = {"acks=1", "acks=all", "min.insync", "quorum=2", "quorum=3", "acks=all@lag=3000", "acks=all@lag=30000"}
 # Measured on the bundled traces (README, "Ground truth": 99.46% and 98.84%); the project's target is
 # 99% within 2 ms. 121 of the 4.1.1 trace's 301 misses are on the restarted (cold) broker 2 in the 15 s
@@ -35,13 +32,9 @@ def _utc(text: str) -> datetime:
 
 
 @pytest.fixture(scope="module", params=SAMPLES, ids=[p.name for p in SAMPLES])
-def trace_run(request, spark, tmp_path_factory):
-    trace = request.param
-    lakehouse = str(tmp_path_factory.mktemp(trace.name) / "lakehouse")
-    config = load_config("conf/local.yaml")
-    ingest = run_ingest(spark, config, str(trace), lakehouse)
-    replay = run_replay(spark, config, lakehouse, ingest.clusters, run_id="test")
-    return trace, json.loads((trace / "manifest.json").read_text()), lakehouse, ingest, replay
+def trace_run(request, sample_run):
+    run = sample_run(request.param)  # shared with the other sample tests (tests/conftest.py)
+    return run.trace, run.manifest, run.lakehouse, run.ingest, run.replay
 
 
 def test_every_line_is_accounted_for(spark, trace_run):
@@ -120,7 +113,7 @@ def test_a_cluster_without_fetch_lines_is_replayed_from_its_jmx_leo_samples(spar
     the followers' scraped LEOs (about one sample per second), flagged as such and coarser."""
     _, _, lakehouse, ingest, replay = trace_run
     copy = str(tmp_path / "lakehouse")
-    shutil.copytree(lakehouse, copy)
+    shutil.copytree(lakehouse, copy)  # the shared run's lakehouse stays as it is
     spark.sql(f"DELETE FROM delta.`{table_path(copy, 'follower_fetches')}`")
     from_metrics = run_replay(spark, load_config("conf/local.yaml"), copy, ingest.clusters, run_id="metrics")
     assert from_metrics.replayed == replay.replayed
