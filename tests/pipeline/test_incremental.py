@@ -3,6 +3,9 @@
 
 The reference is one run over all the files: whatever the order and overlap of the runs, the tables
 must end up equal to it (chispa), except for the run-id columns that name the run that wrote a row.
+
+Why some tests take a minute: each is a sequence of whole `ackreplay run`s (up to five) in the test's
+Spark session, with the data-quality checks off (test_dq.py has those).
 """
 
 from __future__ import annotations
