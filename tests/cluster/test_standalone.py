@@ -4,6 +4,10 @@
 The code reaches the driver and the executors only as the built wheel passed with `--py-files`: both run
 a Python that has the dependencies but not the project (the venv's editable install is hidden from it),
 so a module that was not shipped fails the run instead of being imported from the checkout.
+
+Why it takes minutes (CI's longest test): a master, two workers and the spark-submit driver are four
+JVMs on two cores, and the driver runs the whole pipeline on the 3.9.1 trace, data-quality checks
+included, on two one-core executors. The local side is the session's shared run of the same trace.
 """
 
 from __future__ import annotations
@@ -21,16 +25,16 @@ from pathlib import Path
 
 import pyspark
 import pytest
+import yaml
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType
 
-from ackreplay.config import DELTA_VERSION, load_config
-from ackreplay.gold import GOLD_TABLES, run_gold
-from ackreplay.ingest import run_ingest
+from ackreplay.config import DELTA_VERSION
+from ackreplay.gold import GOLD_TABLES
 from ackreplay.lakehouse import read_table
-from ackreplay.replay.stage import run_replay
+from tests.conftest import SAMPLE_CONF
 
 pytestmark = pytest.mark.cluster
 
@@ -153,7 +157,7 @@ def standalone_master(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def cluster_lakehouse(standalone_master, wheel, tmp_path_factory) -> str:
+def cluster_lakehouse(standalone_master, wheel, cluster_conf, tmp_path_factory) -> str:
     url, root, logs = standalone_master
     lakehouse = str(tmp_path_factory.mktemp("cluster_run") / "lakehouse")
     python = _python_without_project(root / "python-without-project")
@@ -170,7 +174,7 @@ def cluster_lakehouse(standalone_master, wheel, tmp_path_factory) -> str:
         "--conf", "spark.ui.enabled=false",
         "--conf", "spark.driver.host=127.0.0.1",
         str(REPO / "jobs/run.py"),
-        "--conf", str(CONF),
+        "--conf", str(cluster_conf),
         "--input", str(TRACE),
         "--lakehouse", lakehouse,
     ]
@@ -193,14 +197,23 @@ def cluster_lakehouse(standalone_master, wheel, tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def local_lakehouse(spark, tmp_path_factory) -> str:
-    """The same conf and trace on the local test session."""
-    lakehouse = str(tmp_path_factory.mktemp("local_run") / "lakehouse")
-    config = load_config(CONF)
-    ingest = run_ingest(spark, config, str(TRACE), lakehouse)
-    run_replay(spark, config, lakehouse, ingest.clusters, run_id="local")
-    run_gold(spark, config, lakehouse, ingest.clusters, "local", config.gold.window)
-    return lakehouse
+def cluster_conf(tmp_path_factory) -> Path:
+    """conf/cluster.yaml with the policies, gold window and cluster settings of conf/local.yaml, so the
+    cluster's tables are comparable with the session's local run of the same trace (tests/conftest.py)."""
+    conf = yaml.safe_load(CONF.read_text())
+    local = yaml.safe_load(SAMPLE_CONF.read_text())
+    conf["replay"] = {**conf["replay"], **{k: local["replay"][k] for k in ("quorum_sizes", "lag_ms", "strict_min_isr")}}
+    conf["gold"] = local["gold"]
+    conf["clusters"] = local["clusters"]
+    path = tmp_path_factory.mktemp("conf") / "cluster.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    return path
+
+
+@pytest.fixture(scope="module")
+def local_lakehouse(sample_run) -> str:
+    """The same trace, run on the local test session with conf/local.yaml (the session's shared run)."""
+    return sample_run(TRACE, gold=True).lakehouse
 
 
 def comparable(df: DataFrame) -> DataFrame:
