@@ -50,10 +50,6 @@ class SampleRun:
     replay: object  # ackreplay.replay.stage.ReplayReport
     gold: object | None = None  # ackreplay.gold.GoldReport, once `with_gold` ran
 
-    @property
-    def name(self) -> str:
-        return self.trace.name
-
     def copy_lakehouse(self, dest: Path) -> str:
         shutil.copytree(self.lakehouse, dest)
         return str(dest)
