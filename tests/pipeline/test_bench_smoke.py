@@ -37,12 +37,19 @@ def _table_rows(out: str) -> list[list[str]]:
     return [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| ")]
 
 
-def test_replay_bench_times_ackreplay_and_both_peers(small_conf, tmp_path):
+@pytest.fixture(scope="module")
+def replay_bench_run(small_conf, tmp_path_factory) -> tuple[str, Path]:
+    """One `bench.replay_bench` run (ackreplay twice, both peers): its table, and its work folder for the floor."""
+    workdir = tmp_path_factory.mktemp("replay-bench")
     out = _run(
-        "bench.replay_bench", "--produces", "3000", "--partitions", "3", "--runs", "2", "--conf", small_conf,
-        "--workdir", str(tmp_path),
+        "bench.replay_bench", "--produces", "2000", "--partitions", "2", "--runs", "2", "--conf", small_conf,
+        "--workdir", str(workdir),
     )  # fmt: skip
-    rows = _table_rows(out)
+    return out, workdir
+
+
+def test_replay_bench_times_ackreplay_and_both_peers(replay_bench_run):
+    rows = _table_rows(replay_bench_run[0])
     assert [r[0].split(" ")[0] for r in rows[1:]] == ["ackreplay", "ackreplay", "DuckDB", "DuckDB", "pandas"]
     assert rows[1][3] == "1" and all(float(r[3]) > 0 for r in rows[2:])
 
@@ -115,7 +122,12 @@ def test_scaling_bench(small_conf, tmp_path):
 
 
 def test_e2e_bench(small_conf, tmp_path):
-    out = _run("bench.e2e_bench", "--produces", "2000", "--conf", small_conf, "--workdir", str(tmp_path))
+    # data-quality checks off: they are tested in test_dq.py; here the command and its table are under test
+    conf = yaml.safe_load(Path(small_conf).read_text())
+    conf.setdefault("quality", {})["enabled"] = False
+    quiet_conf = tmp_path / "no-checks.yaml"
+    quiet_conf.write_text(yaml.safe_dump(conf))
+    out = _run("bench.e2e_bench", "--produces", "2000", "--conf", str(quiet_conf), "--workdir", str(tmp_path / "work"))
     rows = _table_rows(out)
     assert rows[0][0].startswith("ackreplay run on 2,000 produces")
     assert rows[1][0] == "ingest + replay + gold + report" and rows[1][1].endswith(" s")
@@ -135,9 +147,7 @@ def test_synth_generator_command(tmp_path):
     assert again.returncode == 2 and "--force" in again.stderr
 
 
-def test_replay_floor(small_conf, tmp_path):
-    _run("bench.replay_bench", "--produces", "2000", "--partitions", "2", "--skip-peers", "--conf", small_conf,
-         "--workdir", str(tmp_path))  # fmt: skip
-    out = _run("bench.replay_floor", "--work", str(tmp_path / "replay-2000-2"), "--conf", small_conf)
+def test_replay_floor(replay_bench_run, small_conf):
+    out = _run("bench.replay_floor", "--work", str(replay_bench_run[1] / "replay-2000-2"), "--conf", small_conf)
     passes = [r[0].split(":")[0].split(",")[0] for r in _table_rows(out)[1:]]
     assert passes == ["scan", "shuffle", "cogroup", "write long", "write wide", "replay stage", "DuckDB ASOF JOIN", "DuckDB ASOF JOIN"]
