@@ -99,6 +99,8 @@ def replace_rows(df: DataFrame, lakehouse: str, name: str, predicate: str, run_i
         .mode("overwrite")
         .option("replaceWhere", predicate)
         .option("userMetadata", run_id)
+        # a column a later release adds to the contract is added to an existing table (older rows: null)
+        .option("mergeSchema", "true")
     )
     if spec.partition_by:
         writer = writer.partitionBy(*spec.partition_by)

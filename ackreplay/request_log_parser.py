@@ -418,6 +418,7 @@ def produce_rows(
         "timeout_ms": _field(request, "timeoutMs"),
         "principal": _field(parsed, "principal"),
         "listener": _field(parsed, "listener"),
+        "connection": _field(parsed, "connection"),
         "client_software_name": _field(parsed, "clientInformation", "softwareName"),
         "client_software_version": _field(parsed, "clientInformation", "softwareVersion"),
     }

@@ -96,6 +96,7 @@ REQUEST_LOG_JSON_SCHEMA = pa.schema(
         "sendTimeMs": _f64,
         "principal": _str,
         "listener": _str,
+        "connection": _str,
         "clientInformation": _struct(softwareName=_str, softwareVersion=_str),
     }
 )
@@ -151,6 +152,7 @@ PARSED_ROW_FIELDS: list[tuple[str, pa.DataType]] = [
     ("send_time_ms", _f64),
     ("principal", _str),
     ("listener", _str),
+    ("connection", _str),
     ("client_software_name", _str),
     ("client_software_version", _str),
 ]

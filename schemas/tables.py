@@ -95,6 +95,9 @@ PRODUCE_REQUESTS = _schema(
     *_RAW_TIMES,
     ("principal", StringType(), True),
     ("listener", StringType(), True),
+    # SocketServer's connection id (local addr-remote addr-index): the broker reads one request of a
+    # connection at a time, so produces of one connection are a chain (docs/producer-view.md)
+    ("connection", StringType(), True),
     ("client_software_name", StringType(), True),
     ("client_software_version", StringType(), True),
     *_LINE_ORIGIN,

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-# Columns of the silver/gold tables that carry a principal, client id or transactional id.
-IDENTITY_COLUMNS = ("principal", "client_id", "transactional_id")
+# Columns of the silver/gold tables that carry a principal, client id, transactional id or a client's
+# address (a PRODUCE's `connection` holds the client's IP and port).
+IDENTITY_COLUMNS = ("principal", "client_id", "transactional_id", "connection")
 
 
 def salted_sha256(col: Column, salt: str) -> Column:

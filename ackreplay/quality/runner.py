@@ -120,7 +120,10 @@ def _gx_context():
 
 
 def _schema_expectations(contract: StructType) -> list[tuple[str, dict]]:
-    out: list[tuple[str, dict]] = [("ExpectTableColumnsToMatchOrderedList", {"column_list": contract.fieldNames()})]
+    # a set, not an ordered list: a column a later contract adds sits last in a table written before it
+    # (lakehouse.replace_rows merges the schema), and readers select columns by name
+    columns = ("ExpectTableColumnsToMatchSet", {"column_set": contract.fieldNames(), "exact_match": True})
+    out: list[tuple[str, dict]] = [columns]
     out += [("ExpectColumnValuesToBeOfType", {"column": f.name, "type_": type(f.dataType).__name__}) for f in contract]
     return out
 

@@ -163,12 +163,13 @@ def test_identities_are_hashed_in_silver_when_the_privacy_switch_is_on(spark, in
     run_ingest(spark, CONFIG, str(input_dir), plain_lh)
     run_ingest(spark, config, str(input_dir), hashed_lh)
     key = ["source_file", "line_number", "partition"]
-    plain = read_table(spark, plain_lh, "produce_requests").select(*key, "client_id", "principal")
-    hashed = read_table(spark, hashed_lh, "produce_requests").select(*key, "client_id", "principal")
+    identities = ("client_id", "principal", "connection")
+    plain = read_table(spark, plain_lh, "produce_requests").select(*key, *identities)
+    hashed = read_table(spark, hashed_lh, "produce_requests").select(*key, *identities)
     expected = plain.select(
         *key,
         *[F.when(F.col(c).isNull(), F.lit(None)).otherwise(F.sha2(F.concat(F.lit("s3cret:"), F.col(c)), 256)).alias(c)
-          for c in ("client_id", "principal")],
+          for c in identities],
     )  # fmt: skip
-    assert plain.filter(F.col("client_id").isNotNull()).count() > 0
+    assert plain.filter(F.col("client_id").isNotNull() & F.col("connection").isNotNull()).count() > 0
     assert_df_equality(hashed, expected, ignore_row_order=True, ignore_nullable=True)

@@ -98,13 +98,26 @@ def test_a_check_on_a_missing_column_fails_with_the_error(spark):
     df = spark.createDataFrame([_partition("orders", 0, [1, 2, 3], 3, 2)], PARTITIONS).drop("min_insync_replicas")
     context, source = _gx_context()
     outcomes = check_table(context, source, "partitions", df, None, parse_config({}), [])
-    columns = next(o for o in outcomes if o.expectation == "expect_table_columns_to_match_ordered_list")
+    columns = next(o for o in outcomes if o.expectation == "expect_table_columns_to_match_set")
     assert not columns.success
     broken = [o for o in outcomes if o.error]
     assert broken and all(not o.success for o in broken)
     # exactly the expectations that read the missing column could not run
     reads_it = [o for o in outcomes if "min_insync_replicas" in (o.arguments.get("column"), o.arguments.get("column_B"))]
     assert {id(o) for o in broken} == {id(o) for o in reads_it}
+
+
+def test_columns_in_another_order_match_the_contract(spark):
+    # a table written before a column was added to its contract has that column last
+    df = spark.createDataFrame([_partition("orders", 0, [1, 2, 3], 3, 2)], PARTITIONS)
+    moved = df.select(*[c for c in df.columns if c != "cluster"], "cluster")
+    context, source = _gx_context()
+    outcomes = check_table(context, source, "partitions", moved, None, parse_config({}), [])
+    columns = next(o for o in outcomes if o.expectation == "expect_table_columns_to_match_set")
+    assert columns.success
+    context, source = _gx_context()
+    missing = check_table(context, source, "partitions", moved.drop("cluster"), None, parse_config({}), [])
+    assert not next(o for o in missing if o.expectation == "expect_table_columns_to_match_set").success
 
 
 @pytest.mark.parametrize(

@@ -137,7 +137,7 @@ def test_produce_rows_carry_offsets_errors_and_derived_times(spark):
                 "orders",
                 [ProducePartition(3, 15872, 1842213), ProducePartition(4, 100, error_code=19)],
                 timing,
-                Client(client_id="order-svc"),
+                Client(client_id="order-svc", connection="10.0.0.5:9092-10.0.0.9:41000-2"),
             ),
         ),
         request_log_line(T0, produce_body(13, 2, 1, "orders", [ProducePartition(0, 50, 7)], Timing(), topic_id=TOPIC_ID)),
@@ -146,19 +146,20 @@ def test_produce_rows_carry_offsets_errors_and_derived_times(spark):
     out = select_produce_requests(parse(lines_frame(spark, lines)))
     actual = out.select(
         "line_number", "topic", "topic_id", "partition", "acks", "records_size_bytes", "error_code", "base_offset",
-        "t_start", "t_dequeue", "t_local_done", "t_ack_observed",
+        "t_start", "t_dequeue", "t_local_done", "t_ack_observed", "connection",
     )
     ts = lambda us: datetime(2026, 11, 20, 13, 0, 0, us)  # noqa: E731
+    conn, default_conn = "10.0.0.5:9092-10.0.0.9:41000-2", Client().connection
     expected = spark.createDataFrame(
         [
             # total 7.412 ms before 13:00:00.317; +0.081 queue; +0.934 local; +6.201 remote
-            (1, "orders", None, 3, -1, 15872, 0, 1842213, ts(309588), ts(309669), ts(310603), ts(316804)),
-            (1, "orders", None, 4, -1, 100, 19, -1, ts(309588), ts(309669), ts(310603), ts(316804)),
-            (2, "orders", TOPIC_ID, 0, 1, 50, 0, 7, ts(316320), ts(316370), ts(316870), None),
-            (3, "orders", None, 1, 0, 60, None, None, ts(316320), ts(316370), ts(316870), None),
+            (1, "orders", None, 3, -1, 15872, 0, 1842213, ts(309588), ts(309669), ts(310603), ts(316804), conn),
+            (1, "orders", None, 4, -1, 100, 19, -1, ts(309588), ts(309669), ts(310603), ts(316804), conn),
+            (2, "orders", TOPIC_ID, 0, 1, 50, 0, 7, ts(316320), ts(316370), ts(316870), None, default_conn),
+            (3, "orders", None, 1, 0, 60, None, None, ts(316320), ts(316370), ts(316870), None, default_conn),
         ],
         "line_number bigint, topic string, topic_id string, partition int, acks int, records_size_bytes int, "
         "error_code int, base_offset bigint, t_start timestamp, t_dequeue timestamp, t_local_done timestamp, "
-        "t_ack_observed timestamp",
+        "t_ack_observed timestamp, connection string",
     )
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)

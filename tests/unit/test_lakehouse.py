@@ -1,0 +1,34 @@
+"""Writing tables: a table written by an earlier release takes the columns a later contract adds."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+from chispa import assert_df_equality
+from pyspark.sql.types import DateType, DoubleType, IntegerType, LongType, StringType, StructType, TimestampType
+
+from ackreplay.lakehouse import read_table, replace_rows
+from schemas.tables import PRODUCE_REQUESTS
+
+_VALUES = {StringType(): "x", IntegerType(): 1, LongType(): 1, DoubleType(): 1.0, DateType(): date(2026, 11, 20),
+           TimestampType(): datetime(2026, 11, 20, 12)}  # fmt: skip
+
+
+def _row(schema: StructType, **values) -> dict:
+    """A row with every required column set and the rest null, but for `values`."""
+    return {f.name: values.get(f.name, None if f.nullable else _VALUES[f.dataType]) for f in schema}
+
+
+def test_a_column_added_to_the_contract_is_added_to_an_existing_table(spark, tmp_path):
+    lakehouse = str(tmp_path / "lakehouse")
+    before = StructType([f for f in PRODUCE_REQUESTS if f.name != "connection"])  # the contract of an earlier release
+    old = spark.createDataFrame([_row(before, source_file="a.log", client_id="p1")], before)
+    replace_rows(old, lakehouse, "produce_requests", "source_file = 'a.log'", "run-1")
+    new = spark.createDataFrame([_row(PRODUCE_REQUESTS, source_file="b.log", client_id="p1", connection="n-1")], PRODUCE_REQUESTS)
+    assert replace_rows(new, lakehouse, "produce_requests", "source_file = 'b.log'", "run-2") == 1
+    table = read_table(spark, lakehouse, "produce_requests")
+    assert sorted(table.columns) == sorted(PRODUCE_REQUESTS.fieldNames())  # Delta appends the new column
+    expected = spark.createDataFrame([("a.log", "p1", None), ("b.log", "p1", "n-1")], "source_file string, client_id string, connection string")
+    assert_df_equality(
+        table.select("source_file", "client_id", "connection"), expected, ignore_row_order=True, ignore_nullable=True
+    )
