@@ -11,6 +11,7 @@ from datetime import date
 from ackreplay.config import ConfigError, load_config, parse_config
 from ackreplay.inputs import InputError
 from ackreplay.quality.runner import QualityError
+from ackreplay.replay.self_check import ReplayUntrusted
 
 log = logging.getLogger("ackreplay")
 
@@ -141,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                     spark, config, lakehouse, scope.clusters, run_id=replay_run_id, dates=scope.replay_dates(dates)
                 )
                 print("\n".join(replay_report.summary_lines()))
+                if replay_report.self_check.failed and config.replay.self_check.enabled:
+                    raise ReplayUntrusted(replay_report.self_check.refusal())
                 _check_quality(spark, config, lakehouse, "replay", scope.clusters, replay_run_id)
                 mark_done(spark, lakehouse, scope, replay_run_id)
         if args.command in ("run", "gold"):
@@ -177,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     except QualityError as exc:  # the whole message: it names the table, the check and offending rows
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except ReplayUntrusted as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
     except (InputError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -65,6 +65,19 @@ class IngestSettings(_Strict):
     max_line_bytes: int = Field(default=1024 * 1024, ge=1024)
 
 
+class SelfCheckSettings(_Strict):
+    """The replay's ground truth as a gate (ackreplay/replay/self_check.py; README "The replay checks itself")."""
+
+    # false: the figures are still printed, but a cluster that fails them is replayed, aggregated and reported
+    enabled: bool = True
+    # recorded acks=all produces replayed as acked within 2 ms of the broker's own ack
+    min_within_2ms: float = Field(default=0.97, ge=0.0, le=1.0)
+    # |P999 of ack wait replayed - observed| / observed (differences of 2 ms or less always pass)
+    max_p999_error: float = Field(default=0.10, ge=0.0)
+    # fewer recorded acks=all produces than this: reported, not judged (a handful of misses is noise)
+    min_produces: int = Field(default=200, ge=1)
+
+
 class ReplaySettings(_Strict):
     """The counterfactual policies and how the replay is cut into tasks."""
 
@@ -84,6 +97,7 @@ class ReplaySettings(_Strict):
     # The leader records a follower's LEO while handling its FETCH, after reading the partitions before
     # it: at t_dequeue + fraction * localTimeMs (0: at dequeue, 1: when local handling ends).
     fetch_update_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
+    self_check: SelfCheckSettings = Field(default_factory=SelfCheckSettings)
 
     @field_validator("quorum_sizes", "lag_ms")
     @classmethod

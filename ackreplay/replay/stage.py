@@ -34,6 +34,7 @@ from ackreplay.arrow_delta import ArrowFileWriter, arrow_writable, commit_files,
 from ackreplay.config import AppConfig
 from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path, table_spec
 from ackreplay.replay.groups import PRODUCE_REPLAY_ARROW, PartitionEpochs, ReplayContext, replay_group
+from ackreplay.replay.self_check import SelfCheck, check_replay
 from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
 from schemas.metrics import FOLLOWER_LEO_SAMPLES
 from schemas.replay import PRODUCE_REPLAY, WRITTEN_FILE
@@ -64,6 +65,7 @@ class ReplayReport:
     policies: list[str] = field(default_factory=list)
     outcomes: dict[tuple[str, str], int] = field(default_factory=dict)  # (policy, outcome) -> rows
     ground_truth: dict[str, float] = field(default_factory=dict)
+    self_check: SelfCheck | None = None
     metric_clusters: list[str] = field(default_factory=list)  # replayed from JMX LEO scrapes (no FETCH lines)
 
     def summary_lines(self) -> list[str]:
@@ -83,6 +85,8 @@ class ReplayReport:
                 f"within 1 ms {g['within_1ms']:.2%}, within 2 ms {g['within_2ms']:.2%}; P999 of ack wait "
                 f"{g['p999_replayed_ms']:.1f} ms replayed vs {g['p999_observed_ms']:.1f} ms observed"
             )
+        if self.self_check is not None:
+            out += self.self_check.summary_lines()
         return out
 
 
@@ -403,6 +407,7 @@ def run_replay(
     if unplaced:
         report.skipped["outside any known leader epoch or partition"] = unplaced
     report.ground_truth = _ground_truth(result, dict(truth_counts) if writer_kind == "arrow" else None)
+    report.self_check = check_replay(result, isr_changes, settings.self_check, metric_clusters)
     phases["counts and ground truth"] = time.monotonic() - mark
     log.info("replay phases: %s", ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items()))
     return report

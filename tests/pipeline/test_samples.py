@@ -81,6 +81,31 @@ def test_replayed_acks_all_matches_the_brokers_ack(trace_run):
     assert truth["within_2ms"] >= MIN_WITHIN_2MS[trace.name]
     # the replayed P999 of ack wait is within 5% of the broker's own
     assert abs(truth["p999_replayed_ms"] / truth["p999_observed_ms"] - 1) <= 0.05
+    [cluster] = replay.self_check.clusters  # the gate judges the trace and lets it through
+    assert (cluster.judged, cluster.failures, cluster.n) == ("judged", (), truth["n"])
+
+
+def test_a_replay_its_ground_truth_contradicts_is_refused(spark, sample_run, tmp_path, capsys):
+    """The 3.9.1 trace with its broker logs withheld: no ISR changes, so the replay waits for followers
+    the controller had removed from the ISR; the self-check refuses it (exit 3, figures printed)."""
+    import yaml
+
+    from ackreplay.cli import main
+
+    run = sample_run(next(p for p in SAMPLES if p.name == "trace-3.9.1-utc"))
+    copy = run.copy_lakehouse(tmp_path / "lakehouse")
+    for table in ("isr_changes", "leader_epochs"):
+        spark.sql(f"DELETE FROM delta.`{table_path(copy, table)}`")
+    conf = yaml.safe_load(open("conf/local.yaml"))
+    conf["quality"]["enabled"] = False  # the gate is the replay's own, not a data-quality check
+    (tmp_path / "conf.yaml").write_text(yaml.safe_dump(conf))
+    capsys.readouterr()
+    assert main(["replay", "--lakehouse", copy, "--conf", str(tmp_path / "conf.yaml")]) == 3
+    out, err = capsys.readouterr()
+    assert "lab-3.9.1: n=26,332, 84.12% within 2 ms, 0 not acked" in out
+    assert "FAILED: 84.12% within 2 ms < 97%; P999 off by more than 10%" in out
+    assert "where the misses fall" in out
+    assert err.startswith("error: the replay's ground truth contradicts it on lab-3.9.1")
 
 
 def test_policy_invariants_hold_on_real_data(spark, trace_run):

@@ -1,0 +1,206 @@
+"""The replay checks itself: on the produces a cluster recorded with acks=all, the replayed acks=all
+must reproduce the broker's own ack (`t_ack_observed`), or the cluster's what-ifs are not presented.
+
+Per cluster, over the recorded acks=all produces that were appended and whose ack the broker logged:
+- `within_2ms`: share replayed as acked within 2 ms of the broker's ack (a produce replayed as not
+  acked at all, a timeout or NOT_ENOUGH_REPLICAS the broker never gave, is a miss);
+- the P999 of the ack wait (ack − `t_local_done`), replayed against observed.
+
+A cluster fails when `within_2ms` < `replay.self_check.min_within_2ms` or the P999s differ by more
+than `max_p999_error` of the observed one (and by more than 2 ms: the request log stamps
+milliseconds, so two P999s 2 ms apart cannot be told apart). Clusters with fewer than `min_produces`
+such produces are reported, not judged; clusters replayed from JMX scrapes (no follower FETCH lines)
+are reported, not judged (their timeline is as coarse as the scrape interval, README "The replay").
+
+Where the misses fall is shown per window: the 15 s after an event of the produce's partition in
+`isr_changes` (a new leader, an ISR expansion, an ISR shrink: a stalled follower, a controlled
+shutdown or a fenced broker) or none of them ("quiet"). The windows group the misses for a reader;
+they do not change any figure.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from ackreplay.config import SelfCheckSettings
+
+WINDOW_SECONDS = 15
+# The first matching event kind (latest in time among them wins) names the window.
+WINDOW_OF_KIND = {"leader_start": "after a leader change", "expand": "after an ISR expansion", "shrink": "after an ISR shrink"}
+QUIET = "quiet"
+_P999_FLOOR_MS = 2.0
+
+
+class ReplayUntrusted(Exception):
+    """The replay's ground truth contradicts it on at least one cluster."""
+
+
+@dataclass(frozen=True)
+class ClusterTruth:
+    cluster: str
+    n: int  # recorded acks=all produces with the broker's ack
+    not_acked: int  # of those, replayed as anything but acked
+    within_2ms: float
+    p999_replayed_ms: float | None
+    p999_observed_ms: float | None
+    judged: str  # "judged" | "too few produces" | "JMX timeline"
+    failures: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+@dataclass
+class SelfCheck:
+    settings: SelfCheckSettings
+    clusters: list[ClusterTruth] = field(default_factory=list)
+    windows: list[dict] = field(default_factory=list)  # cluster, window, n, within_2ms, p999 replayed/observed
+
+    @property
+    def failed(self) -> list[ClusterTruth]:
+        return [c for c in self.clusters if not c.passed]
+
+    def summary_lines(self) -> list[str]:
+        s = self.settings
+        out = [
+            f"  self-check (recorded acks=all: >= {s.min_within_2ms:.0%} replayed within 2 ms of the broker's ack,"
+            f" P999 of ack wait within {s.max_p999_error:.0%}):"
+        ]
+        for c in self.clusters:
+            p999 = (
+                f"P999 {c.p999_replayed_ms:,.1f} ms replayed vs {c.p999_observed_ms:,.1f} ms observed"
+                if c.p999_observed_ms is not None
+                else "P999 -"
+            )
+            verdict = "FAILED: " + "; ".join(c.failures) if c.failures else ("ok" if c.judged == "judged" else f"not judged ({c.judged})")
+            out.append(
+                f"    {c.cluster}: n={c.n:,}, {c.within_2ms:.2%} within 2 ms, {c.not_acked:,} not acked, {p999}  {verdict}"
+            )
+        failed = {c.cluster for c in self.failed}
+        if failed and not s.enabled:
+            out.append("  self-check off (replay.self_check.enabled: false): gold and the report use these clusters anyway")
+        if failed:
+            out.append(f"  where the misses fall ({WINDOW_SECONDS} s after an event of the produce's partition):")
+            out.append(f"    {'cluster':<20} {'window':<24} {'produces':>9} {'within 2 ms':>12} {'P999 replayed':>14} {'P999 observed':>14}")
+            for w in self.windows:
+                if w["cluster"] in failed:
+                    out.append(
+                        f"    {w['cluster']:<20} {w['window']:<24} {w['n']:>9,} {w['within_2ms']:>12.2%}"
+                        f" {w['p999_replayed_ms']:>11,.1f} ms {w['p999_observed_ms']:>11,.1f} ms"
+                    )
+        return out
+
+    def refusal(self) -> str:
+        names = ", ".join(c.cluster for c in self.failed)
+        return (
+            f"the replay's ground truth contradicts it on {names} (self-check above): gold and the report are "
+            "not written from it. produce_replay keeps the rows for inspection; the next run replays these "
+            "clusters again. README, 'The replay checks itself', says what each figure means and how to "
+            "switch the check off (replay.self_check.enabled: false) at your own risk."
+        )
+
+
+def _ms_between(later: str, earlier: str) -> Column:
+    return (F.unix_micros(later) - F.unix_micros(earlier)) / 1000.0
+
+
+def truth_rows(result: DataFrame) -> DataFrame:
+    """Recorded acks=all produces with the broker's ack: replayed ack error, waits, whether acked."""
+    return result.filter(
+        (F.col("policy") == "acks=all") & (F.col("recorded_acks") == -1) & F.col("t_ack_observed").isNotNull()
+    ).select(
+        F.monotonically_increasing_id().alias("row_id"), "cluster", "topic", "partition", "t_start",
+        (F.col("outcome") == "acked").alias("acked"),
+        F.abs(_ms_between("t_response", "t_ack_observed")).alias("err_ms"),
+        _ms_between("t_response", "t_local_done").alias("replayed_wait_ms"),
+        _ms_between("t_ack_observed", "t_local_done").alias("observed_wait_ms"),
+    )  # fmt: skip
+
+
+def with_window(truth: DataFrame, isr_changes: DataFrame) -> DataFrame:
+    """`window`: the latest event of the produce's partition in the WINDOW_SECONDS before its start."""
+    events = isr_changes.filter(F.col("change_kind").isin(*WINDOW_OF_KIND)).select(
+        "cluster", "topic", "partition", F.col("t_log").alias("t_event"), F.col("change_kind").alias("event_kind")
+    )
+    joined = truth.join(
+        events,
+        (truth["cluster"] == events["cluster"]) & (truth["topic"] == events["topic"])
+        & (truth["partition"] == events["partition"]) & (events["t_event"] <= truth["t_start"])
+        & (events["t_event"] > truth["t_start"] - F.expr(f"INTERVAL {WINDOW_SECONDS} SECONDS")),
+        "left",
+    ).select(truth["*"], "t_event", "event_kind")  # fmt: skip
+    latest = Window.partitionBy("row_id").orderBy(F.col("t_event").desc_nulls_last())
+    labels = F.create_map(*[x for kind, label in WINDOW_OF_KIND.items() for x in (F.lit(kind), F.lit(label))])
+    return (
+        joined.withColumn("rank", F.row_number().over(latest))
+        .filter(F.col("rank") == 1)
+        .withColumn("window", F.coalesce(labels[F.col("event_kind")], F.lit(QUIET)))
+        .drop("rank", "t_event", "event_kind")
+    )
+
+
+def _figures(df: DataFrame, by: list[str]) -> list[dict]:
+    """Counts per group in one pass, then each group's exact P999s (top-k, never every value)."""
+    from ackreplay.replay.stage import exact_high_percentiles
+
+    waits = {
+        "p999_replayed_ms": F.when(F.col("acked"), F.col("replayed_wait_ms")),
+        "p999_observed_ms": F.col("observed_wait_ms"),
+    }
+    rows = (
+        df.groupBy(*by)
+        .agg(
+            F.count("*").alias("n"),
+            F.count_if(~F.col("acked")).alias("not_acked"),
+            F.count_if(F.col("acked") & (F.col("err_ms") <= 2)).alias("within"),
+            F.count_if(F.col("acked")).alias("acked"),
+            F.count("observed_wait_ms").alias("observed"),
+        )
+        .orderBy(*by)
+        .collect()  # one row per cluster (and window): small
+    )
+    out = []
+    for r in rows:
+        group = df.filter(reduce(operator.and_, [F.col(k) == r[k] for k in by]))
+        counts = {"p999_replayed_ms": r["acked"], "p999_observed_ms": r["observed"]}
+        out.append({**{k: r[k] for k in by}, "n": r["n"], "not_acked": r["not_acked"],
+                    "within_2ms": r["within"] / r["n"], **exact_high_percentiles(group, waits, 0.999, counts)})  # fmt: skip
+    return out
+
+
+def check_replay(
+    result: DataFrame, isr_changes: DataFrame, settings: SelfCheckSettings, metric_clusters: list[str]
+) -> SelfCheck:
+    """The self-check of one replay run's clusters (`result`: produce_replay rows of the run's scope)."""
+    check = SelfCheck(settings)
+    truth = truth_rows(result).cache()
+    try:
+        for row in _figures(truth, ["cluster"]):
+            judged = (
+                "JMX timeline" if row["cluster"] in metric_clusters
+                else "too few produces" if row["n"] < settings.min_produces
+                else "judged"
+            )  # fmt: skip
+            failures: list[str] = []
+            if judged == "judged":
+                if row["within_2ms"] < settings.min_within_2ms:
+                    failures.append(f"{row['within_2ms']:.2%} within 2 ms < {settings.min_within_2ms:.0%}")
+                replayed, observed = row["p999_replayed_ms"], row["p999_observed_ms"]
+                if replayed is None or abs(replayed - observed) > max(settings.max_p999_error * observed, _P999_FLOOR_MS):
+                    failures.append(f"P999 off by more than {settings.max_p999_error:.0%}")
+            check.clusters.append(ClusterTruth(
+                row["cluster"], row["n"], row["not_acked"], row["within_2ms"], row["p999_replayed_ms"],
+                row["p999_observed_ms"], judged, tuple(failures),
+            ))  # fmt: skip
+        failed = [c.cluster for c in check.failed]
+        if failed:
+            check.windows = _figures(with_window(truth.filter(F.col("cluster").isin(*failed)), isr_changes), ["cluster", "window"])
+    finally:
+        truth.unpersist()
+    return check

@@ -1,0 +1,88 @@
+"""The replay's self-check: recorded acks=all replayed against the broker's own ack, per cluster."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from ackreplay.config import SelfCheckSettings
+from ackreplay.replay.self_check import check_replay
+
+T0 = datetime(2026, 11, 20, 12, 0, 0)
+REPLAY_DDL = (
+    "cluster string, topic string, partition int, policy string, recorded_acks int, outcome string, "
+    "t_start timestamp, t_local_done timestamp, t_ack_observed timestamp, t_response timestamp"
+)
+
+
+def _produce(cluster, partition, i, observed_wait_ms, replayed_wait_ms, outcome="acked", policy="acks=all"):
+    start = T0 + timedelta(seconds=i)
+    done = start + timedelta(milliseconds=1)
+    return (cluster, "orders", partition, policy, -1, outcome, start, done,
+            done + timedelta(milliseconds=observed_wait_ms), done + timedelta(milliseconds=replayed_wait_ms))  # fmt: skip
+
+
+def _isr_change(cluster, partition, at, kind):
+    return (cluster, "orders", partition, kind, at)  # the isr_changes columns the windows read
+
+
+@pytest.fixture(scope="module")
+def replay(spark):
+    rows = []
+    # good: 300 produces, every replayed ack within 1 ms of the broker's; P999 equal
+    rows += [_produce("good", 0, i, 5 + i % 7, 5 + i % 7 + 0.5) for i in range(300)]
+    rows += [_produce("good", 0, i, 5, 900, policy="acks=1") for i in range(300)]  # another policy: not counted
+    # bad: 280 right, then 20 produces right after an ISR expansion of partition 1 replayed 50 ms late
+    rows += [_produce("bad", 0, i, 4, 4) for i in range(280)]
+    rows += [_produce("bad", 1, 1000 + i, 4, 54) for i in range(19)]
+    rows += [_produce("bad", 1, 1019, 4, 0, outcome="timeout")]  # a timeout the broker never gave: a miss
+    # small: 10 produces all wrong, too few to judge
+    rows += [_produce("small", 0, i, 4, 400) for i in range(10)]
+    replayed = spark.createDataFrame(rows, REPLAY_DDL)
+    changes = spark.createDataFrame(
+        [_isr_change("bad", 1, T0 + timedelta(seconds=1000), "expand"), _isr_change("bad", 0, T0, "shrink")],
+        "cluster string, topic string, partition int, change_kind string, t_log timestamp",
+    )
+    return replayed, changes
+
+
+def test_each_cluster_is_judged_on_its_own_recorded_acks_all(replay):
+    check = check_replay(*replay, SelfCheckSettings(), metric_clusters=[])
+    by = {c.cluster: c for c in check.clusters}
+    assert [c.cluster for c in check.clusters] == ["bad", "good", "small"]
+    good, bad, small = by["good"], by["bad"], by["small"]
+    assert (good.n, good.not_acked, good.within_2ms, good.failures) == (300, 0, 1.0, ())
+    assert good.p999_replayed_ms == pytest.approx(good.p999_observed_ms + 0.5)
+    assert (bad.n, bad.not_acked, bad.within_2ms) == (300, 1, 280 / 300)
+    # replayed P999 among the 299 acked: interpolated between 54 and 54 ms; observed 4 ms
+    assert (bad.p999_replayed_ms, bad.p999_observed_ms) == (pytest.approx(54.0), pytest.approx(4.0))
+    assert bad.failures == ("93.33% within 2 ms < 97%", "P999 off by more than 10%")
+    assert (small.judged, small.failures, small.n) == ("too few produces", (), 10)
+    assert [c.cluster for c in check.failed] == ["bad"]
+    # where the misses fall: only the failed cluster, by window
+    # (15 s windows: the expansion covers the late produces at 1000-1014 s, the shrink partition 0's first 15)
+    assert [(w["cluster"], w["window"], w["n"], w["within_2ms"]) for w in check.windows] == [
+        ("bad", "after an ISR expansion", 15, 0.0),
+        ("bad", "after an ISR shrink", 15, 1.0),
+        ("bad", "quiet", 270, 265 / 270),
+    ]
+    lines = "\n".join(check.summary_lines())
+    assert "bad: n=300, 93.33% within 2 ms, 1 not acked" in lines and "FAILED" in lines
+    assert "small: n=10" in lines and "not judged (too few produces)" in lines
+    assert "bad" in check.refusal() and "good" not in check.refusal()
+
+
+def test_a_jmx_timeline_is_reported_not_judged(replay):
+    check = check_replay(*replay, SelfCheckSettings(), metric_clusters=["bad"])
+    bad = next(c for c in check.clusters if c.cluster == "bad")
+    assert (bad.judged, bad.failures) == ("JMX timeline", ())
+    assert not check.failed and check.windows == []
+
+
+def test_thresholds_come_from_the_conf(replay):
+    lenient = SelfCheckSettings(min_within_2ms=0.9, max_p999_error=20.0)
+    assert not check_replay(*replay, lenient, metric_clusters=[]).failed
+    off = check_replay(*replay, SelfCheckSettings(enabled=False), metric_clusters=[])
+    assert [c.cluster for c in off.failed] == ["bad"]  # still shown; the CLI does not refuse
+    assert "self-check off" in "\n".join(off.summary_lines())
