@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from ackreplay.config import SelfCheckSettings
 
 WINDOW_SECONDS = 15
-# The first matching event kind (latest in time among them wins) names the window.
+# isr_changes kinds that open a window; the latest such event of the partition names a produce's window.
 WINDOW_OF_KIND = {"leader_start": "after a leader change", "expand": "after an ISR expansion", "shrink": "after an ISR shrink"}
 QUIET = "quiet"
 _P999_FLOOR_MS = 2.0
@@ -73,11 +73,7 @@ class SelfCheck:
             f" P999 of ack wait within {s.max_p999_error:.0%}):"
         ]
         for c in self.clusters:
-            p999 = (
-                f"P999 {c.p999_replayed_ms:,.1f} ms replayed vs {c.p999_observed_ms:,.1f} ms observed"
-                if c.p999_observed_ms is not None
-                else "P999 -"
-            )
+            p999 = f"P999 {_ms(c.p999_replayed_ms)} replayed vs {_ms(c.p999_observed_ms)} observed"
             verdict = "FAILED: " + "; ".join(c.failures) if c.failures else ("ok" if c.judged == "judged" else f"not judged ({c.judged})")
             out.append(
                 f"    {c.cluster}: n={c.n:,}, {c.within_2ms:.2%} within 2 ms, {c.not_acked:,} not acked, {p999}  {verdict}"
@@ -88,12 +84,11 @@ class SelfCheck:
         if failed:
             out.append(f"  where the misses fall ({WINDOW_SECONDS} s after an event of the produce's partition):")
             out.append(f"    {'cluster':<20} {'window':<24} {'produces':>9} {'within 2 ms':>12} {'P999 replayed':>14} {'P999 observed':>14}")
-            for w in self.windows:
-                if w["cluster"] in failed:
-                    out.append(
-                        f"    {w['cluster']:<20} {w['window']:<24} {w['n']:>9,} {w['within_2ms']:>12.2%}"
-                        f" {w['p999_replayed_ms']:>11,.1f} ms {w['p999_observed_ms']:>11,.1f} ms"
-                    )
+            for w in self.windows:  # computed for the failed clusters only
+                out.append(
+                    f"    {w['cluster']:<20} {w['window']:<24} {w['n']:>9,} {w['within_2ms']:>12.2%}"
+                    f" {_ms(w['p999_replayed_ms']):>14} {_ms(w['p999_observed_ms']):>14}"
+                )
         return out
 
     def refusal(self) -> str:
@@ -104,6 +99,10 @@ class SelfCheck:
             "clusters again. README, 'The replay checks itself', says what each figure means and how to "
             "switch the check off (replay.self_check.enabled: false) at your own risk."
         )
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f} ms"  # None: no produce replayed as acked
 
 
 def _ms_between(later: str, earlier: str) -> Column:

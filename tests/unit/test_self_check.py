@@ -86,3 +86,15 @@ def test_thresholds_come_from_the_conf(replay):
     off = check_replay(*replay, SelfCheckSettings(enabled=False), metric_clusters=[])
     assert [c.cluster for c in off.failed] == ["bad"]  # still shown; the CLI does not refuse
     assert "self-check off" in "\n".join(off.summary_lines())
+
+
+def test_a_window_where_nothing_replayed_as_acked_prints_a_dash():
+    from ackreplay.replay.self_check import ClusterTruth, SelfCheck
+
+    check = SelfCheck(SelfCheckSettings())
+    check.clusters = [ClusterTruth("c1", 300, 300, 0.0, None, 4.0, "judged", ("0.00% within 2 ms < 97%",))]
+    check.windows = [{"cluster": "c1", "window": "quiet", "n": 300, "within_2ms": 0.0,
+                      "p999_replayed_ms": None, "p999_observed_ms": 4.0}]  # fmt: skip
+    lines = check.summary_lines()
+    assert "    c1: n=300, 0.00% within 2 ms, 300 not acked, P999 - replayed vs 4.0 ms observed  FAILED: 0.00% within 2 ms < 97%" in lines
+    assert lines[-1].split() == ["c1", "quiet", "300", "0.00%", "-", "4.0", "ms"]
