@@ -109,16 +109,22 @@ def _ms_between(later: str, earlier: str) -> Column:
     return (F.unix_micros(later) - F.unix_micros(earlier)) / 1000.0
 
 
+def ack_truth_columns() -> list[Column]:
+    """The replayed ack's error against the broker's, and both ack waits (ms), of a produce_replay row."""
+    return [
+        F.abs(_ms_between("t_response", "t_ack_observed")).alias("err_ms"),
+        _ms_between("t_response", "t_local_done").alias("replayed_wait_ms"),
+        _ms_between("t_ack_observed", "t_local_done").alias("observed_wait_ms"),
+    ]
+
+
 def truth_rows(result: DataFrame) -> DataFrame:
     """Recorded acks=all produces with the broker's ack: replayed ack error, waits, whether acked."""
     return result.filter(
         (F.col("policy") == "acks=all") & (F.col("recorded_acks") == -1) & F.col("t_ack_observed").isNotNull()
     ).select(
         F.monotonically_increasing_id().alias("row_id"), "cluster", "topic", "partition", "t_start",
-        (F.col("outcome") == "acked").alias("acked"),
-        F.abs(_ms_between("t_response", "t_ack_observed")).alias("err_ms"),
-        _ms_between("t_response", "t_local_done").alias("replayed_wait_ms"),
-        _ms_between("t_ack_observed", "t_local_done").alias("observed_wait_ms"),
+        (F.col("outcome") == "acked").alias("acked"), *ack_truth_columns(),
     )  # fmt: skip
 
 

@@ -34,7 +34,7 @@ from ackreplay.arrow_delta import ArrowFileWriter, arrow_writable, commit_files,
 from ackreplay.config import AppConfig
 from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path, table_spec
 from ackreplay.replay.groups import PRODUCE_REPLAY_ARROW, PartitionEpochs, ReplayContext, replay_group
-from ackreplay.replay.self_check import SelfCheck, check_replay
+from ackreplay.replay.self_check import SelfCheck, ack_truth_columns, check_replay
 from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
 from schemas.metrics import FOLLOWER_LEO_SAMPLES
 from schemas.replay import PRODUCE_REPLAY, WRITTEN_FILE
@@ -468,11 +468,7 @@ def _ground_truth(result: DataFrame, counts: Mapping[str, int] | None = None) ->
     """
     truth = result.filter(
         (F.col("policy") == "acks=all") & (F.col("recorded_acks") == -1) & (F.col("outcome") == "acked")
-    ).select(
-        (F.abs(F.unix_micros("t_response") - F.unix_micros("t_ack_observed")) / 1000.0).alias("err_ms"),
-        ((F.unix_micros("t_response") - F.unix_micros("t_local_done")) / 1000.0).alias("replayed_wait_ms"),
-        ((F.unix_micros("t_ack_observed") - F.unix_micros("t_local_done")) / 1000.0).alias("observed_wait_ms"),
-    )
+    ).select(*ack_truth_columns())
     if counts is None:
         counts = truth.agg(
             F.count("*").alias("n"),
