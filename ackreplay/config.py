@@ -78,6 +78,20 @@ class SelfCheckSettings(_Strict):
     min_produces: int = Field(default=200, ge=1)
 
 
+class ProducerSettings(_Strict):
+    """The producer side of the producer-visible replay (ackreplay/replay/connections.py)."""
+
+    # The producers' linger.ms (Kafka's default: 5 since 4.0, 0 before): a request that waited in the socket
+    # behind a slow response is taken to have arrived when its earliest batch had lingered this long.
+    linger_ms: float = Field(default=5.0, ge=0.0)
+    # A request that started at most this long after the previous response on its connection was sent
+    # waited behind it (SocketServer reads the next request once the response is sent).
+    blocked_gap_ms: float = Field(default=1.0, ge=0.0)
+    # max.in.flight.requests.per.connection (Kafka's default 5): a request is sent once one of these slots
+    # is free; batches that were waiting by then go into it (fewer, larger requests under a slower policy)
+    max_in_flight: int = Field(default=5, ge=1)
+
+
 class ReplaySettings(_Strict):
     """The counterfactual policies and how the replay is cut into tasks."""
 
@@ -98,6 +112,7 @@ class ReplaySettings(_Strict):
     # it: at t_dequeue + fraction * localTimeMs (0: at dequeue, 1: when local handling ends).
     fetch_update_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
     self_check: SelfCheckSettings = Field(default_factory=SelfCheckSettings)
+    producer: ProducerSettings = Field(default_factory=ProducerSettings)
 
     @field_validator("quorum_sizes", "lag_ms")
     @classmethod

@@ -60,6 +60,8 @@ SUMMARY_COLUMNS = (
     ("p999 ms", "p999_ms", "{:,.1f}"),
     ("Δp999 ms", "p999_vs_acks_all_ms", "{:+,.1f}"),
     ("p999 ×", "p999_vs_acks_all_ratio", "{:.2f}"),
+    ("broker p999 ms", "broker_p999_ms", "{:,.1f}"),
+    ("HOL p999 ms", "hol_wait_p999_ms", "{:,.1f}"),
     ("<minISR acks", "under_min_isr_acks", "{:,}"),
     ("exposure MB·s", "exposure_byte_ms", "{:,.1f}"),
     ("max exp ms", "max_exposure_ms", "{:,.1f}"),
@@ -98,8 +100,9 @@ def format_summary(rows: list[dict]) -> list[str]:
         ]
         widths = [max(len(row[i]) for row in cells) for i in range(len(SUMMARY_COLUMNS))]
         out.append(
-            f"  {cluster} / {topic}  (Δ and × against the replayed acks=all; '-': too few samples, or for"
-            " <minISR s (partition·s under min ISR) an ISR not stored: acks=all@lag)"
+            f"  {cluster} / {topic}  (p99, p999: producer-visible, send() to ack; broker p999: the broker's view;"
+            " HOL: waiting behind earlier responses on the connection; Δ and × against the replayed acks=all;"
+            " '-': too few samples, or for <minISR s (partition·s under min ISR) an ISR not stored: acks=all@lag)"
         )
         for row in cells:
             out.append("    " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))

@@ -23,6 +23,8 @@ from ackreplay.inputs import InputFile, InputInventory, discover_all
 from ackreplay.lakehouse import read_table, replace_rows, rows_written, source_files_predicate, table_exists
 from ackreplay.line_reader import read_lines, read_request_logs
 from ackreplay.metrics import MetricsReport, ingest_metrics
+from ackreplay.send_times import KINDS as SEND_TIME_KINDS
+from ackreplay.send_times import SendTimesReport, ingest_send_times
 from schemas import tables
 from transforms.common import conform
 from transforms.follower_fetches import build_follower_fetches
@@ -66,6 +68,7 @@ class IngestReport:
     clusters: list[str] = field(default_factory=list)
     broker_logs: BrokerLogReport | None = None
     metrics: MetricsReport | None = None
+    send_times: SendTimesReport | None = None
 
     @property
     def total_lines(self) -> int:
@@ -88,6 +91,8 @@ class IngestReport:
             out.extend(self.broker_logs.summary_lines())
         if self.metrics is not None and self.metrics.files:
             out.extend(self.metrics.summary_lines())
+        if self.send_times is not None and self.send_times.files:
+            out.extend(self.send_times.summary_lines())
         if self.ignored_files:
             out.append(f"  {len(self.ignored_files)} files outside the input layout ignored, e.g. {self.ignored_files[0]}")
         return out
@@ -207,7 +212,9 @@ def ingest_request_logs(
 def run_ingest(spark: SparkSession, config: AppConfig, inputs: str | list[str], lakehouse: str) -> IngestReport:
     """Ingest every request log and topics.txt under the input folder(s) into `lakehouse`."""
     inventory: InputInventory = discover_all([inputs] if isinstance(inputs, str) else list(inputs))
-    run_id = "ingest-" + inventory.fingerprint(("request_log", "topics", "server_log", "state_change_log", "metrics"))
+    run_id = "ingest-" + inventory.fingerprint(
+        ("request_log", "topics", "server_log", "state_change_log", "metrics", *SEND_TIME_KINDS)
+    )
     request_files = inventory.of_kind("request_log")
     topics_files = inventory.of_kind("topics")
     report = IngestReport(run_id, len(request_files), len(topics_files), list(inventory.ignored))
@@ -224,5 +231,8 @@ def run_ingest(spark: SparkSession, config: AppConfig, inputs: str | list[str], 
     metrics_files = inventory.of_kind("metrics")
     with _step(f"reading {len(metrics_files)} metrics scrape files"):
         report.metrics = ingest_metrics(spark, config, metrics_files, lakehouse, run_id)
+    send_time_files = [f for kind in SEND_TIME_KINDS for f in inventory.of_kind(kind)]
+    with _step(f"reading {len(send_time_files)} send-time files"):
+        report.send_times = ingest_send_times(spark, config, send_time_files, lakehouse, run_id)
     report.clusters = sorted({f.cluster for f in inventory.files})
     return report

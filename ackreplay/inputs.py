@@ -5,6 +5,8 @@
     <input>/<cluster>/broker-<id>/state-change.log*
     <input>/<cluster>/topics.txt
     <input>/<cluster>/metrics/*.prom
+    <input>/<cluster>/create-times/*         (`kafka-dump-log --deep-iteration` output: record CreateTimes)
+    <input>/<cluster>/client/batches-*.csv*  (an instrumented producer's log of its batches: the lab's)
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ _KINDS = (
     ("server_log", re.compile(r"^server\.log(\..+)?$")),
     ("state_change_log", re.compile(r"^state-change\.log(\..+)?$")),
 )
+_CLIENT_BATCHES = re.compile(r"^batches-.+\.csv(\.gz)?$")
 _GZIP_MAGIC = b"\x1f\x8b"
 # log4j's time-based rollover names a rotated file after the period it holds: `.2026-11-20-10`
 # (hourly, Kafka's default for every log) or `.2026-11-20` (daily), maybe followed by `.gz`.
@@ -94,6 +97,10 @@ def _kind_of(cluster_rel: list[str]) -> tuple[str | None, int | None]:
         return "topics", None
     if len(cluster_rel) == 2 and cluster_rel[0] == "metrics" and cluster_rel[1].endswith(".prom"):
         return "metrics", None
+    if len(cluster_rel) == 2 and cluster_rel[0] == "create-times":
+        return "create_times", None
+    if len(cluster_rel) == 2 and cluster_rel[0] == "client" and _CLIENT_BATCHES.match(cluster_rel[1]):
+        return "client_batches", None
     if len(cluster_rel) == 2 and (m := _BROKER_DIR.match(cluster_rel[0])):
         for kind, pattern in _KINDS:
             if pattern.match(cluster_rel[1]):

@@ -45,6 +45,7 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("follower_leo_samples", "silver", ("cluster", "event_date")),
         TableSpec("produce_replay", "silver", ("cluster", "event_date"), ("topic", "partition", "policy", "outcome")),
         TableSpec("partitions", "silver", ("cluster",)),
+        TableSpec("batch_send_times", "silver", ("cluster",)),
         TableSpec("latency_percentiles", "gold", ("cluster",)),
         TableSpec("risk_exposure", "gold", ("cluster",)),
         TableSpec("availability", "gold", ("cluster",)),

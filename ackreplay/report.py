@@ -145,7 +145,7 @@ def _chart_cdf(path: Path, title: str, rows: list[dict], policies: list[str], st
     ax.set_yticks([0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 0.9999])
     ax.set_yticklabels(["0.01", "0.1", "0.5", "0.9", "0.99", "0.999", "0.9999"])
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xlabel("client-visible produce latency (ms, log scale)")
+    ax.set_xlabel("producer-visible produce latency, send() to ack (ms, log scale)")
     ax.set_ylabel("fraction of acked produces ≤ latency (logit scale)")
     _finish(fig, ax, path, title)
 

@@ -246,8 +246,13 @@ acked AS (SELECT raw.*, t_raw <= deadline AS ok, least(t_raw, deadline) AS t_ack
 SELECT cluster, topic, partition, 0 AS leader_epoch, base_offset, broker_id, records_size_bytes AS bytes,
        acks AS recorded_acks, policy, CASE WHEN ok THEN 'acked' ELSE 'timeout' END AS outcome,
        t_start, t_local_done, make_timestamp(t_ack_us) AS t_ack, t_ack_observed, make_timestamp(t_ack_us) AS t_response,
+       NULL::TIMESTAMP AS t_send,
        (t_ack_us - tld) / 1000.0 AS ack_wait_ms,
+       -- no connections nor send times in the bench data: the producer's view is the broker's, nothing waits
        (t_ack_us - epoch_us(t_start)) / 1000.0 + (coalesce(response_queue_time_ms, 0) + coalesce(send_time_ms, 0)) AS latency_ms,
+       (t_ack_us - epoch_us(t_start)) / 1000.0 + (coalesce(response_queue_time_ms, 0) + coalesce(send_time_ms, 0))
+         AS broker_latency_ms,
+       0.0 AS hol_wait_ms,
        CASE WHEN ok THEN 1 + (ta <= t_ack_us)::INT + (tb <= t_ack_us)::INT ELSE 0 END AS copies_at_ack,
        CASE WHEN NOT ok THEN NULL WHEN least(ta, tb) = {never} THEN 'inf'::DOUBLE
             ELSE greatest(0, least(ta, tb) - t_ack_us) / 1000.0 END AS exposure_ms,

@@ -1,6 +1,6 @@
 """Completeness and consistency checks of a recorded lab trace (plain ``json``, no Spark).
 
-Checks, for a trace folder ``<trace>/`` (``<trace>/<cluster>/broker-<id>/...``, ``<trace>/client/``):
+Checks, for a trace folder ``<trace>/`` (``<trace>/<cluster>/broker-<id>/...``, ``<trace>/<cluster>/client/``):
 
 * completeness: every broker folder has kafka-request.log*, server.log*, state-change.log*; topics.txt exists;
 * every request-log line is accounted for: parsed as a "Completed request:" JSON line, or counted as unparsed;
@@ -85,7 +85,7 @@ def check_trace(trace: Path, topic: str = "ackreplay-lab") -> dict:
         report["clusters"][cdir.name] = rep
         report["complete"] = report["complete"] and rep["complete"]
     # client side
-    client = read_client_batches(trace / "client")
+    client = read_client_batches(*(c / "client" for c in clusters))
     report["client"] = {
         "batches_acked": {a: sum(c.values()) for a, c in client["batches"].items()},
         "records_acked": client["records"],
@@ -186,10 +186,10 @@ def check_cluster(cdir: Path, topic: str) -> dict:
     return rep
 
 
-def read_client_batches(client_dir: Path) -> dict:
+def read_client_batches(*client_dirs: Path) -> dict:
     batches: dict[str, collections.Counter] = {"-1": collections.Counter(), "1": collections.Counter()}
     records: dict[str, int] = {"-1": 0, "1": 0}
-    for f in sorted(client_dir.glob("batches-*.csv*")):
+    for f in sorted(f for d in client_dirs for f in d.glob("batches-*.csv*")):
         with open_text(f) as fh:
             for row in csv.DictReader(fh):
                 acks = "-1" if row["acks"] in ("all", "-1") else row["acks"]

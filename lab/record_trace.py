@@ -9,7 +9,9 @@ Output (an input folder for ``ackreplay run --input``)::
     <out>/<cluster>/broker-<id>/kafka-request.log*.gz   server.log*.gz  state-change.log*.gz  controller.log*.gz
     <out>/<cluster>/controller-<id>/...                 the dedicated KRaft controller's logs
     <out>/<cluster>/metrics/broker-<id>.prom            JMX-exporter scrapes, one timestamp (ms) per sample
-    <out>/client/batches-<client>.csv.gz                every batch the clients got acknowledged
+    <out>/<cluster>/create-times/<topic>-<p>.txt.gz     kafka-dump-log --deep-iteration of each partition (CreateTime)
+    <out>/<cluster>/client/batches-<client>.csv.gz      every batch the clients got acknowledged (send time: the
+                                                        pipeline's send-time input; ack time: ground truth)
 
 Every process the lab starts is stopped by it (also on error, Ctrl-C, SIGTERM and when the run exceeds
 ``--max-run-s``); paused brokers are SIGCONTed first.  Ports are a free block on 127.0.0.1 and data
@@ -235,6 +237,31 @@ def capture_logs(cluster: LabCluster, cdir: Path, request_log_from: float | None
     return files
 
 
+def capture_create_times(cluster: LabCluster, cdir: Path, topic: str) -> list[dict]:
+    """Dump the topic's record timestamps (CreateTime: the producers' send() clock) into
+    ``cdir/create-times/<topic>-<partition>.txt.gz``, with ``kafka-dump-log --deep-iteration``
+    (``kafka.tools.DumpLogSegments``) over the segments of the broker holding the most of each partition:
+    the pipeline's send-time input, as an operator would produce it (README "What the producer sees")."""
+    files = []
+    partitions: dict[str, list[Path]] = {}
+    for b in cluster.broker_ids:
+        for pdir in sorted((cluster.node_dir(b) / "data").glob(f"{topic}-*")):
+            segments = sorted(pdir.glob("*.log"))
+            size = sum(f.stat().st_size for f in segments)
+            if size > sum(f.stat().st_size for f in partitions.get(pdir.name, [])):
+                partitions[pdir.name] = segments
+    out_dir = cdir / "create-times"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, segments in sorted(partitions.items()):
+        text = cluster.run_tool(
+            "kafka.tools.DumpLogSegments", ["--deep-iteration", "--files", ",".join(map(str, segments))], timeout=300
+        )
+        with _gzip_writer(out_dir / (name + ".txt.gz"), name + ".txt") as fh:
+            fh.write(text.encode())
+        files.append({"file": f"{name}.txt.gz", "bytes_raw": len(text)})
+    return files
+
+
 # ---------------------------------------------------------------------------------------------
 # main
 
@@ -386,8 +413,9 @@ def run(args) -> dict:
         cdir.mkdir(parents=True, exist_ok=True)
         (cdir / "topics.txt").write_text(desc_end)
         files = capture_logs(cluster, cdir, t0_wall if args.warmup_s > 0 else None)
+        files["create-times"] = capture_create_times(cluster, cdir, TOPIC)
         for f in sorted(client_dir.glob("batches-*.csv")):
-            gzip_file(f, staging / "client" / (f.name + ".gz"))
+            gzip_file(f, cdir / "client" / (f.name + ".gz"))
         report = check_trace(staging, TOPIC)
         manifest = build_manifest(args, cluster, cluster_name, spec, schedule, summary, report, files,
                                   desc_start, desc_end, t0_wall, t_end_wall, scraper)

@@ -105,6 +105,13 @@ POLICY_SUMMARY = _schema(
     ("p99_ms", DoubleType(), True),
     ("p999_ms", DoubleType(), True),  # null when n < 1000
     ("p999_insufficient", BooleanType(), False),
+    # the broker's view of the same acked produces (produce_replay.broker_latency_ms), and of the
+    # producer's latency, the P999 of the wait behind earlier responses on the connection
+    ("broker_p99_ms", DoubleType(), True),
+    ("broker_p999_ms", DoubleType(), True),  # null when n < 1000
+    ("hol_wait_p999_ms", DoubleType(), True),  # null when n < 1000
+    # acked produces whose latency runs from their batch's send time (the rest: from the estimated arrival)
+    ("send_time_known", LongType(), False),
     ("p999_vs_acks_all_ms", DoubleType(), True),  # p999 - p999(acks=all); null when either is null
     ("p999_vs_acks_all_ratio", DoubleType(), True),  # p999 / p999(acks=all); null when either is null or 0
     ("acked_bytes", LongType(), False),

@@ -29,7 +29,13 @@ _TIMES = ["t_start", "t_local_done", "t_ack", "t_ack_observed"]
 # partitions (a produce request completes when all its partitions do); clients see this one.
 _VALUES = [
     StructField("ack_wait_ms", DoubleType(), False),  # t_ack - t_local_done
-    StructField("latency_ms", DoubleType(), False),  # client-visible: t_response - t_start + response queue + send
+    # producer-visible, send() to ack (ackreplay/replay/connections.py): the request replayed on its
+    # connection's chain, from t_send (from the request's estimated arrival when t_send is unknown)
+    StructField("latency_ms", DoubleType(), False),
+    # the broker's view of the request: t_response - t_start + response queue + send
+    StructField("broker_latency_ms", DoubleType(), False),
+    # of latency_ms, the time spent in the socket behind the connection's previous responses
+    StructField("hol_wait_ms", DoubleType(), False),
     StructField("copies_at_ack", IntegerType(), False),  # leader included; 0 when not acked
     StructField("exposure_ms", DoubleType(), True),  # until on min.insync.replicas replicas (inf: never in the data)
     StructField("full_replication_ms", DoubleType(), True),  # until on all replicas
@@ -49,6 +55,8 @@ PRODUCE_REPLAY = StructType(
     _KEY
     + [StructField(name, TimestampType(), name == "t_ack_observed") for name in _TIMES]
     + [StructField("t_response", TimestampType(), False)]
+    # when the producer sent the batch: its first record's CreateTime (silver batch_send_times); null: unknown
+    + [StructField("t_send", TimestampType(), True)]
     + _VALUES
     + [StructField("replay_run_id", StringType(), False)]
 )

@@ -135,6 +135,21 @@ FOLLOWER_FETCHES = _schema(
     *_LINE_ORIGIN,
 )
 
+# When the producer sent each batch: the CreateTime of the batch's first record (the producer's send()
+# clock unless the application set the timestamp), from `kafka-dump-log --deep-iteration` output, or an
+# instrumented client's own log of its batches (the lab's producers). Keyed like produce_requests.
+BATCH_SEND_TIMES = _schema(
+    ("cluster", StringType(), False),
+    ("topic", StringType(), True),  # null: a client log without topics (then client_id is set)
+    ("client_id", StringType(), True),  # set for client logs: their batches match that client's produces
+    ("partition", IntegerType(), False),
+    ("base_offset", LongType(), False),
+    ("records", IntegerType(), True),
+    ("t_send", TimestampType(), False),
+    ("source", StringType(), False),  # create_time (kafka-dump-log) | client_log
+    *_LINE_ORIGIN,
+)
+
 PARTITIONS = _schema(
     ("cluster", StringType(), False),
     ("topic", StringType(), False),

@@ -12,8 +12,10 @@ group), which is fine for a (topic, policy, window) of a few million produces.
 A P999 of fewer than 1000 samples is an interpolation between the largest values, not a tail
 percentile: it is null with `p999_insufficient` set (likewise P9999 below 10000 samples).
 
-The latency sample is the client-visible `latency_ms` of the acked produces (outcome `acked`) only;
-rejected, timed-out and not-leader produces are counted in `produces` and in `availability`.
+The latency sample is the producer-visible `latency_ms` (send() to ack, replayed on each connection's
+chain: ackreplay/replay/connections.py) of the acked produces (outcome `acked`) only; rejected,
+timed-out and not-leader produces are counted in `produces` and in `availability`. `policy_summary`
+keeps the broker's view of the same produces next to it (`broker_p99_ms`, `broker_p999_ms`).
 
 Time under min ISR
 ------------------
@@ -89,6 +91,17 @@ def _latency_aggs() -> list[Column]:
         F.count(acked_latency).cast("bigint").alias("n"),
         F.percentile(acked_latency, [0.5, 0.99, 0.999, 0.9999]).alias("_pct"),
         F.max(acked_latency).alias("max_ms"),
+    ]
+
+
+def _broker_view_aggs() -> list[Column]:
+    """Next to the producer's view: the broker's latency of the same acked produces (exact P99, P999),
+    the P999 of their wait behind earlier responses on the connection, and how many had a send time."""
+    acked = _acked()
+    return [
+        F.percentile(F.when(acked, F.col("broker_latency_ms")), [0.99, 0.999]).alias("_broker"),
+        F.percentile(F.when(acked, F.col("hol_wait_ms")), [0.999]).alias("_hol"),
+        F.count_if(acked & F.col("t_send").isNotNull()).cast("bigint").alias("send_time_known"),
     ]
 
 
@@ -327,8 +340,15 @@ def policy_summary(replay: DataFrame, partitions: DataFrame, availability_df: Da
     by_policy = (
         with_min_isr(replay, partitions)
         .groupBy(*keys)
-        .agg(*_latency_aggs(), *_risk_aggs(), *_failure_aggs())
+        .agg(*_latency_aggs(), *_broker_view_aggs(), *_risk_aggs(), *_failure_aggs())
         .withColumns(_percentile_columns())
+        .withColumns(
+            {
+                "broker_p99_ms": F.when(F.col("n") > 0, F.col("_broker")[0]),
+                "broker_p999_ms": F.when(F.col("n") >= P999_MIN_N, F.col("_broker")[1]),
+                "hol_wait_p999_ms": F.when(F.col("n") >= P999_MIN_N, F.col("_hol")[0]),
+            }
+        )
     )
     baseline = by_policy.filter(F.col("policy") == F.lit(RECORDED_POLICY)).select(
         "cluster", "topic", F.col("p999_ms").alias("_base_p999")
@@ -346,7 +366,7 @@ def policy_summary(replay: DataFrame, partitions: DataFrame, availability_df: Da
                 "under_min_isr_source": F.coalesce(F.col("under_min_isr_source"), _isr_source(F.col("policy"))),
             }
         )
-        .drop("_pct", "_base_p999", "p50_ms", "p9999_ms", "p9999_insufficient", "max_ms")
+        .drop("_pct", "_broker", "_hol", "_base_p999", "p50_ms", "p9999_ms", "p9999_insufficient", "max_ms")
     )
 
 

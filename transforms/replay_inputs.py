@@ -123,8 +123,18 @@ def source_file_id(source_file: str = "source_file") -> F.Column:
 
 
 def produce_side(produces_df: DataFrame, bucket_us: int) -> DataFrame:
-    """Left side of the replay cogroup: appended produces (error 0, base offset known) as numeric rows."""
+    """Left side of the replay cogroup: appended produces (error 0, base offset known) as numeric rows.
+
+    `connection` becomes a 64-bit key (0: none logged); `t_send` (the batch's send time, from
+    `with_send_times`) is used when the frame has it.
+    """
     t_us = _micros("t_local_done")
+    t_send = _micros("t_send") if "t_send" in produces_df.columns else F.lit(None).cast("long")
+    connection = (  # xxhash64 of null is its seed, not null
+        F.when(F.col("connection").isNotNull(), F.xxhash64("connection")).otherwise(F.lit(0))
+        if "connection" in produces_df.columns
+        else F.lit(0)
+    )
     return produces_df.select(
         group_key("cluster", "broker_id", bucket_of(t_us, bucket_us)).alias("gid"),
         partition_key().alias("pkey"),
@@ -142,6 +152,28 @@ def produce_side(produces_df: DataFrame, bucket_us: int) -> DataFrame:
         source_file_id().alias("source_file_id"),
         "line_number",
         F.unix_date("event_date").alias("event_day"),
+        connection.cast("long").alias("connection_key"),
+        (_micros("t_log") if "t_log" in produces_df.columns else F.lit(0).cast("long")).alias("t_log_us"),
+        t_send.alias("t_send_us"),
+    )
+
+
+def with_send_times(produces_df: DataFrame, send_times_df: DataFrame) -> DataFrame:
+    """Produces with `t_send`: the send time of their batch, from `batch_send_times` rows keyed by topic
+    (kafka-dump-log) or, for client logs without topics, by client id. The earliest wins when a batch is
+    listed twice (a segment dumped twice, a client log copied)."""
+    keys = ["cluster", "partition", "base_offset"]
+    by_topic = (
+        send_times_df.where(F.col("topic").isNotNull())
+        .groupBy(*keys, "topic").agg(F.min("t_send").alias("t_send_by_topic"))
+    )
+    by_client = (
+        send_times_df.where(F.col("topic").isNull())
+        .groupBy(*keys, "client_id").agg(F.min("t_send").alias("t_send_by_client"))
+    )
+    joined = produces_df.join(by_topic, [*keys, "topic"], "left").join(by_client, [*keys, "client_id"], "left")
+    return joined.withColumn("t_send", F.coalesce("t_send_by_topic", "t_send_by_client")).drop(
+        "t_send_by_topic", "t_send_by_client"
     )
 
 

@@ -27,6 +27,7 @@ STAGE_TABLES: dict[str, tuple[str, ...]] = {
         "isr_changes",
         "leader_epochs",
         "follower_leo_samples",
+        "batch_send_times",
     ),
     "replay": ("produce_replay",),
     "gold": ("latency_percentiles", "risk_exposure", "availability", "policy_summary"),
@@ -42,6 +43,7 @@ ROW_IDS: dict[str, tuple[str, ...]] = {
     "isr_changes": ("cluster", "source_file", "line_number", "topic", "partition"),
     "leader_epochs": ("cluster", "source_file", "line_number", "topic", "partition"),
     "follower_leo_samples": ("cluster", "source_file", "line_number"),
+    "batch_send_times": ("cluster", "source_file", "line_number"),
     "produce_replay": ("cluster", "topic", "partition", "leader_epoch", "base_offset", "policy"),
     "latency_percentiles": ("cluster", "topic", "policy", "window", "window_start"),
     "risk_exposure": ("cluster", "topic", "policy", "window", "window_start"),
@@ -190,6 +192,13 @@ def _checks() -> list[Check]:
           (_in_set("metric", ["kafka_log_log_logendoffset", "kafka_server_fetcherlagmetrics_consumerlag"]),
            _between("value", 0, condition="metric = 'kafka_log_log_logendoffset'"), _between("sample_gap_ms", 0),
            _between("granularity_ms", 0))),
+        c("batch_send_times.values", "offsets and partitions >= 0, a batch holds >= 1 record, known sources, a topic"
+          " or a client id to match produces on",
+          (_between("base_offset", 0), _between("partition", 0), _between("records", 1),
+           _in_set("source", ["create_time", "client_log"]), _not_null("client_id", "topic IS NULL"))),
+        c("batch_send_times.unique_batch", "one send time per batch (a segment dumped twice or a copied client log"
+          " lists it again; the replay takes the earliest)",
+          (_unique("cluster", "topic", "client_id", "partition", "base_offset"),), WARNING),
         # silver: produce_replay
         c("produce_replay.unique_batch_policy", "one row per (batch, policy): cluster, topic, partition, leader"
           " epoch, base offset, policy",
@@ -202,9 +211,13 @@ def _checks() -> list[Check]:
           "t_start <= t_local_done <= t_ack; an acked batch's request answers at or after its ack",
           (_ge("t_local_done", "t_start"), _ge("t_ack", "t_local_done"), _ge("t_response", "t_ack", ACKED))),
         c("produce_replay.values", "waits, latencies and exposure >= 0; full replication not before min ISR",
-          (_between("ack_wait_ms", 0), _between("latency_ms", 0), _between("exposure_ms", 0, condition=ACKED),
+          (_between("ack_wait_ms", 0), _between("broker_latency_ms", 0), _between("hol_wait_ms", 0),
+           _between("exposure_ms", 0, condition=ACKED),
            _ge("full_replication_ms", "exposure_ms", ACKED), _between("base_offset", 0),
            _between("leader_epoch", 0))),
+        c("produce_replay.send_before_response", "a batch is sent before its response (producer-visible latency"
+          " >= 0): else the producers' clocks run ahead of the brokers' (CreateTime is the producer's clock)",
+          (_between("latency_ms", 0),), WARNING),
         c("produce_replay.copies", "an acked batch is on 1..RF replicas at its ack; a rejected one on none",
           (_between("copies_at_ack", 1, condition=ACKED), _ge("replication_factor", "copies_at_ack"),
            _between("copies_at_ack", 0, 0, condition="outcome != 'acked'"))),

@@ -15,7 +15,14 @@ from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
 from schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE
 from schemas.metrics import FOLLOWER_LEO_SAMPLES
 from schemas.replay import PRODUCE_REPLAY
-from schemas.tables import FOLLOWER_FETCHES, PARTITIONS, PRODUCE_REQUESTS, QUARANTINE, REQUEST_LOG_LINES
+from schemas.tables import (
+    BATCH_SEND_TIMES,
+    FOLLOWER_FETCHES,
+    PARTITIONS,
+    PRODUCE_REQUESTS,
+    QUARANTINE,
+    REQUEST_LOG_LINES,
+)
 
 CONTRACTS: dict[str, StructType] = {
     "request_log_lines": REQUEST_LOG_LINES,
@@ -26,6 +33,7 @@ CONTRACTS: dict[str, StructType] = {
     "isr_changes": ISR_CHANGES,
     "leader_epochs": LEADER_EPOCHS,
     "follower_leo_samples": FOLLOWER_LEO_SAMPLES,
+    "batch_send_times": BATCH_SEND_TIMES,
     "produce_replay": PRODUCE_REPLAY,
     "latency_percentiles": LATENCY_PERCENTILES,
     "risk_exposure": RISK_EXPOSURE,

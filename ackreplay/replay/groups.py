@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from ackreplay.arrow_delta import ArrowFileWriter
+from ackreplay.replay.connections import chain_requests
 from ackreplay.replay.kernel import (
     NEVER,
     OUTCOME_NAMES,
@@ -151,6 +152,9 @@ class ReplayContext:
     source_files: Mapping[int, str]  # source_file_id -> source_file
     leo_sources: Mapping[str, str] = field(default_factory=dict)  # cluster -> jmx_metrics (default follower_fetches)
     writer: ArrowFileWriter | None = None  # write the rows as Delta data files here; None: return them to Spark
+    linger_us: int = 5_000  # replay.producer.linger_ms (connections.py)
+    blocked_gap_us: int = 1_000  # replay.producer.blocked_gap_ms
+    max_in_flight: int = 5  # replay.producer.max_in_flight
 
     @property
     def policies(self) -> list[str]:
@@ -250,6 +254,11 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         "pkey", "broker_id", "t_us", "offset", "timeout_ms", "acks", "bytes", "t_start_us", "client_side_ms",
         "source_file_id", "line_number", "event_day",
     )}  # fmt: skip
+    for name in ("connection_key", "t_log_us"):
+        produce[name] = _np(produces, name)[rows] if name in produces.column_names else np.zeros(rows.size, np.int64)
+    sent = produces.column("t_send_us") if "t_send_us" in produces.column_names else pa.nulls(produces.num_rows, pa.int64())
+    produce["t_send_us"] = sent.fill_null(0).to_numpy()[rows]
+    produce["has_send"] = sent.is_valid().to_numpy(zero_copy_only=False)[rows]
     observed = produces.column("t_ack_observed_us")
     produce["t_ack_observed_us"] = observed.fill_null(0).to_numpy()[rows]
     produce["observed_valid"] = observed.is_valid().to_numpy(zero_copy_only=False)[rows]
@@ -318,7 +327,106 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     produce.update(leader_epoch=leader_epoch, cluster=cluster, topic=topic, partition=partition)
     # The broker answers a request when all its partitions are done: the client sees the latest t_ack.
     result["t_response"] = _request_max(result["t_ack"], produce["source_file_id"], produce["line_number"])
+    result.update(_producer_view(ctx, produce, result["t_response"], result["t_ack"]))
     return _Replayed(produce, result, list(cluster_of), list(topic_of))
+
+
+def _recorded_policy(ctx: ReplayContext, acks: np.ndarray) -> np.ndarray:
+    """Per request, the index of the policy it was recorded with: acks=-1 -> acks=all, 1 -> acks=1."""
+    policies = ctx.policies
+    out = np.full(acks.size, -1, np.int64)
+    out[acks == -1] = policies.index("acks=all")
+    out[acks == 1] = policies.index("acks=1")
+    return out
+
+
+class _AckProfiles:
+    """Per policy, when a batch appended at another time on the same partition would be acknowledged.
+
+    The followers' replication timeline is the recording's, whatever the producers do; what it means for
+    an ack depends on the moment: while a follower stalls, every batch appended waits until the same
+    instant (the follower is back, or removed from the ISR); while they are healthy, a batch waits a
+    fetch round trip after its append. The replay's own acks on the partition give both: a batch
+    appended at t' is acked no later than the first replayed batch appended at or after t' (which waits
+    for the same followers' same fetches) nor later than t' plus the wait of the last one appended
+    before t' (a healthy follower fetches it as fast). Rows sorted by (pkey, append time)."""
+
+    def __init__(self, pkey: np.ndarray, t: np.ndarray, t_ack: np.ndarray) -> None:
+        self.t = t
+        self.wait = t_ack - t
+        self.run_start = np.empty(t.size, np.int64)
+        self.run_end = np.empty(t.size, np.int64)
+        self.next_ack = np.empty_like(t_ack)  # per policy, the earliest ack among rows appended at or after
+        for s, e in zip(*_runs(pkey)):
+            self.run_start[s:e], self.run_end[s:e] = s, e
+            self.next_ack[:, s:e] = np.minimum.accumulate(t_ack[:, s:e][:, ::-1], axis=1)[:, ::-1]
+
+    def ack_at(self, policy: int, rows: np.ndarray, appended_at: np.ndarray) -> np.ndarray:
+        out = np.empty(rows.size, np.int64)
+        for k, (row, t_new) in enumerate(zip(rows.tolist(), appended_at.tolist())):
+            s, e = self.run_start[row], self.run_end[row]
+            times = self.t[s:e]
+            at_or_after = s + int(np.searchsorted(times, t_new, "left"))
+            before = max(s + int(np.searchsorted(times, t_new, "right")) - 1, s)
+            by_next = self.next_ack[policy, at_or_after] if at_or_after < e else NEVER
+            out[k] = min(by_next, t_new + self.wait[policy, before])
+        return out
+
+
+def _producer_view(
+    ctx: ReplayContext, produce: dict[str, np.ndarray], t_response: np.ndarray, t_ack: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Per (policy, row): the broker's latency of the row's request, its wait behind the connection's previous
+    responses and the producer-visible latency (connections.py), in microseconds."""
+    order = np.lexsort((produce["line_number"], produce["source_file_id"]))
+    starts, ends = _runs(produce["source_file_id"][order], produce["line_number"][order])
+    request_of_row = np.empty(order.size, np.int64)
+    request_of_row[order] = np.repeat(np.arange(starts.size), ends - starts)
+    first = order[starts]
+    client_side_us = np.round(produce["client_side_ms"][first] * 1000).astype(np.int64)
+    t_start = produce["t_start_us"][first]
+    service = t_response[:, first] - t_start + client_side_us
+    has_send = produce["has_send"][order]
+    send = produce["t_send_us"][order]
+    send_first = np.minimum.reduceat(np.where(has_send, send, NEVER), starts)
+    send_last = np.maximum.reduceat(np.where(has_send, send, -NEVER), starts)
+    profiles = _AckProfiles(produce["pkey"], produce["t_us"], t_ack)
+    rows_by_request = np.split(order, ends[:-1])
+    client_side_of_row = client_side_us[request_of_row]
+    t_start_of_row = t_start[request_of_row]
+
+    def moved_response(policy: int, requests: np.ndarray, members: np.ndarray, begin: int) -> int:
+        rows = np.concatenate([rows_by_request[r] for r in requests[members]])
+        appended_at = produce["t_us"][rows] + (begin - t_start_of_row[rows])
+        return int(np.max(profiles.ack_at(policy, rows, appended_at) + client_side_of_row[rows]))
+
+    chained = chain_requests(
+        connection=produce["connection_key"][first],
+        t_start=t_start,
+        t_response_sent=produce["t_log_us"][first],
+        service=service,
+        send_first=send_first,
+        send_last=send_last,
+        has_send=np.logical_or.reduceat(has_send, starts),
+        linger_us=ctx.linger_us,
+        blocked_gap_us=ctx.blocked_gap_us,
+        max_in_flight=ctx.max_in_flight,
+        moved_response=moved_response,
+        recorded_policy=_recorded_policy(ctx, produce["acks"][first]),
+    )
+    floor = chained.floor[request_of_row]
+    since = np.where(produce["has_send"], produce["t_send_us"], floor)
+    # the broker's view as the request log gives it (ms fields added as they are); the producer's adds the
+    # time before the request's arrival, the wait behind earlier responses and what moving it changed
+    broker_latency_ms = (t_response - produce["t_start_us"]) / 1000.0 + produce["client_side_ms"]
+    moved_us = (chained.response - chained.start - service)[:, request_of_row]
+    start = chained.start[:, request_of_row]
+    return {
+        "broker_latency_ms": broker_latency_ms,
+        # a request the producer would have sent inside an earlier one can start before its own floor
+        "hol_wait_us": np.maximum(start - floor, 0),
+        "latency_ms": broker_latency_ms + (moved_us + (start - floor) + (floor - since)) / 1000.0,
+    }
 
 
 def _long_table(ctx: ReplayContext, r: _Replayed, columns: Sequence[str]) -> pa.Table:
@@ -348,9 +456,10 @@ def _long_table(ctx: ReplayContext, r: _Replayed, columns: Sequence[str]) -> pa.
         "t_ack_observed": lambda: pa.array(tile(pr["t_ack_observed_us"]), ts, mask=~tile(pr["observed_valid"])),
         "t_response": lambda: pa.array(res["t_response"].reshape(-1), ts),
         "ack_wait_ms": lambda: pa.array(((res["t_ack"] - pr["t_us"]) / 1000.0).reshape(-1)),
-        "latency_ms": lambda: pa.array(
-            ((res["t_response"] - pr["t_start_us"]) / 1000.0 + pr["client_side_ms"]).reshape(-1)
-        ),
+        "latency_ms": lambda: pa.array(res["latency_ms"].reshape(-1)),
+        "broker_latency_ms": lambda: pa.array(res["broker_latency_ms"].reshape(-1)),
+        "hol_wait_ms": lambda: pa.array((res["hol_wait_us"] / 1000.0).reshape(-1)),
+        "t_send": lambda: pa.array(tile(pr["t_send_us"]), ts, mask=~tile(pr["has_send"])),
         "copies_at_ack": lambda: pa.array(res["copies_at_ack"].reshape(-1), pa.int32()),
         "exposure_ms": lambda: _nan_as_null((res["exposure_us"] / 1000.0).reshape(-1)),
         "full_replication_ms": lambda: _nan_as_null((res["full_replication_us"] / 1000.0).reshape(-1)),

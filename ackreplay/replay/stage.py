@@ -38,6 +38,7 @@ from ackreplay.replay.self_check import SelfCheck, ack_truth_columns, check_repl
 from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
 from schemas.metrics import FOLLOWER_LEO_SAMPLES
 from schemas.replay import PRODUCE_REPLAY, WRITTEN_FILE
+from schemas.tables import BATCH_SEND_TIMES
 from transforms.common import conform
 from transforms.replay_inputs import (
     appended,
@@ -51,6 +52,7 @@ from transforms.replay_inputs import (
     produce_side,
     source_file_id,
     with_leader_epoch,
+    with_send_times,
 )
 
 log = logging.getLogger(__name__)
@@ -342,6 +344,9 @@ def run_replay(
         quorum_sizes=tuple(settings.quorum_sizes),
         lag_ms=lag_ms,
         strict_min_isr=settings.strict_min_isr,
+        linger_us=round(settings.producer.linger_ms * 1000),
+        blocked_gap_us=round(settings.producer.blocked_gap_ms * 1000),
+        max_in_flight=settings.producer.max_in_flight,
         run_id=run_id,
         partitions=_partition_epochs(epochs, partitions),
         isr_changes=_isr_changes(isr_changes, epochs),
@@ -362,8 +367,12 @@ def run_replay(
     def replay_fn(left: pa.Table, right: pa.Table) -> pa.Table:
         return replay_group(context, left, right)
 
+    send_times = _read_or_empty(spark, lakehouse, "batch_send_times", BATCH_SEND_TIMES).filter(in_scope_clusters)
+    appended_produces = produce.filter(appended())
+    if not send_times.isEmpty():
+        appended_produces = with_send_times(appended_produces, send_times)
     replayed = (
-        produce_side(produce.filter(appended()), bucket_us)
+        produce_side(appended_produces, bucket_us)
         .groupBy("gid")
         .cogroup(event_side(events, bucket_us, summary.max_timeout_ms * 1000, lookback_us).groupBy("gid"))
         .applyInArrow(replay_fn, WRITTEN_FILE if writer_kind == "arrow" else PRODUCE_REPLAY)

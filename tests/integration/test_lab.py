@@ -151,7 +151,7 @@ def test_produce_count_matches_client(trace: Path):
                     logged[(acks, pr["index"], pr["baseOffset"])] += 1
     client = collections.Counter()
     records = collections.Counter()
-    for f in (trace / "client").glob("batches-*.csv.gz"):
+    for f in trace.glob("*/client/batches-*.csv.gz"):
         with _open(f) as fh:
             for row in csv.DictReader(fh):
                 acks = -1 if row["acks"] == "all" else int(row["acks"])

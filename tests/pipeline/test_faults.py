@@ -1,9 +1,12 @@
 """Fault injection: `ackreplay run` killed (SIGKILL) while a Delta write is in progress leaves every table
 at a committed version, and the rerun produces the same tables as a run that was never interrupted.
 
-Why each test takes minutes: a whole `ackreplay run` in a child JVM (killed mid-write) and a rerun, over
-30 event dates so that the killed write spans many partitions; the first run and the clean run are
-shared by both tests."""
+Why each test takes minutes: a whole `ackreplay run` in a child JVM (killed mid-write) and a rerun; the
+first run and the clean run are shared by both tests. The input spans DAYS event dates, so that each
+killed write has many data files to write after the first one: the kill lands at the first new file
+(polled every 20 ms), the write's last file and its commit come later: an uninterrupted produce_requests
+write took 0.8 s from its first to its last of 20 files (10 dates, 2 tasks), then committed, on a
+loaded 2-core machine; the killed runs had written 1 file."""
 
 from __future__ import annotations
 
@@ -41,6 +44,8 @@ from tests.pipeline.test_ingest_stage import T0, _write
 # by construction (time-based run ids; the first ingest there read fewer files).
 RUN_COLUMNS = ("ingest_run_id", "replay_run_id", "gold_run_id")
 COMPARED = [name for name in TABLES if name not in ("dq_results", "ingested_files")]
+# event dates of the input: one data file per date and task in the ingest's writes, one replay group a day
+DAYS = 10
 
 
 def _lines(broker: int, days: int, first_offset: int) -> list[str]:
@@ -63,7 +68,9 @@ def _conf(tmp_path: Path) -> str:
     conf = tmp_path / "conf.yaml"
     conf.write_text(
         "spark:\n  master: local[2]\n  log_level: ERROR\n  conf:\n    spark.driver.memory: 1g\n"
-        "    spark.sql.shuffle.partitions: 2\n    spark.ui.enabled: false\n"
+        "    spark.sql.shuffle.partitions: 2\n    spark.default.parallelism: 2\n"
+        # as the test session's (tests/conftest.py) instead of Delta's default of 50 partitions per log replay
+        "    spark.databricks.delta.snapshotPartitions: 2\n    spark.ui.enabled: false\n"
         "replay:\n  quorum_sizes: [2]\n  lag_ms: [3000]\n"
         # this test is about atomic commits; the checks between stages are tested in test_dq.py
         "quality:\n  enabled: false\n"
@@ -95,9 +102,9 @@ def runs(spark, tmp_path_factory):
     first, second = root / "first", root / "second"
     topics = topics_describe("orders", TOPIC_ID, [[1, 2, 3], [2, 3, 1]], {"min.insync.replicas": "2"})
     for folder in (first, second):
-        _write(folder / "c1" / "broker-1" / "kafka-request.log.2026-11-20-12", _lines(1, 30, 0))
+        _write(folder / "c1" / "broker-1" / "kafka-request.log.2026-11-20-12", _lines(1, DAYS, 0))
         (folder / "c1" / "topics.txt").write_text(topics)
-    _write(second / "c1" / "broker-2" / "kafka-request.log.2026-11-20-12", _lines(2, 30, 0))
+    _write(second / "c1" / "broker-2" / "kafka-request.log.2026-11-20-12", _lines(2, DAYS, 0))
     conf = _conf(root)
     after_first, clean = str(root / "after-first"), str(root / "clean")
     assert main(["run", "--input", str(first), "--lakehouse", after_first, "--conf", conf]) == 0

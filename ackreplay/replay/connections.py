@@ -1,0 +1,199 @@
+"""The producer's view: each connection's PRODUCE requests replayed as a chain.
+
+A broker reads one request per connection at a time: `SocketServer.Processor` mutes a channel once it
+has received a complete request (`Processor.processCompletedReceives` -> `channel.mute`) and unmutes it
+only after the response was sent (`Processor.processCompletedSends` -> `tryUnmuteChannel`); acks=0
+requests, which get no response, unmute at once. A producer keeps one connection per broker, so while
+one acks=all request waits for a slow follower, every later request to that broker waits in the socket,
+and no timing field of the request log shows that wait (kafka-reference §7.1, docs/producer-view.md).
+
+The chain, per connection in time order and per policy p, with `service_p(k)` the replayed request's
+time from start to response sent (`t_response - t_start` + response queue + send, the broker's view):
+
+    start_p(k)    = max(floor(k), response_p(k-1) + gap(k) if k was blocked else response_p(k-1))
+    response_p(k) = start_p(k) + service_p(k)
+
+* `blocked`: the recorded request started at most `blocked_gap` after the previous response on its
+  connection was sent (the log line's time): it waited in the socket behind it; `gap(k)` is that
+  recorded turnaround, at least 0 (so the recorded policy replays the recorded starts, up to the log's
+  millisecond stamps).
+* `floor(k)`: when the request could have started had nothing held it on the broker. A request that was
+  not blocked started when it arrived: its recorded start (a leader that did not run, a GC pause or a
+  stopped process, delays it the same under every policy). For a blocked request the arrival is not
+  logged; it is estimated from the batches' send times (`batch_send_times`): a producer sends a request
+  when its earliest batch has lingered `linger.ms` (`RecordAccumulator.ready`) and never before its
+  latest batch was created, i.e. `max(latest send, earliest send + linger)`, capped at the recorded
+  start. Without send times a blocked request keeps its recorded start as floor.
+
+A producer keeps at most `max.in.flight.requests.per.connection` requests outstanding and puts every
+batch waiting for that broker into the next request it sends (`Sender.sendProducerData` ->
+`RecordAccumulator.drain`). Under a slower policy than the recorded one, the recorded requests would not
+all have been sent as they were: while the slots were taken, later batches waited and went out together.
+Where the chain shows that (a later request's first batch existed before this one could be sent), that
+connection is replayed request by request (`_rounds`): a request is sent when it has arrived and a slot is
+free, carries every later request that could have been in it, and takes the longest of their replayed
+services. Without that, a policy slower than the recorded one would queue the recorded request stream
+without end. Merging ignores `batch.size` and `max.request.size` (a backed-up producer fills batches and
+may need more requests than the model sends) and the producer's `delivery.timeout.ms`.
+
+The producer-visible latency of a batch is `response_p(k) - t_send` (the send time of the batch's first
+record; from `floor(k)` without one); `hol_wait = start_p(k) - floor(k)` is the time spent behind the
+connection's previous responses.
+
+What the model assumes: a request keeps its replayed service time when the chain moves it (the
+followers' replication timeline is taken as independent of the producers' policy); a request that was
+not blocked arrives at its recorded start under every policy (a producer that acked faster might have
+sent it sooner: its `max.in.flight.requests.per.connection` limit is not modelled). The chain restarts
+at each replay group (leader broker and `replay.bucket_seconds` bucket): the first request of a
+connection in a group is taken as not blocked. Requests the replay does not see (acks=0, answered with
+an error) do not hold their successor.
+
+Without merges, in closed form: on starts, `x(k) = max(floor(k), x(k-1) + c(k))` with `c(k) = service_p(k-1)` (+ `gap(k)`
+when blocked); with `C(k) = sum_{i<=k} c(i)`, `x(k) = C(k) + max_{j<=k} (floor(j) - C(j))`, a cumulative
+maximum per connection, vectorised over policies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+UNKNOWN_CONNECTION = 0  # connection key of requests logged without one: each is its own chain
+NEVER = int(np.iinfo(np.int64).max)
+
+
+@dataclass(frozen=True)
+class ChainedRequests:
+    start: np.ndarray  # int64 (policies, n): replayed start
+    response: np.ndarray  # int64 (policies, n): replayed response sent
+    floor: np.ndarray  # int64 (n,): earliest start had nothing held it on the broker
+    blocked: np.ndarray  # bool (n,): the recorded request waited behind the previous response
+    merged: int = 0  # (request, policy) pairs the producer would have sent inside an earlier request
+
+
+def chain_requests(
+    *,
+    connection: np.ndarray,
+    t_start: np.ndarray,
+    t_response_sent: np.ndarray,
+    service: np.ndarray,
+    send_first: np.ndarray,
+    send_last: np.ndarray,
+    has_send: np.ndarray,
+    linger_us: int,
+    blocked_gap_us: int,
+    max_in_flight: int = 5,
+    moved_response: Callable[[int, np.ndarray, np.ndarray, int], int] | None = None,
+    recorded_policy: np.ndarray | None = None,
+) -> ChainedRequests:
+    """Replay the requests (one entry each, any order) of one group as per-connection chains.
+
+    `t_response_sent`: the recorded response (log line time); `service` (policies, n): replayed time
+    from start to response sent; `send_first`/`send_last`: earliest and latest send time of the
+    request's batches (valid where `has_send`). All times int64 microseconds.
+    `moved_response(policy, requests, members, start)`: when the requests `requests[members]` (indices
+    into these arrays), sent together and started at `start`, are answered under the policy; None: a
+    moved request keeps its service time. `recorded_policy`: per request, the index of the policy it was
+    recorded with (-1: none of them); a connection recorded with one policy is not re-chained under it.
+    """
+    n = t_start.size
+    p = service.shape[0]
+    order = np.lexsort((t_start, connection))
+    conn, start, sent = connection[order], t_start[order], t_response_sent[order]
+    svc = service[:, order]
+    same = np.zeros(n, bool)
+    same[1:] = (conn[1:] == conn[:-1]) & (conn[1:] != UNKNOWN_CONNECTION)
+    gap = np.zeros(n, np.int64)
+    gap[1:] = start[1:] - sent[:-1]
+    blocked = same & (gap <= blocked_gap_us)
+    ready = np.maximum(send_last[order], send_first[order] + linger_us)
+    floor = np.where(blocked & has_send[order], np.minimum(start, ready), start)
+    # c(k): what the previous request adds on its connection (0 at a chain's first request).
+    c = np.zeros((p, n), np.int64)
+    # a turnaround the ms log stamps show as negative counts as 0: a request never starts before the
+    # previous response on its connection was sent
+    c[:, 1:] = svc[:, :-1] + np.where(blocked[1:], np.maximum(gap[1:], 0), 0)
+    c[:, ~same] = 0
+    x = np.repeat(floor[None, :], p, axis=0)
+    response = x + svc
+    turnaround = np.where(blocked, np.maximum(gap, 0), 0)
+    first_send = np.where(has_send[order], send_first[order], NEVER)
+    merged = 0
+    bounds = np.append(np.flatnonzero(~same), n)
+    for s, e in zip(bounds[:-1], bounds[1:]):
+        if e - s == 1:  # a chain of one request starts at its floor
+            continue
+        cum = np.cumsum(c[:, s:e], axis=1)
+        x[:, s:e] = cum + np.maximum.accumulate(floor[s:e] - cum, axis=1)
+        response[:, s:e] = x[:, s:e] + svc[:, s:e]
+        # Where a later request's first batch existed before this one could be sent (its in-flight slot
+        # freed), the producer would have drained it into this request: replay that connection round by round.
+        sent_at = np.maximum(floor[s:e], _shifted(response[:, s:e], max_in_flight))
+        mergeable = np.where(blocked[s:e], first_send[s:e], np.maximum(first_send[s:e], floor[s:e]))
+        merges = np.any(mergeable[1:] <= sent_at[:, :-1], axis=1)
+        moved = np.any(x[:, s:e] != start[s:e], axis=1)
+        recorded = np.unique(recorded_policy[order[s:e]]) if recorded_policy is not None else ()
+        if len(recorded) == 1 and 0 <= recorded[0] < p:
+            # under the policy it was recorded with, the connection's requests are what happened: the
+            # recorded starts (the turnarounds and merges of the recording are in them), the replayed services
+            i = recorded[0]
+            x[i, s:e], response[i, s:e] = start[s:e], start[s:e] + svc[i, s:e]
+            merges[i] = moved[i] = False
+        for i in np.flatnonzero(merges | (moved if moved_response is not None else False)):
+            x[i, s:e], response[i, s:e], rounds = _rounds(
+                floor[s:e], start[s:e], svc[i, s:e], turnaround[s:e], mergeable, max_in_flight,
+                None if moved_response is None else partial(moved_response, i, order[s:e]),
+            )  # fmt: skip
+            merged += (e - s) - rounds
+    out_start, out_response = np.empty_like(x), np.empty_like(x)
+    out_start[:, order], out_response[:, order] = x, response
+    out_floor = np.empty_like(floor)
+    out_floor[order] = floor
+    out_blocked = np.empty_like(blocked)
+    out_blocked[order] = blocked
+    return ChainedRequests(out_start, out_response, out_floor, out_blocked, merged)
+
+
+def _shifted(values: np.ndarray, k: int) -> np.ndarray:
+    """values[:, j - k] at j (the response k requests back), -inf-like where there is none."""
+    out = np.full_like(values, -NEVER)
+    if values.shape[1] > k:
+        out[:, k:] = values[:, :-k]
+    return out
+
+
+def _rounds(
+    floor, start_recorded, service, turnaround, mergeable, max_in_flight: int, moved_response=None
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """One connection under one policy, request by request as the producer would send them: a request is
+    sent once it has arrived (`floor`) and one of `max_in_flight` slots is free (the response
+    `max_in_flight` requests back), and carries every later recorded request that could have been in it
+    by then (`mergeable`: its first batch existed, `RecordAccumulator.drain` taking every partition's
+    batch for the node; for a request whose arrival was logged, also that arrival); the broker starts it
+    after the previous response (plus the recorded turnaround), and the merged request takes the
+    longest of its members' replayed services. A request that starts at its recorded start alone keeps
+    its replayed service; otherwise `moved_response(members, start)` (when given) says when it would
+    have been answered. Returns (start, response) per recorded request and the number of requests sent."""
+    n = floor.size
+    start, response = np.empty(n, np.int64), np.empty(n, np.int64)
+    sent_responses: list[int] = []
+    previous = -NEVER
+    i = 0
+    while i < n:
+        slot = sent_responses[-max_in_flight] if len(sent_responses) >= max_in_flight else -NEVER
+        sent_at = max(int(floor[i]), slot)
+        j = i + 1
+        while j < n and mergeable[j] <= sent_at:
+            j += 1
+        begin = max(sent_at, previous + int(turnaround[i])) if previous != -NEVER else sent_at
+        if moved_response is None or (j == i + 1 and begin == start_recorded[i]):
+            previous = begin + int(service[i:j].max())
+        else:
+            previous = int(moved_response(np.arange(i, j), begin))
+        start[i:j], response[i:j] = begin, previous
+        sent_responses.append(previous)
+        i = j
+    return start, response, len(sent_responses)

@@ -1,0 +1,145 @@
+"""The per-connection chain of the producer-visible replay (ackreplay/replay/connections.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ackreplay.replay.connections import UNKNOWN_CONNECTION, chain_requests
+
+
+def _chain(connection, t_start, t_sent, service, send=None, linger_us=5_000, gap_us=1_000):
+    n = len(t_start)
+    send = np.asarray(send if send is not None else [0] * n, np.int64)
+    return chain_requests(
+        connection=np.asarray(connection, np.int64),
+        t_start=np.asarray(t_start, np.int64),
+        t_response_sent=np.asarray(t_sent, np.int64),
+        service=np.asarray(service, np.int64),
+        send_first=send,
+        send_last=send,
+        has_send=send > 0,
+        linger_us=linger_us,
+        blocked_gap_us=gap_us,
+    )
+
+
+def test_a_request_blocked_behind_a_slow_response_starts_at_its_arrival_under_a_faster_policy():
+    # Recorded under acks=all: request 0 waited 50 ms for a follower; request 1 (batch sent at 2 ms) was
+    # read 0.5 ms after that response; request 2 came much later. Rows: acks=1, acks=all.
+    chained = _chain(
+        connection=[7, 7, 7],
+        t_start=[0, 50_500, 100_000],
+        t_sent=[50_000, 51_500, 101_000],
+        service=[[1_000, 1_000, 1_000], [50_000, 1_000, 1_000]],
+        send=[1, 2_000, 99_000],
+    )
+    assert chained.blocked.tolist() == [False, True, False]
+    # request 1 could have been read once its batch had lingered 5 ms: 2 ms + 5 ms
+    assert chained.floor.tolist() == [0, 7_000, 100_000]
+    assert chained.start.tolist() == [[0, 7_000, 100_000], [0, 50_500, 100_000]]
+    assert chained.response.tolist() == [[1_000, 8_000, 101_000], [50_000, 51_500, 101_000]]
+
+
+def test_a_slower_policy_delays_every_later_request_on_the_connection_and_no_other():
+    # recorded under acks=1 (service 1 ms each, back to back); acks=all would have taken 30 ms for the first
+    chained = _chain(
+        connection=[1, 1, 2],
+        t_start=[0, 1_200, 500],
+        t_sent=[1_000, 2_200, 1_500],
+        service=[[1_000, 1_000, 1_000], [30_000, 1_000, 1_000]],
+        send=[1, 1_100, 400],
+    )
+    # request 1 (blocked, turnaround 0.2 ms) waits for request 0's 30 ms response; connection 2 does not
+    assert chained.start.tolist() == [[0, 1_200, 500], [0, 30_200, 500]]
+
+
+def test_requests_without_a_connection_are_not_chained():
+    chained = _chain(
+        connection=[UNKNOWN_CONNECTION] * 3,
+        t_start=[0, 1_000, 2_000],
+        t_sent=[900, 1_900, 2_900],
+        service=[[5_000, 5_000, 5_000]],
+    )
+    assert chained.blocked.tolist() == [False, False, False]
+    assert chained.start.tolist() == [[0, 1_000, 2_000]]
+
+
+def test_without_send_times_a_blocked_request_keeps_its_recorded_start_as_floor():
+    chained = _chain(
+        connection=[3, 3],
+        t_start=[0, 40_300],
+        t_sent=[40_000, 41_300],
+        service=[[2_000, 1_000], [40_000, 1_000]],
+        send=[0, 0],
+    )
+    assert chained.floor.tolist() == [0, 40_300]
+    assert chained.start.tolist() == [[0, 40_300], [0, 40_300]]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_chain_properties_on_random_connections(seed):
+    rng = np.random.default_rng(seed)
+    n = 400
+    connection = rng.integers(1, 5, n)
+    t_start = np.sort(rng.integers(0, 2_000_000, n))
+    fast = rng.integers(100, 3_000, n)
+    slow = fast + rng.integers(0, 200_000, n)  # acks=all never faster than acks=1 on the same request
+    service = np.stack([fast, slow])
+    t_sent = t_start + slow
+    send = np.maximum(t_start - rng.integers(0, 20_000, n), 1)
+    chained = _chain(connection, t_start, t_sent, service, send=send)
+    # a request never starts before the previous response on its connection, under any policy, unless
+    # the producer would have sent it inside that request (merged: same start and response)
+    for c in np.unique(connection):
+        idx = np.flatnonzero(connection == c)
+        idx = idx[np.argsort(t_start[idx], kind="stable")]
+        for p in range(2):
+            start, response = chained.start[p, idx], chained.response[p, idx]
+            merged = (start[1:] == start[:-1]) & (response[1:] == response[:-1])
+            assert np.all(merged | (start[1:] >= response[:-1]))
+    # under acks=1 no produce is answered later than under acks=all
+    assert np.all(chained.response[0] <= chained.response[1])
+    assert np.all(chained.floor <= t_start)
+    assert chained.merged > 0  # the slow policy's backlog is sent in fewer requests
+
+
+def test_a_moved_batch_is_acked_when_the_followers_would_have_had_it():
+    from ackreplay.replay.groups import _AckProfiles
+
+    # one partition; a follower stalls until t=4000 (the batches appended before wait for it), then is
+    # healthy again (500 µs after the append); a second partition is healthy throughout
+    pkey = np.array([1, 1, 1, 1, 2, 2])
+    t = np.array([0, 1_000, 2_000, 5_000, 0, 3_000])
+    t_ack = np.array([[4_000, 4_000, 4_000, 5_500, 200, 3_200]])
+    profiles = _AckProfiles(pkey, t, t_ack)
+    rows = np.array([1, 1, 3, 4, 5])
+    moved_to = np.array([1_500, 4_500, 6_000, 1_000, 2_000])
+    # 1_500: still the stall's end; 4_500: no later than the next batch's ack (its wait since its own
+    # append is not known to be healthy); 6_000: after the last batch, its 500 µs; partition 2: 200 µs
+    assert profiles.ack_at(0, rows, moved_to).tolist() == [4_000, 5_500, 6_500, 1_200, 2_200]
+
+
+def test_under_the_recorded_policy_a_connection_keeps_its_recorded_starts():
+    # recorded with acks=all (policy row 1): request 1's recorded turnaround of -0.3 ms (ms log stamps)
+    # would start it 0.3 ms late if it were re-chained, and request 2 could be merged into request 1
+    n = 3
+    chained = chain_requests(
+        connection=np.full(n, 9, np.int64),
+        t_start=np.array([0, 9_700, 10_500]),
+        t_response_sent=np.array([10_000, 10_400, 11_000]),
+        service=np.array([[1_000, 700, 500], [10_000, 700, 500]]),
+        send_first=np.array([1, 200, 300]),
+        send_last=np.array([1, 200, 300]),
+        has_send=np.ones(n, bool),
+        linger_us=5_000,
+        blocked_gap_us=1_000,
+        recorded_policy=np.full(n, 1),
+    )
+    assert chained.start[1].tolist() == [0, 9_700, 10_500]
+    assert chained.response[1].tolist() == [10_000, 10_400, 11_000]
+    # under acks=1 the backlog is not there: request 1 starts after request 0's 1 ms response (its batch
+    # was ready at 5.2 ms), and request 2, whose batch existed before request 1 was sent, goes with it
+    assert chained.start[0].tolist() == [0, 5_200, 5_200]
+    assert chained.response[0].tolist() == [1_000, 5_900, 5_900]
+    assert chained.merged == 1

@@ -1,0 +1,97 @@
+"""Send times of batches: kafka-dump-log output and client batch logs -> batch_send_times (chispa)."""
+
+from datetime import date, datetime
+
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
+from ackreplay.line_reader import LINES_DDL
+from schemas.tables import BATCH_SEND_TIMES
+from transforms.send_times import batch_send_times, classify_client_lines, classify_dump_lines
+
+_BATCH = (
+    "baseOffset: {base} lastOffset: {last} count: {count} baseSequence: 0 lastSequence: 1 producerId: 0"
+    " producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: false isControl: false"
+    " deleteHorizonMs: OptionalLong.empty position: 0 {kind}: {ms} size: 87 magic: 2 compresscodec: none"
+    " crc: 1 isvalid: true"
+)
+MS = 1795372263006
+DUMP = [
+    "baseOffset: 0 lastOffset: 0 count: 1 position: 0 CreateTime: 1795372263000 size: 70",  # 1: no Dumping line yet
+    "Dumping /var/kafka/data/orders-3/00000000000000000000.log",  # 2
+    "Log starting offset: 0",  # 3
+    _BATCH.format(base=0, last=1, count=2, kind="CreateTime", ms=MS + 6),  # 4: max timestamp of the batch
+    f"| offset: 0 CreateTime: {MS} keySize: -1 valueSize: 5 sequence: 0 headerKeys: []",  # 5
+    f"| offset: 1 CreateTime: {MS + 6} keySize: -1 valueSize: 5 sequence: 1 headerKeys: []",  # 6
+    _BATCH.format(base=2, last=2, count=1, kind="CreateTime", ms=MS + 20),  # 7: one record, no record line
+    _BATCH.format(base=3, last=4, count=2, kind="CreateTime", ms=MS + 30),  # 8: two records, no record line
+    "Dumping /var/kafka/data/my-topic-10/00000000000000000000.log",  # 9
+    _BATCH.format(base=7, last=7, count=1, kind="LogAppendTime", ms=MS + 40),  # 10
+    _BATCH.format(base=8, last=8, count=1, kind="CreateTime", ms=1795372263),  # 11: seconds
+    _BATCH.format(base=9, last=9, count=1, kind="CreateTime", ms=MS + 50),  # 12
+]
+CLIENT = [
+    "client_id,acks,partition,base_offset,records,value_bytes,first_send_us,ack_us",  # 1
+    "lab-producer,all,5,2209,2,1221,1795372263006295,1795372263435751",  # 2
+    "lab-producer,all,5,x,2,1221,1795372263006295,1795372263435751",  # 3
+    "lab-producer,all,5,2211,2,1221",  # 4
+    "",  # 5
+]
+
+
+def _frame(spark, lines, source_file, errors=None):
+    errors = errors or {}
+    rows = [("c1", None, source_file, i, text, len(text), errors.get(i), None) for i, text in enumerate(lines, start=1)]
+    return spark.createDataFrame(rows, LINES_DDL)
+
+
+def test_dump_log_lines_give_each_batch_its_first_records_create_time(spark):
+    classified = classify_dump_lines(_frame(spark, DUMP, "c1/create-times/dump.txt", errors={12: "invalid UTF-8"}))
+    statuses = [tuple(r) for r in classified.select("line_number", "status", "detail").orderBy("line_number").collect()]
+    assert statuses == [
+        (1, "quarantined", "a batch before any 'Dumping <segment>' line: partition unknown"),
+        (2, "unused", "other"),
+        (3, "unused", "other"),
+        (4, "parsed", None),
+        (5, "unused", "record"),
+        (6, "unused", "record"),
+        (7, "parsed", None),
+        (8, "quarantined", "a batch of several records without its first record's line: run kafka-dump-log with "
+                           "--deep-iteration"),
+        (9, "unused", "other"),
+        (10, "quarantined", "timestamps are LogAppendTime, not the producer's CreateTime"),
+        (11, "quarantined", "CreateTime outside 2000..2100 (not epoch milliseconds)"),
+        (12, "quarantined", "invalid UTF-8"),
+    ]
+    expected = spark.createDataFrame(
+        [
+            ("c1", "orders", None, 3, 0, 2, datetime(2026, 11, 22, 18, 31, 3, 6000), "create_time",
+             "c1/create-times/dump.txt", 4, date(2026, 11, 22), "run"),
+            ("c1", "orders", None, 3, 2, 1, datetime(2026, 11, 22, 18, 31, 3, 26000), "create_time",
+             "c1/create-times/dump.txt", 7, date(2026, 11, 22), "run"),
+        ],
+        BATCH_SEND_TIMES,
+    )  # fmt: skip
+    assert_df_equality(batch_send_times(classified, "run"), expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_client_batch_logs_give_the_send_time_of_each_batch(spark):
+    classified = classify_client_lines(_frame(spark, CLIENT, "c1/client/batches-lab.csv"))
+    statuses = [tuple(r) for r in classified.select("line_number", "status", "detail").orderBy("line_number").collect()]
+    assert statuses == [
+        (1, "unused", "header"),
+        (2, "parsed", None),
+        (3, "quarantined", "partition, base_offset or client_id missing or not a number"),
+        (4, "quarantined", "field count differs from the header's"),
+        (5, "unused", "blank"),
+    ]
+    row = batch_send_times(classified, "run").select("topic", "client_id", "partition", "base_offset", "t_send").first()
+    assert tuple(row) == (None, "lab-producer", 5, 2209, datetime(2026, 11, 22, 18, 31, 3, 6295))
+
+
+def test_a_client_log_without_the_columns_it_needs_is_quarantined_whole(spark):
+    lines = ["client_id,partition,offset", "a,1,5", "b,2,6"]
+    classified = classify_client_lines(_frame(spark, lines, "c1/client/batches-x.csv"))
+    reasons = classified.where(F.col("status") == "quarantined").select("detail").distinct().collect()
+    assert [r[0] for r in reasons] == ["the file's header lacks base_offset, first_send_us"]
+    assert classified.where(F.col("status") == "quarantined").count() == 2
