@@ -48,8 +48,9 @@ POLICIES = ("acks=1", "acks=all", "min.insync", "quorum=2", "quorum=3")
 BUCKET_US = 120 * 1_000_000
 # produce_replay's per-policy columns (the rest are the produce's own).
 POLICY_COLUMNS = (
-    "policy", "outcome", "t_ack", "t_response", "ack_wait_ms", "latency_ms", "copies_at_ack", "exposure_ms",
-    "full_replication_ms", "loss_kafka_election", "loss_longest_log_election", "isr_source",
+    "policy", "outcome", "t_ack", "t_response", "ack_wait_ms", "latency_ms", "broker_latency_ms", "hol_wait_ms",
+    "copies_at_ack", "exposure_ms", "full_replication_ms", "loss_kafka_election", "loss_longest_log_election",
+    "isr_source",
 )
 
 
@@ -66,6 +67,8 @@ def _policy_values(prefix: str = "") -> dict[str, F.Column]:
         f"{prefix}t_response": F.col("t_local_done"),
         f"{prefix}ack_wait_ms": F.lit(0.0),
         f"{prefix}latency_ms": (F.unix_micros("t_local_done") - F.unix_micros("t_start")) / 1000.0,
+        f"{prefix}broker_latency_ms": (F.unix_micros("t_local_done") - F.unix_micros("t_start")) / 1000.0,
+        f"{prefix}hol_wait_ms": F.lit(0.0),
         f"{prefix}copies_at_ack": F.lit(1),
         f"{prefix}exposure_ms": F.lit(0.0),
         f"{prefix}full_replication_ms": F.lit(0.0),
@@ -82,6 +85,7 @@ def _produce_values(produce: DataFrame) -> DataFrame:
             "bytes": F.col("records_size_bytes"),
             "recorded_acks": F.col("acks"),
             "leo_source": F.lit("follower_fetches"),
+            "t_send": F.lit(None).cast("timestamp"),
             "replay_run_id": F.lit("floor"),
         }
     )
