@@ -376,8 +376,9 @@ class _AckProfiles:
 def _producer_view(
     ctx: ReplayContext, produce: dict[str, np.ndarray], t_response: np.ndarray, t_ack: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """Per (policy, row): the broker's latency of the row's request, its wait behind the connection's previous
-    responses and the producer-visible latency (connections.py), in microseconds."""
+    """Per (policy, row): the broker's latency of the row's request (`broker_latency_ms`), its wait behind the
+    connection's previous responses (`hol_wait_us`) and the producer-visible latency (`latency_ms`,
+    connections.py)."""
     order = np.lexsort((produce["line_number"], produce["source_file_id"]))
     starts, ends = _runs(produce["source_file_id"][order], produce["line_number"][order])
     request_of_row = np.empty(order.size, np.int64)
