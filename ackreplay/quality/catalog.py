@@ -216,8 +216,9 @@ def _checks() -> list[Check]:
            _ge("full_replication_ms", "exposure_ms", ACKED), _between("base_offset", 0),
            _between("leader_epoch", 0))),
         c("produce_replay.send_before_response", "a batch is sent before its response (producer-visible latency"
-          " >= 0): else the producers' clocks run ahead of the brokers' (CreateTime is the producer's clock)",
-          (_between("latency_ms", 0),), WARNING),
+          " >= -1 ms, the request log's millisecond stamps): else the producers' clocks run ahead of the"
+          " brokers' (CreateTime is the producer's clock)",
+          (_between("latency_ms", -1.0),), WARNING),
         c("produce_replay.copies", "an acked batch is on 1..RF replicas at its ack; a rejected one on none",
           (_between("copies_at_ack", 1, condition=ACKED), _ge("replication_factor", "copies_at_ack"),
            _between("copies_at_ack", 0, 0, condition="outcome != 'acked'"))),
