@@ -19,6 +19,8 @@ from datetime import datetime, timedelta
 
 from pyarrow import fs as pafs
 
+from transforms.send_times import CLIENT_BATCHES, CREATE_TIMES
+
 _BROKER_DIR = re.compile(r"^broker-(\d+)$")
 _KINDS = (
     ("request_log", re.compile(r"^kafka-request\.log(\..+)?$")),
@@ -98,9 +100,9 @@ def _kind_of(cluster_rel: list[str]) -> tuple[str | None, int | None]:
     if len(cluster_rel) == 2 and cluster_rel[0] == "metrics" and cluster_rel[1].endswith(".prom"):
         return "metrics", None
     if len(cluster_rel) == 2 and cluster_rel[0] == "create-times":
-        return "create_times", None
+        return CREATE_TIMES, None
     if len(cluster_rel) == 2 and cluster_rel[0] == "client" and _CLIENT_BATCHES.match(cluster_rel[1]):
-        return "client_batches", None
+        return CLIENT_BATCHES, None
     if len(cluster_rel) == 2 and (m := _BROKER_DIR.match(cluster_rel[0])):
         for kind, pattern in _KINDS:
             if pattern.match(cluster_rel[1]):

@@ -8,7 +8,7 @@ import pytest
 from ackreplay.replay.connections import UNKNOWN_CONNECTION, chain_requests
 
 
-def _chain(connection, t_start, t_sent, service, send=None, linger_us=5_000, gap_us=1_000):
+def _chain(connection, t_start, t_sent, service, send=None, linger_us=5_000, gap_us=1_000, recorded_policy=None):
     n = len(t_start)
     send = np.asarray(send if send is not None else [0] * n, np.int64)
     return chain_requests(
@@ -21,6 +21,7 @@ def _chain(connection, t_start, t_sent, service, send=None, linger_us=5_000, gap
         has_send=send > 0,
         linger_us=linger_us,
         blocked_gap_us=gap_us,
+        recorded_policy=None if recorded_policy is None else np.asarray(recorded_policy, np.int64),
     )
 
 
@@ -123,18 +124,13 @@ def test_a_moved_batch_is_acked_when_the_followers_would_have_had_it():
 def test_under_the_recorded_policy_a_connection_keeps_its_recorded_starts():
     # recorded with acks=all (policy row 1): request 1's recorded turnaround of -0.3 ms (ms log stamps)
     # would start it 0.3 ms late if it were re-chained, and request 2 could be merged into request 1
-    n = 3
-    chained = chain_requests(
-        connection=np.full(n, 9, np.int64),
-        t_start=np.array([0, 9_700, 10_500]),
-        t_response_sent=np.array([10_000, 10_400, 11_000]),
-        service=np.array([[1_000, 700, 500], [10_000, 700, 500]]),
-        send_first=np.array([1, 200, 300]),
-        send_last=np.array([1, 200, 300]),
-        has_send=np.ones(n, bool),
-        linger_us=5_000,
-        blocked_gap_us=1_000,
-        recorded_policy=np.full(n, 1),
+    chained = _chain(
+        connection=[9, 9, 9],
+        t_start=[0, 9_700, 10_500],
+        t_sent=[10_000, 10_400, 11_000],
+        service=[[1_000, 700, 500], [10_000, 700, 500]],
+        send=[1, 200, 300],
+        recorded_policy=[1, 1, 1],
     )
     assert chained.start[1].tolist() == [0, 9_700, 10_500]
     assert chained.response[1].tolist() == [10_000, 10_400, 11_000]
