@@ -19,6 +19,15 @@ state-change.log (state.change.logger), from Partition.makeLeader:
     Skipped the become-leader state change for <tp> with topic id Some(<id>) and partition state
         LeaderAndIsrPartitionState(..., partitionEpoch=1, ...) since it is already the leader with leader
         epoch 0. Current high watermark 1446, ISR [2,3], adding replicas [] and removing replicas [].
+                                                                                        (3.6-4.1)
+    Skipped the become-leader state change for <tp> with topic id Some(<id>), partition registration
+        PartitionRegistration(replicas=[...], ..., leaderEpoch=0, partitionEpoch=1) and isNew=false since
+        it is already the leader with leader epoch 0. Current high watermark 1446, ISR [2,3], adding
+        replicas [] and removing replicas [].                                           (4.2+)
+
+The other three lines have the same text in 3.6 to 4.4; from 4.2 the server.log lines list the ISR in
+an immutable java.util.Set's order, which changes from one broker start to the next. docs/kafka-versions.md
+has each version's source.
 
 A committed ISR reaches the leader either through its own AlterPartition response ("ISR updated to",
 server.log) or through the metadata log (a "Skipped the become-leader" line, state-change.log); often
@@ -74,13 +83,22 @@ _LEADER_GROUPS = (
     "line_broker", "topic", "partition", "topic_id", "leader_epoch", "epoch_start_offset", "partition_epoch",
     "high_watermark", "isr", "gap", "under_min", "previous_leader", "previous_leader_epoch",
 )
+# kafka.cluster.Partition.makeLeader prints the new state's toString: 3.6-4.1 " and partition state
+# LeaderAndIsrPartitionState(...)" (3.x LeaderAndIsrRequestData.LeaderAndIsrPartitionState, 4.0-4.1
+# LeaderAndIsrRequest.PartitionState), 4.2+ ", partition registration PartitionRegistration(...) and isNew=false"
+# (org.apache.kafka.metadata.PartitionRegistration.toString, partitionEpoch last). Both: the partition epoch
+# from the state, the leader epoch and the ISR from the text after it, which reads the same in every version.
 _SKIP = (
-    rf"^\[Broker id=({_ID})\] Skipped the become-leader state change for (\S+)-({_ID}) with topic id (\S+) "
-    rf"and partition state \S+\(.*\bpartitionEpoch=({_INT})\b.*\) since it is already the leader with leader "
-    rf"epoch ({_INT})\. Current high watermark ({_LONG}), ISR \[{_ISR}\], adding replicas \[[\d,]*\] and "
-    r"removing replicas \[[\d,]*\]\.$"
+    rf"^\[Broker id=({_ID})\] Skipped the become-leader state change for (\S+)-({_ID}) with topic id (\S+?)"
+    rf"(?: and partition state \S+\(.*\bpartitionEpoch=({_INT})\b.*\)"
+    rf"|, partition registration PartitionRegistration\(.*\bpartitionEpoch=({_INT})\) and isNew=(?:true|false))"
+    rf" since it is already the leader with leader epoch ({_INT})\. Current high watermark ({_LONG}), "
+    rf"ISR \[{_ISR}\], adding replicas \[[\d,]*\] and removing replicas \[[\d,]*\]\.$"
 )
-_SKIP_GROUPS = ("line_broker", "topic", "partition", "topic_id", "partition_epoch", "leader_epoch", "high_watermark", "isr")
+_SKIP_GROUPS = (
+    "line_broker", "topic", "partition", "topic_id", "state_partition_epoch", "registration_partition_epoch",
+    "leader_epoch", "high_watermark", "isr",
+)
 
 _PATTERNS = {ISR_SHRINK: _SHRINK, ISR_UPDATE: _UPDATE, LEADER_START: _LEADER, LEADER_SKIP: _SKIP}
 _LABELS = {
@@ -203,7 +221,9 @@ def isr_commit_events(lines_df: DataFrame) -> DataFrame:
         skp["partition"].cast("int").alias("partition"),
         "broker_id",
         skp["leader_epoch"].cast("int").alias("leader_epoch"),
-        skp["partition_epoch"].cast("int").alias("partition_epoch"),
+        F.coalesce(
+            F.nullif(skp["state_partition_epoch"], F.lit("")), F.nullif(skp["registration_partition_epoch"], F.lit(""))
+        ).cast("int").alias("partition_epoch"),
         _int_list(skp["isr"]).alias("isr"),
         F.lit(None).cast("boolean").alias("under_min_isr"),
         F.lit(False).alias("is_leader_start"),

@@ -3,6 +3,8 @@
 Real lines are copied from the first lab recordings (2026-11-22; 3.9.1 in UTC, 4.1.1 in Europe/Berlin),
 since re-recorded in data/samples/ with a warm-up, whose lines have the same shapes;
 the other versions' shapes follow kafka-reference.md §3.3 and Partition.scala of those releases.
+The 4.2+ "Skipped the become-leader" line (no lab trace yet) is built from its format string in
+Partition.makeLeader and PartitionRegistration.toString of 4.2.0-4.4.0 (docs/kafka-versions.md).
 """
 
 from datetime import date, datetime
@@ -30,6 +32,28 @@ def _skip(ts: str, broker: int, tp: str, topic_id: str, partition_state_isr: str
         f"addingReplicas=[], removingReplicas=[], isNew=false, leaderRecoveryState=0) since it is already the leader "
         f"with leader epoch {le}. Current high watermark {hw}, ISR [{isr}], adding replicas [] and removing replicas []. "
         f"{STATE}"
+    )
+
+
+# Log-dir ids (Uuid.toString) of brokers 1-4 in a registration's `directories`.
+DIRS = {1: "kTsc7m9QSAq6WQ1YwZq4hA", 2: "3f0pK2xVTd-qZkC2m4fB7g", 3: "b_Vh8nRZQ1e8Yx0nJt5s2w", 4: "Wq0T5yJvRAOr1xk8c2eN9g"}
+
+
+def _skip_registration(
+    ts: str, broker: int, tp: str, topic_id: str, registration_isr: str, pe: int, le: int, hw: int, isr: str,
+    replicas: str = "1, 3, 2",
+) -> str:
+    """A "Skipped the become-leader" line as 4.2-4.4 print it: Partition.makeLeader's
+    s"... with topic id $topicId, partition registration $partitionRegistration and isNew=$isNew since ..."
+    with PartitionRegistration.toString."""
+    directories = ", ".join(DIRS[int(b)] for b in replicas.split(", "))
+    return (
+        f"[{ts}] INFO [Broker id={broker}] Skipped the become-leader state change for {tp} with topic id Some({topic_id}), "
+        f"partition registration PartitionRegistration(replicas=[{replicas}], directories=[{directories}], "
+        f"isr=[{registration_isr}], removingReplicas=[], addingReplicas=[], elr=[], lastKnownElr=[], leader={broker}, "
+        f"leaderRecoveryState=RECOVERED, leaderEpoch={le}, partitionEpoch={pe}) and isNew=false since it is "
+        f"already the leader with leader epoch {le}. Current high watermark {hw}, ISR [{isr}], adding replicas [] and "
+        f"removing replicas []. {STATE}"
     )
 
 
@@ -303,5 +327,115 @@ def test_leader_epochs_have_one_row_per_leadership_start(spark):
         "topic string, topic_id string, partition int, broker_id int, leader_epoch int, epoch_start_offset bigint, "
         "partition_epoch int, high_watermark bigint, isr array<int>, previous_leader int, previous_leader_epoch int, "
         "t_log timestamp, line_number bigint, event_date date",
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+# The 3.9.1 trace above as 4.2-4.4 print it: "Leader ... starts", "Shrinking ISR" and "ISR updated to"
+# read the same; the "Skipped the become-leader" lines state a PartitionRegistration.
+STATE_43 = [
+    STATE_391[0],
+    _skip_registration("2026-11-22 02:43:10,809", 1, "ackreplay-lab-5", ID_391, "1, 3", 1, 0, 1047, "1,3"),
+    _skip_registration("2026-11-22 02:43:13,751", 1, "ackreplay-lab-5", ID_391, "1, 3, 2", 2, 0, 1293, "1,3,2"),
+    _skip_registration("2026-11-22 02:43:48,279", 1, "ackreplay-lab-5", ID_391, "1, 3", 3, 0, 2568, "1,3"),
+    STATE_391[4],
+    STATE_391[5],
+    _skip_registration("2026-11-22 02:44:11,036", 1, "ackreplay-lab-5", ID_391, "1, 3, 2", 4, 0, 3409, "1,3,2"),
+]
+
+
+def test_the_4_2_become_leader_line_with_a_partition_registration_is_classified(spark):
+    skip = STATE_43[1]
+    state = [
+        skip,  # 1 a commit
+        skip.split(" since it is")[0] + " since the leader is already at a newer partition epoch 4. " + STATE,  # 2
+        skip[:260],  # 3 cut inside the registration
+        skip.replace(" and isNew=false", ""),  # 4 neither 4.1's shape nor 4.2's
+        "[2026-11-22 02:43:10,812] INFO [Broker id=1] Skipped the become-leader state change for ackreplay-lab-5 with "
+        f"topic id {ID_391} due to a storage error Error while creating log " + STATE,  # 5 ReplicaManager
+        "[2026-11-22 02:43:48,495] INFO [Broker id=1] Skipped the become-follower state change for ackreplay-lab-0 with "
+        f"topic id Some({ID_391}), partition registration PartitionRegistration(replicas=[3, 1, 2], directories=["
+        f"{DIRS[3]}, {DIRS[1]}, {DIRS[2]}], isr=[3, 1], removingReplicas=[], addingReplicas=[], elr=[], "
+        "lastKnownElr=[], leader=3, leaderRecoveryState=RECOVERED, leaderEpoch=1, partitionEpoch=4) and isNew=false "
+        "since it is already a follower with leader epoch 1. " + STATE,  # 6
+    ]
+    actual = classify(log_frame(spark, state, "state_change_log")).select("line_number", "status", "detail")
+    expected = spark.createDataFrame(
+        [
+            (1, "parsed", "leader_skip"),
+            (2, "unused", "become-leader skipped without a state change"),
+            (3, "quarantined", "'Skipped the become-leader' line in no known format (cut short?)"),
+            (4, "quarantined", "'Skipped the become-leader' line in no known format (cut short?)"),
+            (5, "unused", "become-leader skipped without a state change"),
+            (6, "unused", "other message"),
+        ],
+        "line_number bigint, status string, detail string",
+    )
+    assert_df_equality(actual, expected, ignore_nullable=True)
+
+
+def test_4_2_become_leader_lines_give_the_same_isr_changes_as_3_9(spark):
+    df = log_frame(spark, SERVER_391, "server_log").unionByName(log_frame(spark, STATE_43, "state_change_log"))
+    actual = build_isr_changes(classify(df, zones={"c1": "UTC"})).select(*ISR_COLUMNS)
+    # The rows of test_isr_changes_combine_both_logs_and_keep_each_commit_once.
+    oos = [(2, 1030, 1795315387189)]
+    expected = spark.createDataFrame(
+        [
+            (5, 1, 0, 0, [1, 3, 2], 3, False, None, "leader_start", None, None, None, "state_change_log",
+             ts("2026-11-22 02:42:34.948"), 1),
+            (5, 1, 0, 1, [1, 3], 2, False, [1, 3, 2], "shrink", ts("2026-11-22 02:43:10.658"), oos, 1030, "server_log",
+             ts("2026-11-22 02:43:10.804"), 2),
+            (5, 1, 0, 2, [1, 3, 2], 3, False, [1, 3], "expand", None, None, None, "server_log",
+             ts("2026-11-22 02:43:13.740"), 3),
+            # Controlled shutdown of broker 2: only the PartitionRegistration line shows it.
+            (5, 1, 0, 3, [1, 3], 2, None, [1, 3, 2], "shrink", None, None, None, "state_change_log",
+             ts("2026-11-22 02:43:48.279"), 4),
+            (5, 1, 0, 4, [1, 3, 2], 3, False, [1, 3], "expand", None, None, None, "server_log",
+             ts("2026-11-22 02:44:11.035"), 4),
+            (4, 1, 1, 3, [3, 1], 2, False, None, "leader_start", None, None, None, "state_change_log",
+             ts("2026-11-22 02:43:48.356"), 5),
+        ],
+        ISR_DDL,
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_4_2_lines_of_a_leader_after_a_controlled_shutdown(spark):
+    """Broker 3 leads partition 2 of a 4-replica topic (min ISR 3) from leader epoch 7; the controller removes
+    broker 2 (controlled shutdown: state-change.log only), then broker 3's own shrink of broker 4 commits
+    through both logs, server.log listing the members in its Set's order, not the controller's."""
+    tp = "orders-v2-2"
+    server = [
+        "[2026-11-24 09:15:02,117] INFO [Partition orders-v2-2 broker=3] Shrinking ISR from 1,3,4 to 1,3. Leader: "
+        "(highWatermark: 88120, endOffset: 88213). Out of sync replicas: (brokerId: 4, endOffset: 88120, "
+        "lastCaughtUpTimeMs: 1795511697093). " + PARTITION,
+        "[2026-11-24 09:15:02,131] INFO [Partition orders-v2-2 broker=3] ISR updated to 1,3 (under-min-isr) and "
+        "version updated to 13 " + PARTITION,
+    ]
+    state = [
+        "[2026-11-24 09:14:10,004] INFO [Broker id=3] Leader orders-v2-2 with topic id Some(q1Jb0XhGSp2mW7cT4yRz8A) "
+        "starts at leader epoch 7 from offset 80006 with partition epoch 11, high watermark 80001, ISR [3,1,4,2], "
+        "adding replicas [] and removing replicas [] . Previous leader Some(2) and previous leader epoch was 6. "
+        + STATE,
+        _skip_registration("2026-11-24 09:14:55,610", 3, tp, "q1Jb0XhGSp2mW7cT4yRz8A", "3, 1, 4", 12, 7, 87410, "3,1,4",
+                           replicas="3, 1, 4, 2"),
+        _skip_registration("2026-11-24 09:15:02,135", 3, tp, "q1Jb0XhGSp2mW7cT4yRz8A", "3, 1", 13, 7, 88124, "3,1",
+                           replicas="3, 1, 4, 2"),
+    ]
+    df = log_frame(spark, server, "server_log", broker_id=3).unionByName(
+        log_frame(spark, state, "state_change_log", broker_id=3)
+    )
+    actual = build_isr_changes(classify(df, zones={"c1": "UTC"})).select("topic", *ISR_COLUMNS)
+    sc, srv = "state_change_log", "server_log"
+    expected = spark.createDataFrame(
+        [
+            ("orders-v2", 2, 3, 7, 11, [3, 1, 4, 2], 4, False, None, "leader_start", None, None, None, sc,
+             ts("2026-11-24 09:14:10.004"), 1),
+            ("orders-v2", 2, 3, 7, 12, [3, 1, 4], 3, None, [3, 1, 4, 2], "shrink", None, None, None, sc,
+             ts("2026-11-24 09:14:55.610"), 2),
+            ("orders-v2", 2, 3, 7, 13, [1, 3], 2, True, [3, 1, 4], "shrink", ts("2026-11-24 09:15:02.117"),
+             [(4, 88120, 1795511697093)], 88120, srv, ts("2026-11-24 09:15:02.131"), 2),
+        ],
+        "topic string, " + ISR_DDL,
     )
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
