@@ -18,9 +18,11 @@ setup: $(VENV)/.installed  ## create .venv with the pinned dependencies
 sample: setup  ## run the whole pipeline on the bundled lab traces and print the summary
 	$(BIN)/ackreplay run --input $(SAMPLES) --lakehouse $(LAKEHOUSE) --conf conf/local.yaml
 
+# Two pytest-xdist workers, each with its own Spark session; tests/conftest.py hands each a whole module, and
+# every module that reads the bundled traces' runs to one worker, so no pipeline run is done twice.
 test: setup  ## lint, then the test suite, Spark standalone cluster included (without the real-Kafka lab test)
 	$(BIN)/ruff check .
-	$(BIN)/pytest -m "not lab" --durations=25
+	$(BIN)/pytest -m "not lab" -n 2 --durations=25
 
 test-fast: setup  ## the inner loop: lint and the unit tests (no pipeline runs, no subprocesses), under 2 minutes
 	$(BIN)/ruff check .

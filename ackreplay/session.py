@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
@@ -47,3 +49,19 @@ def build_spark_session(settings: SparkSettings, app_name: str | None = None) ->
     spark.sparkContext.setLogLevel(settings.log_level)
     log.info("Spark %s session %s (master %s)", spark.version, spark.sparkContext.appName, spark.sparkContext.master)
     return spark
+
+
+@contextmanager
+def command_session(settings: SparkSettings, app_name: str | None = None) -> Iterator[SparkSession]:
+    """The session of a command (a benchmark): built from `settings` and stopped when the command ends.
+
+    A session already active in this process (a notebook's, a test session's) is used instead and left
+    running: stopping it would end the caller's work.
+    """
+    already_active = SparkSession.getActiveSession() is not None
+    spark = build_spark_session(settings, app_name)
+    try:
+        yield spark
+    finally:
+        if not already_active:
+            spark.stop()

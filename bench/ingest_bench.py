@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ackreplay.config import load_config
 from ackreplay.ingest import run_ingest
-from ackreplay.session import build_spark_session
+from ackreplay.session import command_session
 from bench.gen_request_log import generate
 
 
@@ -48,12 +48,12 @@ def _process_tree_cpu_seconds(root_pid: int) -> float:
     return total
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--gigabytes", type=float, default=1.0)
     parser.add_argument("--conf", default="conf/local.yaml")
     parser.add_argument("--workdir", default="bench/out")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     work = Path(args.workdir)
     data = work / f"ingest-{args.gigabytes:g}GB"
     if not (data / "c1" / "topics.txt").exists():
@@ -68,29 +68,28 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     logging.getLogger("ackreplay").setLevel(logging.INFO)  # the per-step timings of the run
     config = load_config(args.conf)
-    spark = build_spark_session(config.spark, app_name="ackreplay-bench-ingest")
-    jvm_pid = spark.sparkContext._gateway.proc.pid  # local mode: executors live in this JVM
-    load_before = os.getloadavg()
-    cpu_before = _process_tree_cpu_seconds(jvm_pid) + sum(os.times()[:2])
-    started = time.monotonic()
-    report = run_ingest(spark, config, str(data), str(lakehouse))
-    seconds = time.monotonic() - started
-    cpu_seconds = _process_tree_cpu_seconds(jvm_pid) + sum(os.times()[:2]) - cpu_before
-    load_after = os.getloadavg()
-    print()
-    print("| metric | value |")
-    print("|---|---|")
-    print(f"| input (request-log text) | {input_bytes / 1e6:,.0f} MB in {report.request_log_files} files |")
-    print(f"| lines | {report.total_lines:,} |")
-    print(f"| wall time (session start excluded) | {seconds:.1f} s |")
-    print(f"| throughput | {input_bytes / 1e6 / seconds:,.1f} MB/s, {report.total_lines / seconds:,.0f} lines/s |")
-    print(f"| CPU time (driver, Spark JVM, Python workers) | {cpu_seconds:.1f} s: {input_bytes / 1e6 / cpu_seconds:,.1f} MB per CPU-second |")
-    for table, rows in report.rows_written.items():
-        print(f"| {table} rows | {rows:,} |")
-    print(f"| load average (1, 5, 15 min) before | {', '.join(f'{x:.1f}' for x in load_before)} |")
-    print(f"| load average (1, 5, 15 min) after | {', '.join(f'{x:.1f}' for x in load_after)} |")
-    print(f"| Spark | {spark.version}, master {spark.sparkContext.master}, {spark.sparkContext.defaultParallelism} cores |")
-    spark.stop()
+    with command_session(config.spark, app_name="ackreplay-bench-ingest") as spark:
+        jvm_pid = spark.sparkContext._gateway.proc.pid  # local mode: executors live in this JVM
+        load_before = os.getloadavg()
+        cpu_before = _process_tree_cpu_seconds(jvm_pid) + sum(os.times()[:2])
+        started = time.monotonic()
+        report = run_ingest(spark, config, str(data), str(lakehouse))
+        seconds = time.monotonic() - started
+        cpu_seconds = _process_tree_cpu_seconds(jvm_pid) + sum(os.times()[:2]) - cpu_before
+        load_after = os.getloadavg()
+        print()
+        print("| metric | value |")
+        print("|---|---|")
+        print(f"| input (request-log text) | {input_bytes / 1e6:,.0f} MB in {report.request_log_files} files |")
+        print(f"| lines | {report.total_lines:,} |")
+        print(f"| wall time (session start excluded) | {seconds:.1f} s |")
+        print(f"| throughput | {input_bytes / 1e6 / seconds:,.1f} MB/s, {report.total_lines / seconds:,.0f} lines/s |")
+        print(f"| CPU time (driver, Spark JVM, Python workers) | {cpu_seconds:.1f} s: {input_bytes / 1e6 / cpu_seconds:,.1f} MB per CPU-second |")
+        for table, rows in report.rows_written.items():
+            print(f"| {table} rows | {rows:,} |")
+        print(f"| load average (1, 5, 15 min) before | {', '.join(f'{x:.1f}' for x in load_before)} |")
+        print(f"| load average (1, 5, 15 min) after | {', '.join(f'{x:.1f}' for x in load_after)} |")
+        print(f"| Spark | {spark.version}, master {spark.sparkContext.master}, {spark.sparkContext.defaultParallelism} cores |")
 
 
 if __name__ == "__main__":

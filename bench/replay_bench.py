@@ -27,6 +27,7 @@ import os
 import shutil
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +37,7 @@ import pyarrow.parquet as pq
 from ackreplay.config import load_config
 from ackreplay.lakehouse import table_path
 from ackreplay.replay.stage import run_replay
-from ackreplay.session import build_spark_session
+from ackreplay.session import command_session
 
 BROKERS = (1, 2, 3)
 
@@ -419,41 +420,40 @@ def run(args: argparse.Namespace) -> dict[str, tuple[float, int, int]]:
     data = work / "parquet"
     config = load_config(args.conf).model_copy(deep=True)
     config = config.model_copy(update={"replay": config.replay.model_copy(update={"lag_ms": []})})
-    spark = None
-    if args.from_generator or not args.skip_ackreplay:
-        spark = build_spark_session(config.spark, app_name="ackreplay-bench-replay")
-    lakehouse = str(work / "lakehouse")
-    if not (data / "partitions.parquet").exists():
-        started = time.monotonic()
-        if args.from_generator:
-            synthetic_silver(spark, config, args.produces, args.partitions, hot_share, work)
-        else:
-            generate(args.produces, args.partitions, data, hot_share=hot_share)
-        print(f"prepared {args.produces:,} produces in {time.monotonic() - started:.0f} s")
-    results: dict[str, tuple[float, int, int]] = {}
-    if not args.skip_peers:
-        seconds, n, peak = timed(duckdb_replay, data)
-        results["duckdb"] = (seconds, n, peak)
-        seconds, n, peak = timed(duckdb_produce_replay, data, work / "duckdb_produce_replay.parquet")
-        results["duckdb_rows"] = (seconds, n, peak)
-        (work / "duckdb_produce_replay.parquet").unlink()
-        seconds, n, peak = timed(pandas_replay, data)
-        results["pandas"] = (seconds, n, peak)
-    if not args.skip_ackreplay:
-        if not args.from_generator:
-            shutil.rmtree(lakehouse, ignore_errors=True)
-            for name in ("produce_requests", "follower_fetches", "partitions"):
-                spark.read.parquet(str(data / f"{name}.parquet")).write.format("delta").save(table_path(lakehouse, name))
-        clusters = ["bench"]
-        seconds, report, peak = timed(run_replay, spark, config, lakehouse, clusters, "bench")
-        results["ackreplay"] = (seconds, report.replayed, peak)
-        results["ackreplay_policies"] = (0.0, len(report.policies), 0)
-        for _ in range(args.runs - 1):  # the same replay again in the now warm JVM (a scheduled run's case)
+    with ExitStack() as stack:  # the session, stopped at the end unless the caller's
+        spark = None
+        if args.from_generator or not args.skip_ackreplay:
+            spark = stack.enter_context(command_session(config.spark, app_name="ackreplay-bench-replay"))
+        lakehouse = str(work / "lakehouse")
+        if not (data / "partitions.parquet").exists():
+            started = time.monotonic()
+            if args.from_generator:
+                synthetic_silver(spark, config, args.produces, args.partitions, hot_share, work)
+            else:
+                generate(args.produces, args.partitions, data, hot_share=hot_share)
+            print(f"prepared {args.produces:,} produces in {time.monotonic() - started:.0f} s")
+        results: dict[str, tuple[float, int, int]] = {}
+        if not args.skip_peers:
+            seconds, n, peak = timed(duckdb_replay, data)
+            results["duckdb"] = (seconds, n, peak)
+            seconds, n, peak = timed(duckdb_produce_replay, data, work / "duckdb_produce_replay.parquet")
+            results["duckdb_rows"] = (seconds, n, peak)
+            (work / "duckdb_produce_replay.parquet").unlink()
+            seconds, n, peak = timed(pandas_replay, data)
+            results["pandas"] = (seconds, n, peak)
+        if not args.skip_ackreplay:
+            if not args.from_generator:
+                shutil.rmtree(lakehouse, ignore_errors=True)
+                for name in ("produce_requests", "follower_fetches", "partitions"):
+                    spark.read.parquet(str(data / f"{name}.parquet")).write.format("delta").save(table_path(lakehouse, name))
+            clusters = ["bench"]
             seconds, report, peak = timed(run_replay, spark, config, lakehouse, clusters, "bench")
-            if "ackreplay_warm" not in results or seconds < results["ackreplay_warm"][0]:
-                results["ackreplay_warm"] = (seconds, report.replayed, peak)
-    if spark is not None:
-        spark.stop()
+            results["ackreplay"] = (seconds, report.replayed, peak)
+            results["ackreplay_policies"] = (0.0, len(report.policies), 0)
+            for _ in range(args.runs - 1):  # the same replay again in the now warm JVM (a scheduled run's case)
+                seconds, report, peak = timed(run_replay, spark, config, lakehouse, clusters, "bench")
+                if "ackreplay_warm" not in results or seconds < results["ackreplay_warm"][0]:
+                    results["ackreplay_warm"] = (seconds, report.replayed, peak)
     return results
 
 

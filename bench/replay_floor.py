@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from ackreplay.config import load_config
 from ackreplay.lakehouse import read_table, replace_rows
 from ackreplay.replay.stage import REPLAY_WRITE_CONF, _session_conf, run_replay
-from ackreplay.session import build_spark_session
+from ackreplay.session import command_session
 from bench.replay_bench import duckdb_produce_replay, duckdb_replay
 from schemas.replay import PRODUCE_REPLAY
 from transforms.common import conform
@@ -119,62 +119,62 @@ def main(argv: list[str] | None = None) -> None:
     data = work / "parquet"
     config = load_config(args.conf)
     config = config.model_copy(update={"replay": config.replay.model_copy(update={"lag_ms": []})})
-    spark = build_spark_session(config.spark, app_name="ackreplay-bench-replay-floor")
-    scratch = tempfile.mkdtemp(prefix="ackreplay-floor-")
-    produce = _appended(spark, lakehouse)
-    fetches = read_table(spark, lakehouse, "follower_fetches")
-    n = produce.count()
+    # the session ends before the DuckDB peer runs, so that it has the cores to itself
+    with command_session(config.spark, app_name="ackreplay-bench-replay-floor") as spark:
+        scratch = tempfile.mkdtemp(prefix="ackreplay-floor-")
+        produce = _appended(spark, lakehouse)
+        fetches = read_table(spark, lakehouse, "follower_fetches")
+        n = produce.count()
 
-    def write(df: DataFrame, layout: str) -> None:
-        # Each layout in its own scratch lakehouse, under produce_replay's table name and partitioning.
-        with _session_conf(spark, REPLAY_WRITE_CONF):
-            if layout != "wide":
-                replace_rows(df, f"{scratch}/{layout}", "produce_replay", "cluster = 'bench'", "floor")
-                return
-            # replace_rows with produce_replay's statistics columns minus the policy and outcome it lacks
-            (
-                df.write.format("delta").mode("overwrite").option("replaceWhere", "cluster = 'bench'")
-                .partitionBy("cluster", "event_date").option("delta.dataSkippingStatsColumns", "topic,partition")
-                .save(f"{scratch}/wide/produce_replay")
+        def write(df: DataFrame, layout: str) -> None:
+            # Each layout in its own scratch lakehouse, under produce_replay's table name and partitioning.
+            with _session_conf(spark, REPLAY_WRITE_CONF):
+                if layout != "wide":
+                    replace_rows(df, f"{scratch}/{layout}", "produce_replay", "cluster = 'bench'", "floor")
+                    return
+                # replace_rows with produce_replay's statistics columns minus the policy and outcome it lacks
+                (
+                    df.write.format("delta").mode("overwrite").option("replaceWhere", "cluster = 'bench'")
+                    .partitionBy("cluster", "event_date").option("delta.dataSkippingStatsColumns", "topic,partition")
+                    .save(f"{scratch}/wide/produce_replay")
+                )
+
+        def group_key(df: DataFrame, t: str) -> DataFrame:
+            bucket = F.floor(F.unix_micros(t) / BUCKET_US)
+            return df.repartition(F.xxhash64("cluster", "broker_id", bucket))
+
+        def cogroup_only() -> None:
+            nothing = lambda left, right: pa.table({"n": pa.array([], pa.int64())})  # noqa: E731
+            events = event_side(fetch_events(leo_evidence(fetches), config.replay.fetch_update_fraction), BUCKET_US, 30_000_000, 0)
+            with _session_conf(spark, REPLAY_WRITE_CONF):
+                _noop(
+                    produce_side(produce, BUCKET_US).groupBy("gid").cogroup(events.groupBy("gid")).applyInArrow(nothing, "n long")
+                )
+
+        write(long_rows(produce.sample(0.01, seed=1)), "warm-up")  # warm-up, untimed
+        passes = {
+            "scan: produce_requests + follower_fetches, every column (noop sink)": lambda: (_noop(produce), _noop(fetches)),
+            "shuffle: both sides hash-partitioned by the replay's group key (noop sink)": lambda: (
+                _noop(group_key(produce, "t_local_done")),
+                _noop(group_key(fetches, "t_dequeue")),
+            ),
+            "cogroup: the replay's two sides through applyInArrow into an empty group function": cogroup_only,
+            "write long: 5 rows per produce, produce_replay's 33 columns, no replay (Delta)": lambda: write(
+                long_rows(produce), "long"
+            ),
+            "write wide: 1 row per produce, the 5 policies side by side, no replay (Delta)": lambda: write(
+                wide_rows(produce), "wide"
+            ),
+        }
+        if not args.skip_replay:
+            passes[f"replay stage: run_replay, 5 policies, {config.replay.writer} writer, counts and ground truth"] = lambda: run_replay(
+                spark, config, lakehouse, ["bench"], "floor"
             )
-
-    def group_key(df: DataFrame, t: str) -> DataFrame:
-        bucket = F.floor(F.unix_micros(t) / BUCKET_US)
-        return df.repartition(F.xxhash64("cluster", "broker_id", bucket))
-
-    def cogroup_only() -> None:
-        nothing = lambda left, right: pa.table({"n": pa.array([], pa.int64())})  # noqa: E731
-        events = event_side(fetch_events(leo_evidence(fetches), config.replay.fetch_update_fraction), BUCKET_US, 30_000_000, 0)
-        with _session_conf(spark, REPLAY_WRITE_CONF):
-            _noop(
-                produce_side(produce, BUCKET_US).groupBy("gid").cogroup(events.groupBy("gid")).applyInArrow(nothing, "n long")
-            )
-
-    write(long_rows(produce.sample(0.01, seed=1)), "warm-up")  # warm-up, untimed
-    passes = {
-        "scan: produce_requests + follower_fetches, every column (noop sink)": lambda: (_noop(produce), _noop(fetches)),
-        "shuffle: both sides hash-partitioned by the replay's group key (noop sink)": lambda: (
-            _noop(group_key(produce, "t_local_done")),
-            _noop(group_key(fetches, "t_dequeue")),
-        ),
-        "cogroup: the replay's two sides through applyInArrow into an empty group function": cogroup_only,
-        "write long: 5 rows per produce, produce_replay's 33 columns, no replay (Delta)": lambda: write(
-            long_rows(produce), "long"
-        ),
-        "write wide: 1 row per produce, the 5 policies side by side, no replay (Delta)": lambda: write(
-            wide_rows(produce), "wide"
-        ),
-    }
-    if not args.skip_replay:
-        passes[f"replay stage: run_replay, 5 policies, {config.replay.writer} writer, counts and ground truth"] = lambda: run_replay(
-            spark, config, lakehouse, ["bench"], "floor"
-        )
-    rows = []
-    for label, run in passes.items():
-        started = time.monotonic()
-        run()
-        rows.append((label, time.monotonic() - started))
-    spark.stop()
+        rows = []
+        for label, run in passes.items():
+            started = time.monotonic()
+            run()
+            rows.append((label, time.monotonic() - started))
     started = time.monotonic()
     duckdb_replay(data)
     rows.append(("DuckDB ASOF JOIN, acks=all + quorum=2, counted", time.monotonic() - started))

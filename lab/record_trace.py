@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+import zipfile
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -237,6 +238,18 @@ def capture_logs(cluster: LabCluster, cdir: Path, request_log_from: float | None
     return files
 
 
+def dump_log_class(libs: Path) -> str:
+    """kafka-dump-log's main class in these jars: the Scala ``kafka.tools.DumpLogSegments`` (kafka_2.13) or,
+    once it was ported to Java, ``org.apache.kafka.tools.DumpLogSegments`` (kafka-tools; 4.3.1 has only that)."""
+    for name in ("kafka.tools.DumpLogSegments", "org.apache.kafka.tools.DumpLogSegments"):
+        entry = name.replace(".", "/") + ".class"
+        for jar in sorted(Path(libs).glob("kafka*.jar")):
+            with zipfile.ZipFile(jar) as zf:
+                if entry in zf.namelist():
+                    return name
+    raise LabError(f"no DumpLogSegments class in the Kafka jars of {libs}")
+
+
 def capture_create_times(cluster: LabCluster, cdir: Path, topic: str) -> list[dict]:
     """Dump the topic's record timestamps (CreateTime: the producers' send() clock) into
     ``cdir/create-times/<topic>-<partition>.txt.gz``, with ``kafka-dump-log --deep-iteration``
@@ -254,7 +267,7 @@ def capture_create_times(cluster: LabCluster, cdir: Path, topic: str) -> list[di
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, segments in sorted(partitions.items()):
         text = cluster.run_tool(
-            "kafka.tools.DumpLogSegments", ["--deep-iteration", "--files", ",".join(map(str, segments))], timeout=300
+            dump_log_class(cluster.libs), ["--deep-iteration", "--files", ",".join(map(str, segments))], timeout=300
         )
         with _gzip_writer(out_dir / (name + ".txt.gz"), name + ".txt") as fh:
             fh.write(text.encode())
@@ -279,7 +292,9 @@ def parse_args(argv=None):
     p.add_argument("--cluster-name", help="default lab-<version>")
     p.add_argument("--timezone", default="UTC", help="broker JVM -Duser.timezone (log line times)")
     p.add_argument("--rate", type=float, default=300, help="records/s over all producers")
-    p.add_argument("--acks1-share", type=float, default=0.15, help="share of records sent by the acks=1 producer")
+    p.add_argument("--acks1-share", type=float, default=0.15,
+                   help="share of records sent by the acks=1 producer; 0 or 1: one producer, acks=all or acks=1, "
+                        "drawing the same keys (a what-if pair: the same --seed once with each)")
     p.add_argument("--size", type=int, default=512, help="mean value size in bytes (uniform size/2..3size/2)")
     p.add_argument("--keys", type=int, default=1000)
     p.add_argument("--linger-ms", type=int, default=5)
@@ -536,9 +551,13 @@ def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summ
             "duration_s": args.duration_s,
             "rate_records_per_s": args.rate,
             "acks_mix": {"acks=all": round(1 - args.acks1_share, 3), "acks=1": args.acks1_share},
-            "producers": {
-                "lab-producer-acks-all": {"acks": "all", "enable.idempotence": True},
-                "lab-producer-acks-1": {"acks": "1", "enable.idempotence": False},
+            "producers": {  # a producer with no share of the rate does not run
+                name: producer
+                for name, producer, share in (
+                    ("lab-producer-acks-all", {"acks": "all", "enable.idempotence": True}, 1 - args.acks1_share),
+                    ("lab-producer-acks-1", {"acks": "1", "enable.idempotence": False}, args.acks1_share),
+                )
+                if share > 0
             },
             "producer_configs": {"linger.ms": args.linger_ms, "compression.type": "none",
                                  "request.timeout.ms": 30000, "delivery.timeout.ms": 120000},

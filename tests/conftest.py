@@ -18,21 +18,59 @@ SAMPLES = sorted(p.parent for p in (REPO / "data/samples").glob("*/manifest.json
 SAMPLE_CONF = REPO / "conf/local.yaml"
 
 
+# The test session's settings. A command run in-process (the benchmarks' `main`) gets them in its conf:
+# building a session while one is active applies the builder's runtime settings to the active one.
+TEST_SPARK_CONF = {
+    "spark.sql.shuffle.partitions": 2,
+    "spark.default.parallelism": 2,
+    "spark.databricks.delta.snapshotPartitions": 2,
+    "spark.ui.enabled": False,
+    "spark.ui.showConsoleProgress": False,
+    "spark.driver.memory": "2g",
+}
+
+
+# `make test` runs two pytest-xdist workers, each with its own Spark session. A worker takes a whole
+# group: a module's tests (its module fixtures run once), and the modules reading the bundled traces'
+# runs (`sample_run`) all together, so each trace goes through the pipeline once per test run.
+SAMPLE_RUN_MODULES = frozenset(
+    {
+        "tests/cluster/test_standalone.py",
+        "tests/pipeline/test_broker_logs_samples.py",
+        "tests/pipeline/test_isr_check.py",
+        "tests/pipeline/test_metrics_samples.py",
+        "tests/pipeline/test_notebook.py",
+        "tests/pipeline/test_samples.py",
+    }
+)
+
+
+def _group(nodeid: str) -> str:
+    module = nodeid.split("::")[0]
+    return "sample-runs" if module in SAMPLE_RUN_MODULES else module
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """The groups above as xdist's scopes (its `xdist_group` mark rewrites node ids, which pytest 9 no
+    longer takes)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+    return ModuleGroups(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    unlisted = {item.nodeid.split("::")[0] for item in items if "sample_run" in item.fixturenames} - SAMPLE_RUN_MODULES
+    if unlisted:
+        raise pytest.UsageError(f"tests/conftest.py: add {sorted(unlisted)} to SAMPLE_RUN_MODULES (they read sample_run)")
+
+
 @pytest.fixture(scope="session")
 def spark():
-    settings = SparkSettings(
-        master="local[2]",
-        app_name="ackreplay-tests",
-        log_level="ERROR",
-        conf={
-            "spark.sql.shuffle.partitions": 2,
-            "spark.default.parallelism": 2,
-            "spark.databricks.delta.snapshotPartitions": 2,
-            "spark.ui.enabled": False,
-            "spark.ui.showConsoleProgress": False,
-            "spark.driver.memory": "2g",
-        },
-    )
+    settings = SparkSettings(master="local[2]", app_name="ackreplay-tests", log_level="ERROR", conf=TEST_SPARK_CONF)
     session = build_spark_session(settings)
     yield session
     session.stop()

@@ -163,16 +163,20 @@ public class LabWorkload {
         }, name);
     }
 
-    /** One producer per acks setting; the acks=1 one only with a share of the rate. */
+    /** One producer per acks setting with a share of the rate: acks=1 only with a share above 0, acks=all
+     *  only below 1. A producer alone (share 0 or 1) draws the same keys whichever acks it uses, so two runs
+     *  that differ only in the share replay the same workload (a paired what-if recording). */
     static List<Thread> producers(String bootstrap, String topic, double rate, double acks1Share, int size, int keys,
                                   Properties extra, long endNanos, Acks all, Acks one, long seed,
                                   AtomicLong sentAll, AtomicLong sentOne) {
         List<Thread> threads = new ArrayList<>();
-        threads.add(producerThread(all.name, bootstrap, topic, "all", rate * (1 - acks1Share), size, keys, extra,
-                endNanos, all, seed, sentAll));
+        if (acks1Share < 1) {
+            threads.add(producerThread(all.name, bootstrap, topic, "all", rate * (1 - acks1Share), size, keys, extra,
+                    endNanos, all, seed, sentAll));
+        }
         if (acks1Share > 0) {
             threads.add(producerThread(one.name, bootstrap, topic, "1", rate * acks1Share, size, keys, extra,
-                    endNanos, one, seed + 1, sentOne));
+                    endNanos, one, acks1Share >= 1 ? seed : seed + 1, sentOne));
         }
         return threads;
     }
@@ -268,7 +272,7 @@ public class LabWorkload {
         StringBuilder js = new StringBuilder("{\"producers\":[");
         boolean first = true;
         for (Acks x : new Acks[]{all, one}) {
-            if (x == one && acks1Share <= 0) continue;
+            if ((x == one && acks1Share <= 0) || (x == all && acks1Share >= 1)) continue;
             long sent = x == all ? sentAll.get() : sentOne.get();
             try (PrintWriter w = new PrintWriter(Files.newBufferedWriter(outDir.resolve("batches-" + x.name + ".csv")))) {
                 w.println("client_id,acks,partition,base_offset,records,value_bytes,first_send_us,ack_us");

@@ -1,13 +1,18 @@
 """Every benchmark command runs at a tiny size and prints its table, so the benchmarks cannot rot.
 
-Each runs as its own process (as `make bench-*` runs it), with a 2 GB driver conf; the figures
-themselves are measured by hand (docs/benchmarks.md), never here.
+The commands without Spark run as their own process, as `make bench-*` runs them (`python -m ...`).
+Those with Spark run their `main` in the test session (`ackreplay.session.command_session` uses the
+active session and leaves it running): a child process would start a JVM of its own each, and a cold
+JVM made up most of each such test's minute. `bench.e2e_bench` runs `ackreplay run` as its own child
+either way. The figures themselves are measured by hand (docs/benchmarks.md), never here.
 """
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
+from contextlib import redirect_stdout
 from pathlib import Path
 
 import numpy as np
@@ -15,13 +20,16 @@ import pytest
 import yaml
 from chispa import assert_df_equality
 
+from tests.conftest import TEST_SPARK_CONF
+
 
 @pytest.fixture(scope="module")
 def small_conf(tmp_path_factory) -> str:
+    """conf/local.yaml with the test session's Spark settings (tests/conftest.py): a bench run in-process
+    applies them to the shared session, a child process gets a 2 GB local[2] driver."""
     conf = yaml.safe_load(Path("conf/local.yaml").read_text())
     conf["spark"]["master"] = "local[2]"
-    conf["spark"]["conf"]["spark.driver.memory"] = "2g"
-    conf["spark"]["conf"]["spark.ui.enabled"] = False
+    conf["spark"]["conf"] = dict(TEST_SPARK_CONF)
     path = tmp_path_factory.mktemp("conf") / "bench.yaml"
     path.write_text(yaml.safe_dump(conf))
     return str(path)
@@ -33,16 +41,26 @@ def _run(*args: str) -> str:
     return done.stdout
 
 
+def _run_in_session(main, *args: str) -> str:
+    """A bench command's `main(argv)` in this process (the test session's Spark): what it printed."""
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        main(list(args))
+    return printed.getvalue()
+
+
 def _table_rows(out: str) -> list[list[str]]:
     return [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| ")]
 
 
 @pytest.fixture(scope="module")
-def replay_bench_run(small_conf, tmp_path_factory) -> tuple[str, Path]:
+def replay_bench_run(spark, small_conf, tmp_path_factory) -> tuple[str, Path]:
     """One `bench.replay_bench` run (ackreplay twice, both peers): its table, and its work folder for the floor."""
+    from bench import replay_bench
+
     workdir = tmp_path_factory.mktemp("replay-bench")
-    out = _run(
-        "bench.replay_bench", "--produces", "2000", "--partitions", "2", "--runs", "2", "--conf", small_conf,
+    out = _run_in_session(
+        replay_bench.main, "--produces", "2000", "--partitions", "2", "--runs", "2", "--conf", small_conf,
         "--workdir", str(workdir),
     )  # fmt: skip
     return out, workdir
@@ -104,9 +122,11 @@ def test_replay_bench_hot_partition_peers(small_conf, tmp_path):
     assert [r[0].split(" ")[0] for r in rows[1:]] == ["DuckDB", "DuckDB", "pandas"]  # counted peer, rows peer, pandas
 
 
-def test_replay_bench_from_generator(small_conf, tmp_path):
-    out = _run(
-        "bench.replay_bench", "--produces", "2000", "--partitions", "2", "--from-generator", "--skip-peers",
+def test_replay_bench_from_generator(spark, small_conf, tmp_path):
+    from bench import replay_bench
+
+    out = _run_in_session(
+        replay_bench.main, "--produces", "2000", "--partitions", "2", "--from-generator", "--skip-peers",
         "--conf", small_conf, "--workdir", str(tmp_path),
     )
     assert "synthetic cluster trace, ingested" in out
@@ -133,8 +153,10 @@ def test_e2e_bench(small_conf, tmp_path):
     assert rows[1][0] == "ingest + replay + gold + report" and rows[1][1].endswith(" s")
 
 
-def test_ingest_bench(small_conf, tmp_path):
-    out = _run("bench.ingest_bench", "--gigabytes", "0.002", "--conf", small_conf, "--workdir", str(tmp_path))
+def test_ingest_bench(spark, small_conf, tmp_path):
+    from bench import ingest_bench
+
+    out = _run_in_session(ingest_bench.main, "--gigabytes", "0.002", "--conf", small_conf, "--workdir", str(tmp_path))
     assert "MB/s" in out
 
 
@@ -147,7 +169,9 @@ def test_synth_generator_command(tmp_path):
     assert again.returncode == 2 and "--force" in again.stderr
 
 
-def test_replay_floor(replay_bench_run, small_conf):
-    out = _run("bench.replay_floor", "--work", str(replay_bench_run[1] / "replay-2000-2"), "--conf", small_conf)
+def test_replay_floor(spark, replay_bench_run, small_conf):
+    from bench import replay_floor
+
+    out = _run_in_session(replay_floor.main, "--work", str(replay_bench_run[1] / "replay-2000-2"), "--conf", small_conf)
     passes = [r[0].split(":")[0].split(",")[0] for r in _table_rows(out)[1:]]
     assert passes == ["scan", "shuffle", "cogroup", "write long", "write wide", "replay stage", "DuckDB ASOF JOIN", "DuckDB ASOF JOIN"]
