@@ -34,6 +34,7 @@ from transforms.broker_logs import (
     LEADER_START,
     SERVER_LOG,
     STATE_CHANGE_LOG,
+    UNKNOWN_FORMAT,
     build_isr_changes,
     build_leader_epochs,
     isr_commit_events,
@@ -52,6 +53,10 @@ _KINDS_OF_STAGE = {SERVER_LOG: (ISR_SHRINK, ISR_UPDATE), STATE_CHANGE_LOG: (LEAD
 
 class BrokerLogReconciliationError(RuntimeError):
     """Counts of the broker-log step do not add up: something would have been lost silently."""
+
+
+class BrokerLogFormatError(ValueError):
+    """A line of a kind the replay reads (an ISR change, a leadership) in a format the parser does not know."""
 
 
 @dataclass
@@ -193,6 +198,12 @@ def ingest_broker_logs(
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     try:
+        unknown = _unknown_format_lines(classified)
+        if unknown:
+            message = _unknown_format_message(unknown, classified, lines)
+            if config.ingest.unknown_broker_log_lines == "error":
+                raise BrokerLogFormatError(message)
+            log.warning("%s", message)
         predicate = source_files_predicate(files)
         quarantine = classified.filter(F.col("status") == "quarantined").withColumn("reason", F.col("detail"))
         stage_list = ", ".join(map(sql_string, STAGES))
@@ -240,6 +251,48 @@ def ingest_broker_logs(
 
     _reconcile(report, per_file, commit_lines)
     return report
+
+
+def _unknown_format_lines(classified: DataFrame, shown: int = 5) -> list:
+    """Up to `shown` lines of a kind the replay reads whose format no pattern knows, the last line of each
+    file left out (a live log's last line may be cut short while the broker writes it)."""
+    last = classified.groupBy("source_file").agg(F.max("line_number").alias("last_line"))
+    return (
+        classified.filter((F.col("status") == "quarantined") & F.col("detail").endswith(UNKNOWN_FORMAT))
+        .join(last, "source_file")
+        .filter(F.col("line_number") < F.col("last_line"))
+        .orderBy("source_file", "line_number")
+        .select("cluster", "broker_id", "source_file", "line_number", "detail", "line")
+        .limit(shown)
+        .collect()
+    )
+
+
+def _unknown_format_message(unknown: list, classified: DataFrame, lines: DataFrame) -> str:
+    """The error naming the lines, their number, and the Kafka version each broker logged at start."""
+    total = classified.filter((F.col("status") == "quarantined") & F.col("detail").endswith(UNKNOWN_FORMAT)).count()
+    # AppInfoParser logs "Kafka version: <version>" to server.log when the broker starts
+    versions = {
+        (r["cluster"], r["broker_id"]): r["version"]
+        for r in lines.filter(F.col("line").contains("Kafka version: "))
+        .select("cluster", "broker_id", F.regexp_extract("line", r"Kafka version: (\S+)", 1).alias("version"))
+        .distinct()
+        .limit(100)
+        .collect()
+    }
+    out = [
+        f"{total:,} server.log/state-change.log line(s) of a kind the replay reads (ISR changes, leaderships)"
+        " in a format this parser does not know, e.g.:"
+    ]
+    for r in unknown:
+        version = versions.get((r["cluster"], r["broker_id"]))
+        logged = f"the broker logged Kafka version {version}" if version else "no 'Kafka version:' line in its server.log"
+        out.append(f"  {r['source_file']} line {r['line_number']} ({logged}): {r['detail']}: {(r['line'] or '')[:300]}")
+    out.append(
+        "The replay would miss the ISR changes and leaderships these lines carry. docs/kafka-versions.md lists the"
+        " formats known per Kafka release; `ingest.unknown_broker_log_lines: warning` quarantines them and goes on."
+    )
+    return "\n".join(out)
 
 
 def _reconcile(report: BrokerLogReport, incomplete_files: list, commit_lines: int) -> None:

@@ -63,6 +63,10 @@ class IngestSettings(_Strict):
     read_chunk_bytes: int = Field(default=16 * 1024 * 1024, ge=4096)
     # Longer lines are quarantined (their first max_line_bytes kept) instead of blowing up a task.
     max_line_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # A server.log / state-change.log line of a kind the replay reads (an ISR change, a leadership) in a
+    # format the parser does not know: `error` stops the run naming it (a Kafka release whose lines
+    # changed would otherwise lose ISR commits quietly), `warning` quarantines it and goes on.
+    unknown_broker_log_lines: Literal["error", "warning"] = "error"
 
 
 class SelfCheckSettings(_Strict):

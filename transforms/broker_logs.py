@@ -100,6 +100,8 @@ _SKIP_GROUPS = (
     "leader_epoch", "high_watermark", "isr",
 )
 
+# The quarantine reason of a line of a kind the replay reads whose text no pattern matches.
+UNKNOWN_FORMAT = "line in no known format (cut short?)"
 _PATTERNS = {ISR_SHRINK: _SHRINK, ISR_UPDATE: _UPDATE, LEADER_START: _LEADER, LEADER_SKIP: _SKIP}
 _LABELS = {
     ISR_SHRINK: "Shrinking ISR",
@@ -157,7 +159,7 @@ def with_broker_line_status(df: DataFrame) -> DataFrame:
             quarantined,
             F.lit("no readable log4j time '[yyyy-MM-dd HH:mm:ss,SSS]' at the start of the line"),
         ),
-        (used & ~parses, quarantined, F.format_string("'%s' line in no known format (cut short?)", label)),
+        (used & ~parses, quarantined, F.format_string(f"'%s' {UNKNOWN_FORMAT}", label)),
         (used, parsed, kind),
         # A file that could not be read to its end loses lines nobody can classify: say so.
         (F.col("read_error").startswith("file unreadable"), quarantined, F.col("read_error")),

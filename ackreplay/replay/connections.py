@@ -29,7 +29,7 @@ A producer keeps at most `max.in.flight.requests.per.connection` requests outsta
 batch waiting for that broker into the next request it sends (`Sender.sendProducerData` ->
 `RecordAccumulator.drain`). Under a slower policy than the recorded one, the recorded requests would not
 all have been sent as they were: while the slots were taken, later batches waited and went out together.
-Where the chain shows that (a later request's first batch existed before this one could be sent), that
+Where the chain shows that (a later request's batches all existed before this one could be sent), that
 connection is replayed request by request (`_rounds`): a request is sent when it has arrived and a slot is
 free, carries every later request that could have been in it, and takes the longest of their replayed
 services. Without that, a policy slower than the recorded one would queue the recorded request stream
@@ -120,7 +120,8 @@ def chain_requests(
     x = np.repeat(floor[None, :], p, axis=0)
     response = x + svc
     turnaround = np.where(blocked, np.maximum(gap, 0), 0)
-    first_send = np.where(has_send[order], send_first[order], NEVER)
+    # a later request can go out inside an earlier one only once every batch of it exists
+    last_send = np.where(has_send[order], send_last[order], NEVER)
     merged = 0
     bounds = np.append(np.flatnonzero(~same), n)
     for s, e in zip(bounds[:-1], bounds[1:]):
@@ -129,10 +130,10 @@ def chain_requests(
         cum = np.cumsum(c[:, s:e], axis=1)
         x[:, s:e] = cum + np.maximum.accumulate(floor[s:e] - cum, axis=1)
         response[:, s:e] = x[:, s:e] + svc[:, s:e]
-        # Where a later request's first batch existed before this one could be sent (its in-flight slot
+        # Where a later request's batches all existed before this one could be sent (its in-flight slot
         # freed), the producer would have drained it into this request: replay that connection round by round.
         sent_at = np.maximum(floor[s:e], _shifted(response[:, s:e], max_in_flight))
-        mergeable = np.where(blocked[s:e], first_send[s:e], np.maximum(first_send[s:e], floor[s:e]))
+        mergeable = np.where(blocked[s:e], last_send[s:e], np.maximum(last_send[s:e], floor[s:e]))
         merges = np.any(mergeable[1:] <= sent_at[:, :-1], axis=1)
         moved = np.any(x[:, s:e] != start[s:e], axis=1)
         recorded = np.unique(recorded_policy[order[s:e]]) if recorded_policy is not None else ()
@@ -171,7 +172,7 @@ def _rounds(
     """One connection under one policy, request by request as the producer would send them: a request is
     sent once it has arrived (`floor`) and one of `max_in_flight` slots is free (the response
     `max_in_flight` requests back), and carries every later recorded request that could have been in it
-    by then (`mergeable`: its first batch existed, `RecordAccumulator.drain` taking every partition's
+    by then (`mergeable`: its batches existed, `RecordAccumulator.drain` taking every partition's
     batch for the node; for a request whose arrival was logged, also that arrival); the broker starts it
     after the previous response (plus the recorded turnaround), and the merged request takes the
     longest of its members' replayed services. A request that starts at its recorded start alone keeps

@@ -8,7 +8,9 @@ import pytest
 from ackreplay.replay.connections import UNKNOWN_CONNECTION, chain_requests
 
 
-def _chain(connection, t_start, t_sent, service, send=None, linger_us=5_000, gap_us=1_000, recorded_policy=None):
+def _chain(
+    connection, t_start, t_sent, service, send=None, linger_us=5_000, gap_us=1_000, recorded_policy=None, send_last=None
+):
     n = len(t_start)
     send = np.asarray(send if send is not None else [0] * n, np.int64)
     return chain_requests(
@@ -17,7 +19,7 @@ def _chain(connection, t_start, t_sent, service, send=None, linger_us=5_000, gap
         t_response_sent=np.asarray(t_sent, np.int64),
         service=np.asarray(service, np.int64),
         send_first=send,
-        send_last=send,
+        send_last=send if send_last is None else np.asarray(send_last, np.int64),
         has_send=send > 0,
         linger_us=linger_us,
         blocked_gap_us=gap_us,
@@ -89,7 +91,12 @@ def test_chain_properties_on_random_connections(seed):
     service = np.stack([fast, slow])
     t_sent = t_start + slow
     send = np.maximum(t_start - rng.integers(0, 20_000, n), 1)
-    chained = _chain(connection, t_start, t_sent, service, send=send)
+    # a request's latest batch: created between its first batch and the request (a blocked producer's
+    # requests carry batches created seconds apart)
+    send_last = send + (rng.random(n) * (t_start - send)).astype(np.int64)
+    chained = _chain(connection, t_start, t_sent, service, send=send, send_last=send_last)
+    # a request is never sent, under any policy, before every batch in it was created
+    assert np.all(chained.start >= send_last)
     # a request never starts before the previous response on its connection, under any policy, unless
     # the producer would have sent it inside that request (merged: same start and response)
     for c in np.unique(connection):
