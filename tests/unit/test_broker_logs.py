@@ -3,12 +3,14 @@
 Real lines are copied from the first lab recordings (2026-11-22; 3.9.1 in UTC, 4.1.1 in Europe/Berlin),
 since re-recorded in data/samples/ with a warm-up, whose lines have the same shapes;
 the other versions' shapes follow kafka-reference.md §3.3 and Partition.scala of those releases.
-The 4.2+ "Skipped the become-leader" line (no lab trace yet) is built from its format string in
-Partition.makeLeader and PartitionRegistration.toString of 4.2.0-4.4.0 (docs/kafka-versions.md).
+The 4.2+ "Skipped the become-leader" line is built from its format string in Partition.makeLeader and
+PartitionRegistration.toString of 4.2.0-4.4.0 (docs/kafka-versions.md); the real 4.3.1 trace's lines
+are checked in tests/pipeline/test_corpus.py.
 """
 
 from datetime import date, datetime
 
+import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
@@ -112,6 +114,19 @@ ISR_DDL = (
 )
 
 
+# The 3.9.1 trace above as 4.2-4.4 print it: "Leader ... starts", "Shrinking ISR" and "ISR updated to"
+# read the same; the "Skipped the become-leader" lines state a PartitionRegistration.
+STATE_43 = [
+    STATE_391[0],
+    _skip_registration("2026-11-22 02:43:10,809", 1, "ackreplay-lab-5", ID_391, "1, 3", 1, 0, 1047, "1,3"),
+    _skip_registration("2026-11-22 02:43:13,751", 1, "ackreplay-lab-5", ID_391, "1, 3, 2", 2, 0, 1293, "1,3,2"),
+    _skip_registration("2026-11-22 02:43:48,279", 1, "ackreplay-lab-5", ID_391, "1, 3", 3, 0, 2568, "1,3"),
+    STATE_391[4],
+    STATE_391[5],
+    _skip_registration("2026-11-22 02:44:11,036", 1, "ackreplay-lab-5", ID_391, "1, 3, 2", 4, 0, 3409, "1,3,2"),
+]
+
+
 def log_frame(spark, lines, stage, broker_id=1, errors=None):
     """Lines of one broker's server.log or state-change.log, shaped like the reader's output plus `stage`."""
     name = {"server_log": "server.log", "state_change_log": "state-change.log"}[stage]
@@ -207,8 +222,10 @@ def test_every_line_gets_a_status_and_reason(spark):
     assert_df_equality(actual, expected, ignore_nullable=True)  # nullability follows the expressions
 
 
-def test_isr_changes_combine_both_logs_and_keep_each_commit_once(spark):
-    df = log_frame(spark, SERVER_391, "server_log").unionByName(log_frame(spark, STATE_391, "state_change_log"))
+# The same commits whichever form the "Skipped the become-leader" lines take (3.6-4.1 or 4.2+).
+@pytest.mark.parametrize("state_change_log", [STATE_391, STATE_43], ids=["3.9", "4.2+"])
+def test_isr_changes_combine_both_logs_and_keep_each_commit_once(spark, state_change_log):
+    df = log_frame(spark, SERVER_391, "server_log").unionByName(log_frame(spark, state_change_log, "state_change_log"))
     actual = build_isr_changes(classify(df, zones={"c1": "UTC"})).select(*ISR_COLUMNS)
     oos = [(2, 1030, 1795315387189)]
     expected = spark.createDataFrame(
@@ -331,19 +348,6 @@ def test_leader_epochs_have_one_row_per_leadership_start(spark):
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
 
 
-# The 3.9.1 trace above as 4.2-4.4 print it: "Leader ... starts", "Shrinking ISR" and "ISR updated to"
-# read the same; the "Skipped the become-leader" lines state a PartitionRegistration.
-STATE_43 = [
-    STATE_391[0],
-    _skip_registration("2026-11-22 02:43:10,809", 1, "ackreplay-lab-5", ID_391, "1, 3", 1, 0, 1047, "1,3"),
-    _skip_registration("2026-11-22 02:43:13,751", 1, "ackreplay-lab-5", ID_391, "1, 3, 2", 2, 0, 1293, "1,3,2"),
-    _skip_registration("2026-11-22 02:43:48,279", 1, "ackreplay-lab-5", ID_391, "1, 3", 3, 0, 2568, "1,3"),
-    STATE_391[4],
-    STATE_391[5],
-    _skip_registration("2026-11-22 02:44:11,036", 1, "ackreplay-lab-5", ID_391, "1, 3, 2", 4, 0, 3409, "1,3,2"),
-]
-
-
 def test_the_4_2_become_leader_line_with_a_partition_registration_is_classified(spark):
     skip = STATE_43[1]
     state = [
@@ -372,32 +376,6 @@ def test_the_4_2_become_leader_line_with_a_partition_registration_is_classified(
         "line_number bigint, status string, detail string",
     )
     assert_df_equality(actual, expected, ignore_nullable=True)
-
-
-def test_4_2_become_leader_lines_give_the_same_isr_changes_as_3_9(spark):
-    df = log_frame(spark, SERVER_391, "server_log").unionByName(log_frame(spark, STATE_43, "state_change_log"))
-    actual = build_isr_changes(classify(df, zones={"c1": "UTC"})).select(*ISR_COLUMNS)
-    # The rows of test_isr_changes_combine_both_logs_and_keep_each_commit_once.
-    oos = [(2, 1030, 1795315387189)]
-    expected = spark.createDataFrame(
-        [
-            (5, 1, 0, 0, [1, 3, 2], 3, False, None, "leader_start", None, None, None, "state_change_log",
-             ts("2026-11-22 02:42:34.948"), 1),
-            (5, 1, 0, 1, [1, 3], 2, False, [1, 3, 2], "shrink", ts("2026-11-22 02:43:10.658"), oos, 1030, "server_log",
-             ts("2026-11-22 02:43:10.804"), 2),
-            (5, 1, 0, 2, [1, 3, 2], 3, False, [1, 3], "expand", None, None, None, "server_log",
-             ts("2026-11-22 02:43:13.740"), 3),
-            # Controlled shutdown of broker 2: only the PartitionRegistration line shows it.
-            (5, 1, 0, 3, [1, 3], 2, None, [1, 3, 2], "shrink", None, None, None, "state_change_log",
-             ts("2026-11-22 02:43:48.279"), 4),
-            (5, 1, 0, 4, [1, 3, 2], 3, False, [1, 3], "expand", None, None, None, "server_log",
-             ts("2026-11-22 02:44:11.035"), 4),
-            (4, 1, 1, 3, [3, 1], 2, False, None, "leader_start", None, None, None, "state_change_log",
-             ts("2026-11-22 02:43:48.356"), 5),
-        ],
-        ISR_DDL,
-    )
-    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_4_2_lines_of_a_leader_after_a_controlled_shutdown(spark):
