@@ -198,12 +198,10 @@ def ingest_broker_logs(
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     try:
-        unknown = _unknown_format_lines(classified)
-        if unknown:
-            message = _unknown_format_message(unknown, classified, lines)
-            if config.ingest.unknown_broker_log_lines == "error":
-                raise BrokerLogFormatError(message)
-            log.warning("%s", message)
+        # the counts come first: an unknown format must stop the run before anything is written
+        by_status = classified.groupBy("stage", "status", "detail").count().collect()
+        if any(r["status"] == "quarantined" and r["detail"].endswith(UNKNOWN_FORMAT) for r in by_status):
+            _check_unknown_formats(classified, lines, config)
         predicate = source_files_predicate(files)
         quarantine = classified.filter(F.col("status") == "quarantined").withColumn("reason", F.col("detail"))
         stage_list = ", ".join(map(sql_string, STAGES))
@@ -220,7 +218,6 @@ def ingest_broker_logs(
             build_leader_epochs(classified), lakehouse, "leader_epochs", predicate, run_id
         )
 
-        by_status = classified.groupBy("stage", "status", "detail").count().collect()
         per_file = (
             classified.groupBy("source_file")
             .agg(F.count(F.lit(1)).alias("lines"), F.max("line_number").alias("last"))
@@ -253,24 +250,24 @@ def ingest_broker_logs(
     return report
 
 
-def _unknown_format_lines(classified: DataFrame, shown: int = 5) -> list:
-    """Up to `shown` lines of a kind the replay reads whose format no pattern knows, the last line of each
-    file left out (a live log's last line may be cut short while the broker writes it)."""
+def _check_unknown_formats(classified: DataFrame, lines: DataFrame, config: AppConfig, shown: int = 5) -> None:
+    """Raise BrokerLogFormatError (or warn, `ingest.unknown_broker_log_lines`) naming the lines of a kind the
+    replay reads whose format no pattern knows; the last line of a file is left out (a live log's last line
+    may be cut short while the broker writes it)."""
     last = classified.groupBy("source_file").agg(F.max("line_number").alias("last_line"))
-    return (
+    unknown = (
         classified.filter((F.col("status") == "quarantined") & F.col("detail").endswith(UNKNOWN_FORMAT))
         .join(last, "source_file")
         .filter(F.col("line_number") < F.col("last_line"))
-        .orderBy("source_file", "line_number")
+    )
+    shown_rows = (
+        unknown.orderBy("source_file", "line_number")
         .select("cluster", "broker_id", "source_file", "line_number", "detail", "line")
         .limit(shown)
         .collect()
     )
-
-
-def _unknown_format_message(unknown: list, classified: DataFrame, lines: DataFrame) -> str:
-    """The error naming the lines, their number, and the Kafka version each broker logged at start."""
-    total = classified.filter((F.col("status") == "quarantined") & F.col("detail").endswith(UNKNOWN_FORMAT)).count()
+    if not shown_rows:
+        return
     # AppInfoParser logs "Kafka version: <version>" to server.log when the broker starts
     versions = {
         (r["cluster"], r["broker_id"]): r["version"]
@@ -281,10 +278,10 @@ def _unknown_format_message(unknown: list, classified: DataFrame, lines: DataFra
         .collect()
     }
     out = [
-        f"{total:,} server.log/state-change.log line(s) of a kind the replay reads (ISR changes, leaderships)"
-        " in a format this parser does not know, e.g.:"
+        f"{unknown.count():,} server.log/state-change.log line(s) of a kind the replay reads (ISR changes,"
+        " leaderships) in a format this parser does not know, e.g.:"
     ]
-    for r in unknown:
+    for r in shown_rows:
         version = versions.get((r["cluster"], r["broker_id"]))
         logged = f"the broker logged Kafka version {version}" if version else "no 'Kafka version:' line in its server.log"
         out.append(f"  {r['source_file']} line {r['line_number']} ({logged}): {r['detail']}: {(r['line'] or '')[:300]}")
@@ -292,7 +289,9 @@ def _unknown_format_message(unknown: list, classified: DataFrame, lines: DataFra
         "The replay would miss the ISR changes and leaderships these lines carry. docs/kafka-versions.md lists the"
         " formats known per Kafka release; `ingest.unknown_broker_log_lines: warning` quarantines them and goes on."
     )
-    return "\n".join(out)
+    if config.ingest.unknown_broker_log_lines == "error":
+        raise BrokerLogFormatError("\n".join(out))
+    log.warning("%s", "\n".join(out))
 
 
 def _reconcile(report: BrokerLogReport, incomplete_files: list, commit_lines: int) -> None:

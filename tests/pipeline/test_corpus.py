@@ -25,9 +25,10 @@ REPO = Path(__file__).resolve().parents[2]
 TRACE_431 = REPO / "data/corpus/trace-4.3.1-newyork"
 
 
-def _lines_containing(trace: Path, log: str, text: str) -> int:
+def _lines_containing(trace: Path, log: str, *texts: str) -> int:
+    """Lines of the trace's `log` files that contain every one of `texts`."""
     return sum(
-        sum(text in line for line in gzip.open(path, "rt", errors="replace"))
+        sum(all(text in line for text in texts) for line in gzip.open(path, "rt", errors="replace"))
         for path in sorted(trace.glob(f"*/broker-*/{log}*"))
     )
 
@@ -39,8 +40,10 @@ def test_kafka_4_3_broker_logs_parse_line_for_line(spark, tmp_path):
     report = ingest_broker_logs(spark, load_config(SAMPLE_CONF), files, lakehouse, "corpus")
 
     skipped = _lines_containing(TRACE_431, "state-change.log", "Skipped the become-leader state change for ")
-    in_registration_form = _lines_containing(TRACE_431, "state-change.log", ", partition registration PartitionRegistration(")
-    assert skipped == 188 and in_registration_form >= skipped  # every one in the 4.2+ form
+    in_registration_form = _lines_containing(
+        TRACE_431, "state-change.log", "Skipped the become-leader state change for ", ", partition registration PartitionRegistration("
+    )
+    assert skipped == in_registration_form == 188  # every one in the 4.2+ form
     assert report.parsed_detail["leader_skip"] == skipped
     assert report.server_log.quarantined == report.state_change_log.quarantined == 0
     assert report.parsed_detail["isr_shrink"] == _lines_containing(TRACE_431, "server.log", "Shrinking ISR from ") == 6
@@ -160,11 +163,15 @@ def test_a_what_if_predicts_the_paired_real_run(spark, tmp_path):
         .select("cluster", "partition", "base_offset", "policy", "latency_ms")
         .collect()
     )  # two traces of 90 s: 89k rows
-    for recorded, other in (("acks=all", "acks=1"), ("acks=1", "acks=all")):
+    # every batch of the acks=all run acks under acks=1; of the acks=1 run's, one does not under acks=all:
+    # partition 0 offset 8650, appended 54 ms into its leader's controlled shutdown, whose ack the real
+    # producer never saw either (the lab's consistency check), replays as not_leader
+    for recorded, other, acked in (("acks=all", "acks=1", 21_670), ("acks=1", "acks=all", 22_927)):
         cluster = f"pair-{recorded.replace('=', '-')}"
         rows = [(r["latency_ms"], records[(cluster, r["partition"], r["base_offset"])])
                 for r in replayed
                 if r["cluster"] == cluster and r["policy"] == other and (cluster, r["partition"], r["base_offset"]) in records]  # fmt: skip
+        assert len(rows) == acked
         predicted = _weighted_percentiles(*zip(*rows))
         error = predicted / measured[other] - 1
         assert all(abs(e) <= 0.20 for e in error), (recorded, other, predicted, measured[other])
