@@ -21,7 +21,7 @@ from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exis
 from schemas.broker_logs import ISR_CHANGES
 from schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE
 from transforms.common import conform
-from transforms.gold import availability, latency_percentiles, policy_summary, risk_exposure
+from transforms.gold import availability, latency_percentiles, policy_summary, record_sends_by_batch, risk_exposure
 
 log = logging.getLogger(__name__)
 
@@ -110,18 +110,31 @@ def format_summary(rows: list[dict]) -> list[str]:
 
 
 def build_gold(
-    replay: DataFrame, partitions: DataFrame, isr_changes: DataFrame, window: str, run_id: str
+    replay: DataFrame,
+    partitions: DataFrame,
+    isr_changes: DataFrame,
+    window: str,
+    run_id: str,
+    record_sends: DataFrame | None = None,
 ) -> dict[str, DataFrame]:
-    """The four gold frames (conformed to their contracts) from produce_replay, partitions and isr_changes."""
+    """The four gold frames (conformed to their contracts) from produce_replay, partitions, isr_changes
+    and the records' send times (:func:`read_record_sends`)."""
     run = F.lit(run_id)
     available = availability(replay, isr_changes, partitions, window)
     frames = {
-        "latency_percentiles": (latency_percentiles(replay, window), LATENCY_PERCENTILES),
+        "latency_percentiles": (latency_percentiles(replay, window, record_sends), LATENCY_PERCENTILES),
         "risk_exposure": (risk_exposure(replay, partitions, window), RISK_EXPOSURE),
         "availability": (available, AVAILABILITY),
-        "policy_summary": (policy_summary(replay, partitions, available), POLICY_SUMMARY),
+        "policy_summary": (policy_summary(replay, partitions, available, record_sends), POLICY_SUMMARY),
     }
     return {name: conform(df.withColumn("gold_run_id", run), schema) for name, (df, schema) in frames.items()}
+
+
+def read_record_sends(spark: SparkSession, lakehouse: str, in_scope) -> DataFrame | None:
+    """The batches whose records each have a send time (silver batch_send_times), None without that table."""
+    if not table_exists(spark, lakehouse, "batch_send_times"):
+        return None
+    return record_sends_by_batch(read_table(spark, lakehouse, "batch_send_times").filter(in_scope))
 
 
 def summary_rows(df: DataFrame) -> list[dict]:
@@ -168,7 +181,7 @@ def run_gold(
         log.warning("no isr_changes table in %s: availability has no time under min ISR", lakehouse)
         isr_changes = spark.createDataFrame([], ISR_CHANGES)
     predicate = f"cluster IN ({', '.join(map(sql_string, clusters))})"
-    frames = build_gold(replay, partitions, isr_changes, window, run_id)
+    frames = build_gold(replay, partitions, isr_changes, window, run_id, read_record_sends(spark, lakehouse, in_scope))
     for name, df in frames.items():
         check_contract(spark, lakehouse, name, df.schema)
     for name, df in frames.items():

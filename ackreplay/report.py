@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from ackreplay.gold import SUMMARY_COLUMNS, summary_cell, summary_rows  # noqa: E402
+from ackreplay.gold import SUMMARY_COLUMNS, read_record_sends, summary_cell, summary_rows  # noqa: E402
 from ackreplay.lakehouse import read_table  # noqa: E402
 from transforms.gold import cdf_probabilities, latency_quantiles, policy_rank  # noqa: E402
 
@@ -312,7 +312,9 @@ def build_report(spark: SparkSession, lakehouse: str, out_dir: str | Path | None
     topics = sorted({(r["cluster"], r["topic"]) for r in summary})
     if topics:
         replay = replay.filter(F.col("cluster").isin(sorted({c for c, _ in topics})))
-    cdf = [r.asDict() for r in latency_quantiles(replay, cdf_probabilities(200)).collect()]
+    in_scope = F.col("cluster").isin(sorted({c for c, _ in topics}))
+    record_sends = read_record_sends(spark, lakehouse, in_scope)
+    cdf = [r.asDict() for r in latency_quantiles(replay, cdf_probabilities(200), record_sends).collect()]
 
     sections = []
     for cluster, topic in topics:

@@ -244,7 +244,7 @@ raw AS (
   FROM b CROSS JOIN (VALUES ('acks=1'), ('acks=all'), ('min.insync'), ('quorum=2'), ('quorum=3')) pol(policy)
 ),
 acked AS (SELECT raw.*, t_raw <= deadline AS ok, least(t_raw, deadline) AS t_ack_us FROM raw)
-SELECT cluster, topic, partition, 0 AS leader_epoch, base_offset, broker_id, records_size_bytes AS bytes,
+SELECT cluster, topic, partition, 0 AS leader_epoch, base_offset, broker_id, records_size_bytes AS bytes, NULL::INTEGER AS records,
        acks AS recorded_acks, policy, CASE WHEN ok THEN 'acked' ELSE 'timeout' END AS outcome,
        t_start, t_local_done, make_timestamp(t_ack_us) AS t_ack, t_ack_observed, make_timestamp(t_ack_us) AS t_response,
        NULL::TIMESTAMP AS t_send,

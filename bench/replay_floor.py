@@ -83,6 +83,7 @@ def _produce_values(produce: DataFrame) -> DataFrame:
         {
             "leader_epoch": F.lit(0),
             "bytes": F.col("records_size_bytes"),
+            "records": F.lit(None).cast("int"),
             "recorded_acks": F.col("acks"),
             "leo_source": F.lit("follower_fetches"),
             "t_send": F.lit(None).cast("timestamp"),

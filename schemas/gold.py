@@ -35,14 +35,16 @@ LATENCY_PERCENTILES = _schema(
     ("policy", StringType(), False),
     *_WINDOW,
     ("produces", LongType(), False),  # replayed produces of the window, any outcome
-    ("n", LongType(), False),  # acked produces: the latency sample
-    ("p50_ms", DoubleType(), True),  # null when n == 0
-    ("p99_ms", DoubleType(), True),  # null when n == 0
-    ("p999_ms", DoubleType(), True),  # null when n < 1000
-    ("p9999_ms", DoubleType(), True),  # null when n < 10000
-    ("max_ms", DoubleType(), True),  # null when n == 0
-    ("p999_insufficient", BooleanType(), False),  # n < 1000: no P999 given
-    ("p9999_insufficient", BooleanType(), False),  # n < 10000: no P9999 given
+    ("n", LongType(), False),  # acked produces
+    # their records: the latency sample (per record, as producers count it; a batch of unknown size: one)
+    ("acked_records", LongType(), False),
+    ("p50_ms", DoubleType(), True),  # null when acked_records == 0
+    ("p99_ms", DoubleType(), True),  # null when acked_records == 0
+    ("p999_ms", DoubleType(), True),  # null when acked_records < 1000
+    ("p9999_ms", DoubleType(), True),  # null when acked_records < 10000
+    ("max_ms", DoubleType(), True),  # null when acked_records == 0
+    ("p999_insufficient", BooleanType(), False),  # acked_records < 1000: no P999 given
+    ("p9999_insufficient", BooleanType(), False),  # acked_records < 10000: no P9999 given
     ("gold_run_id", StringType(), False),
 )
 
@@ -102,8 +104,9 @@ POLICY_SUMMARY = _schema(
     ("policy_rank", IntegerType(), False),  # reading order: acks=all first, then the alternatives
     ("produces", LongType(), False),
     ("n", LongType(), False),  # acked produces
+    ("acked_records", LongType(), False),  # their records: the sample of p99_ms and p999_ms (LATENCY_PERCENTILES)
     ("p99_ms", DoubleType(), True),
-    ("p999_ms", DoubleType(), True),  # null when n < 1000
+    ("p999_ms", DoubleType(), True),  # null when acked_records < 1000
     ("p999_insufficient", BooleanType(), False),
     # the broker's view of the same acked produces (produce_replay.broker_latency_ms), and of the
     # producer's latency, the P999 of the wait behind earlier responses on the connection
@@ -112,6 +115,10 @@ POLICY_SUMMARY = _schema(
     ("hol_wait_p999_ms", DoubleType(), True),  # null when n < 1000
     # acked produces whose latency runs from their batch's send time (the rest: from the estimated arrival)
     ("send_time_known", LongType(), False),
+    # acked produces whose record count is known (the rest count as one record each), and those whose
+    # records each have their own send time (the rest: every record from the batch's first send)
+    ("record_count_known", LongType(), False),
+    ("record_sends_known", LongType(), False),
     ("p999_vs_acks_all_ms", DoubleType(), True),  # p999 - p999(acks=all); null when either is null
     ("p999_vs_acks_all_ratio", DoubleType(), True),  # p999 / p999(acks=all); null when either is null or 0
     ("acked_bytes", LongType(), False),

@@ -20,6 +20,8 @@ _KEY = [
     StructField("base_offset", LongType(), False),
     StructField("broker_id", IntegerType(), False),  # the leader
     StructField("bytes", IntegerType(), True),
+    # records in the batch, from its send time's source (silver batch_send_times); null: unknown
+    StructField("records", IntegerType(), True),
     StructField("recorded_acks", IntegerType(), False),  # what the producer used
     StructField("policy", StringType(), False),
     StructField("outcome", StringType(), False),  # acked | not_enough_replicas | timeout | not_leader | ...

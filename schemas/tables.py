@@ -17,6 +17,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+RECORD_SENDS = ArrayType(
+    StructType([StructField("after_ms", IntegerType(), True), StructField("records", IntegerType(), True)]), True
+)
+
 
 def _schema(*fields: tuple) -> StructType:
     return StructType([StructField(name, dtype, nullable) for name, dtype, nullable in fields])
@@ -147,6 +151,9 @@ BATCH_SEND_TIMES = _schema(
     ("records", IntegerType(), True),
     ("t_send", TimestampType(), False),
     ("source", StringType(), False),  # create_time (kafka-dump-log) | client_log
+    # when each record was sent: ms after t_send, with how many records share that ms, in time order (the
+    # records' own CreateTimes, printed by kafka-dump-log --deep-iteration); null: only the batch's is known
+    ("record_sends", RECORD_SENDS, True),
     *_LINE_ORIGIN,
 )
 

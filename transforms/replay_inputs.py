@@ -12,7 +12,7 @@ function also places each row in its leader epoch.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 EPOCH_END_NEVER = 2**62  # µs: "still leader at the end of the data"
@@ -155,26 +155,33 @@ def produce_side(produces_df: DataFrame, bucket_us: int) -> DataFrame:
         connection.cast("long").alias("connection_key"),
         (_micros("t_log") if "t_log" in produces_df.columns else F.lit(0).cast("long")).alias("t_log_us"),
         t_send.alias("t_send_us"),
+        (F.col("records") if "records" in produces_df.columns else F.lit(None)).cast("int").alias("records"),
     )
 
 
 def with_send_times(produces_df: DataFrame, send_times_df: DataFrame) -> DataFrame:
-    """Produces with `t_send`: the send time of their batch, from `batch_send_times` rows keyed by topic
-    (kafka-dump-log) or, for client logs without topics, by client id. The earliest wins when a batch is
-    listed twice (a segment dumped twice, a client log copied)."""
+    """Produces with `t_send` and `records`: the send time and record count of their batch, from
+    `batch_send_times` rows keyed by topic (kafka-dump-log) or, for client logs without topics, by client
+    id. The earliest wins when a batch is listed twice (a segment dumped twice, a client log copied)."""
     keys = ["cluster", "partition", "base_offset"]
-    by_topic = (
-        send_times_df.where(F.col("topic").isNotNull())
-        .groupBy(*keys, "topic").agg(F.min("t_send").alias("t_send_by_topic"))
-    )
-    by_client = (
-        send_times_df.where(F.col("topic").isNull())
-        .groupBy(*keys, "client_id").agg(F.min("t_send").alias("t_send_by_client"))
-    )
+
+    def earliest(where: Column, key: str, suffix: str) -> DataFrame:
+        return (
+            send_times_df.where(where).groupBy(*keys, key)
+            .agg(F.min("t_send").alias(f"t_send{suffix}"), F.min_by("records", "t_send").alias(f"records{suffix}"))
+        )  # fmt: skip
+
+    by_topic = earliest(F.col("topic").isNotNull(), "topic", "_by_topic")
+    by_client = earliest(F.col("topic").isNull(), "client_id", "_by_client")
     joined = produces_df.join(by_topic, [*keys, "topic"], "left").join(by_client, [*keys, "client_id"], "left")
-    return joined.withColumn("t_send", F.coalesce("t_send_by_topic", "t_send_by_client")).drop(
-        "t_send_by_topic", "t_send_by_client"
-    )
+    return joined.withColumns(
+        {
+            "t_send": F.coalesce("t_send_by_topic", "t_send_by_client"),
+            "records": F.when(F.col("t_send_by_topic").isNotNull(), F.col("records_by_topic")).otherwise(
+                F.col("records_by_client")
+            ),
+        }
+    ).drop("t_send_by_topic", "t_send_by_client", "records_by_topic", "records_by_client")
 
 
 def leo_evidence(fetches_df: DataFrame) -> DataFrame:

@@ -20,7 +20,10 @@ attempt. Two sources:
   The partition is the segment's folder (`<topic>-<partition>`) in the `Dumping` line. The batch line's
   timestamp is the batch's *max* timestamp (`DumpLogSegments.dumpLog` prints `batch.maxTimestamp`), the
   last record's; the first record's is the `| offset: <baseOffset>` line right after it, printed only
-  with `--deep-iteration`. A batch of one record needs no record line.
+  with `--deep-iteration`. A batch of one record needs no record line. With every record's line, the
+  batch also gets `record_sends`: each record's own CreateTime (ms after the first's), so that latency
+  can be counted per record, as `ProducerPerformance` and client metrics do (a record waits from its
+  own `send()`, not from its batch's first).
 * `<cluster>/client/batches-*.csv[.gz]`: an instrumented producer's own log of its batches, with a
   header naming at least `client_id`, `partition`, `base_offset` and `first_send_us` (µs since the
   epoch; optional `topic`, `records`). The lab's Java producers write these (`lab/java/LabWorkload.java`:
@@ -38,7 +41,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from schemas.tables import BATCH_SEND_TIMES
+from schemas.tables import BATCH_SEND_TIMES, RECORD_SENDS
 from transforms.common import conform
 
 SEND_TIMES = "send_times"  # the quarantine stage
@@ -86,7 +89,15 @@ def classify_dump_lines(lines: DataFrame) -> DataFrame:
         F.lead(record_type).over(by_file).alias("next_type"),
         F.lead(record_ms).over(by_file).alias("next_ms"),
         record_offset.isNotNull().alias("is_record"),
+        # a record line belongs to the batch line above it when its offset is in that batch's range
+        F.when(
+            record_offset.between(F.last(base, True).over(by_file), F.last(last, True).over(by_file))
+            & (record_type == "CreateTime"),
+            F.last(F.when(base.isNotNull(), F.col("line_number")), True).over(by_file),
+        ).alias("batch_line"),
+        record_ms.alias("record_ms"),
     )
+    numbered = numbered.join(_record_sends(numbered), ["source_file", "line_number"], "left")
     is_batch = F.col("base_offset").isNotNull()
     first_record = F.col("next_offset") == F.col("base_offset")
     single = F.col("records") == 1
@@ -109,7 +120,28 @@ def classify_dump_lines(lines: DataFrame) -> DataFrame:
         .when(~is_batch, "other").when(reason.isNotNull(), reason).alias("detail"),
         "topic", F.lit(None).cast("string").alias("client_id"), "partition", "base_offset", "records",
         _ms_time(send_ms).alias("t_send"), F.lit("create_time").alias("source"),
+        F.when(
+            F.col("_sent_records") == F.col("records"),
+            F.transform("_sends", lambda s: F.struct(
+                (s["ms"] - send_ms).cast("int").alias("after_ms"), s["records"].cast("int").alias("records")
+            )),
+        ).alias("record_sends"),
     )  # fmt: skip
+
+
+def _record_sends(numbered: DataFrame) -> DataFrame:
+    """(source_file, line_number of a batch line, _sends, _sent_records): the CreateTimes of the batch's
+    record lines (--deep-iteration) as (ms, records) in time order, and how many record lines there were."""
+    return (
+        numbered.where(F.col("batch_line").isNotNull())
+        .groupBy("source_file", "batch_line", F.col("record_ms").alias("ms"))
+        .agg(F.count(F.lit(1)).alias("records"))
+        .groupBy("source_file", F.col("batch_line").alias("line_number"))
+        .agg(
+            F.sort_array(F.collect_list(F.struct("ms", "records"))).alias("_sends"),
+            F.sum("records").alias("_sent_records"),
+        )
+    )
 
 
 def classify_client_lines(lines: DataFrame) -> DataFrame:
@@ -155,7 +187,7 @@ def classify_client_lines(lines: DataFrame) -> DataFrame:
         F.when(unused, "unused").when(reason.isNull(), "parsed").otherwise("quarantined").alias("status"),
         F.when(F.col("line_number") == 1, "header").when(unused, "blank").otherwise(reason).alias("detail"),
         "topic", "client_id", "partition", "base_offset", "records", "t_send",
-        F.lit("client_log").alias("source"),
+        F.lit("client_log").alias("source"), F.lit(None).cast(RECORD_SENDS).alias("record_sends"),
     )  # fmt: skip
 
 

@@ -259,6 +259,9 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     sent = produces.column("t_send_us") if "t_send_us" in produces.column_names else pa.nulls(produces.num_rows, pa.int64())
     produce["t_send_us"] = sent.fill_null(0).to_numpy()[rows]
     produce["has_send"] = sent.is_valid().to_numpy(zero_copy_only=False)[rows]
+    records = produces.column("records") if "records" in produces.column_names else pa.nulls(produces.num_rows, pa.int32())
+    produce["records"] = records.fill_null(0).to_numpy()[rows]
+    produce["records_known"] = records.is_valid().to_numpy(zero_copy_only=False)[rows]
     observed = produces.column("t_ack_observed_us")
     produce["t_ack_observed_us"] = observed.fill_null(0).to_numpy()[rows]
     produce["observed_valid"] = observed.is_valid().to_numpy(zero_copy_only=False)[rows]
@@ -448,6 +451,7 @@ def _long_table(ctx: ReplayContext, r: _Replayed, columns: Sequence[str]) -> pa.
         "base_offset": lambda: pa.array(tile(pr["offset"]), pa.int64()),
         "broker_id": lambda: pa.array(tile(pr["broker_id"]), pa.int32()),
         "bytes": lambda: pa.array(tile(pr["bytes"]), pa.int32()),
+        "records": lambda: pa.array(tile(pr["records"]), pa.int32(), mask=~tile(pr["records_known"])),
         "recorded_acks": lambda: pa.array(tile(pr["acks"]), pa.int32()),
         "policy": lambda: _dictionary(np.repeat(np.arange(p), n), policies),
         "outcome": lambda: _dictionary(res["outcome"].reshape(-1), OUTCOMES),

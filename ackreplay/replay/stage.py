@@ -424,7 +424,7 @@ def run_replay(
 
 # produce_replay's columns worth a Parquet dictionary (few distinct values), and those readers filter on.
 DICTIONARY_COLUMNS = (
-    "topic", "partition", "leader_epoch", "broker_id", "bytes", "recorded_acks", "policy", "outcome",
+    "topic", "partition", "leader_epoch", "broker_id", "bytes", "records", "recorded_acks", "policy", "outcome",
     "copies_at_ack", "isr_source", "leo_source", "source_file", "replay_run_id",
 )  # fmt: skip
 PARQUET_STATISTICS_COLUMNS = ("topic", "partition", "leader_epoch", "base_offset", "policy", "outcome", "t_local_done")

@@ -121,57 +121,82 @@ def test_isr_lines_in_an_unknown_format_stop_the_run_naming_file_line_and_versio
 PAIR = {"acks=all": REPO / "data/corpus/pair-4.3.1-acks-all", "acks=1": REPO / "data/corpus/pair-4.3.1-acks-1"}
 
 
-def _weighted_percentiles(values, weights, quantiles=(0.5, 0.99, 0.999)):
-    import numpy as np
+def _create_times(trace: Path) -> dict[tuple[int, int], int]:
+    """(partition, offset) -> the record's CreateTime (ms), read from the trace's kafka-dump-log output."""
+    import re
 
-    order = np.argsort(values, kind="stable")
-    cumulative = np.cumsum(np.asarray(weights, float)[order]) / np.sum(weights)
-    return np.asarray(values)[order][np.searchsorted(cumulative, quantiles)]
+    times, partition = {}, None
+    for path in trace.glob("*/create-times/*.gz"):
+        with gzip.open(path, "rt") as lines:
+            for line in lines:
+                if line.startswith("Dumping "):
+                    partition = int(re.search(r"-(\d+)/[^/]+$", line.strip()).group(1))
+                elif line.startswith("| offset: "):
+                    offset, ms = re.match(r"\| offset: (\d+) CreateTime: (\d+)", line).groups()
+                    times[(partition, int(offset))] = int(ms)
+    return times
 
 
 def test_a_what_if_predicts_the_paired_real_run(spark, tmp_path):
     """The lab recorded the same workload and seeded fault schedule (6.5 s follower stall, short stalls,
     a leader's controlled shutdown) twice on Kafka 4.3.1, once with the producer on acks=all and once on
     acks=1 (lab.record_trace --seed 7 --acks1-share 0 / 1). Replaying each trace under the other's policy
-    must predict the other run's producer latency, as its client measured it: P50, P99 and P999 within 20%
-    per record (each batch's send()-to-callback time weighted by its records, as ProducerPerformance
-    counts). Per batch it does not hold: a producer held up by acks=all fills fewer, bigger batches, so
-    the acks=1 run's batches replayed under acks=all put 3 s at the P99 where the real acks=all run had
-    115 ms; the replay does not re-batch (README "What the producer sees")."""
+    must predict the other run's producer latency as its client saw it, per record (as ProducerPerformance
+    counts: from each record's send() to its batch's ack callback; measured here from the client's ack time
+    and the record's CreateTime in the dump): P50 and P999 within 10%, P99 within 12%. The prediction is gold's own
+    per-record quantiles (`latency_quantiles`, the report's CDF). Per batch it does not hold: a producer
+    held up by acks=all fills fewer, bigger batches, so the acks=1 run's batches replayed under acks=all put
+    3 s at the P99 where the real acks=all run had 115 ms; the replay does not re-batch (README "What the
+    producer sees").
+
+    Why the acks=all P99 is 10.8% low (4,363 ms predicted, 4,893 ms measured): the prediction keeps the
+    acks=1 run's ISR shrinks, and Kafka's shrinks depend on the producer. In the acks=1 run broker 3
+    shrank partitions 1 and 5 4.5 s into the 6.5 s follower stall; in the real acks=all run it shrank
+    partition 1 at 5.9 s (one isr-expiration period later: `ReplicaManager` runs `maybeShrinkIsr` every
+    replica.lag.time.max.ms / 2) and never partition 5, whose batch was acked when the follower resumed
+    (6.7 s). Records held up on broker 3's connection meanwhile make up the P99. Not tuned: issue 21 (ISR
+    re-simulation under the what-if policy)."""
     import csv
 
+    import numpy as np
+    from pyspark.sql import functions as F
+
+    from ackreplay.gold import read_record_sends
     from ackreplay.ingest import run_ingest
     from ackreplay.replay.stage import run_replay
+    from transforms.gold import latency_quantiles
 
     config = load_config(SAMPLE_CONF)
     config = config.model_copy(update={"replay": config.replay.model_copy(update={"lag_ms": [], "quorum_sizes": []})})
     lakehouse = str(tmp_path / "lakehouse")
-    records, measured = {}, {}
+    measured = {}
     for recorded, trace in PAIR.items():
         ingest = run_ingest(spark, config, str(trace), lakehouse)
         run_replay(spark, config, lakehouse, ingest.clusters, run_id="pair")
         (path,) = trace.glob("*/client/batches-*.csv.gz")
-        rows = list(csv.DictReader(gzip.open(path, "rt")))
-        cluster = path.parts[-3]
-        records.update({(cluster, int(r["partition"]), int(r["base_offset"])): int(r["records"]) for r in rows})
-        measured[recorded] = _weighted_percentiles(
-            [(int(r["ack_us"]) - int(r["first_send_us"])) / 1000 for r in rows], [int(r["records"]) for r in rows]
-        )
-    replayed = (
-        read_table(spark, lakehouse, "produce_replay")
-        .where("policy IN ('acks=all', 'acks=1') AND outcome = 'acked'")
-        .select("cluster", "partition", "base_offset", "policy", "latency_ms")
-        .collect()
-    )  # two traces of 90 s: 89k rows
+        created = _create_times(trace)
+        per_record = [
+            int(r["ack_us"]) / 1000 - created[(int(r["partition"]), offset)]
+            for r in csv.DictReader(gzip.open(path, "rt"))
+            for offset in range(int(r["base_offset"]), int(r["base_offset"]) + int(r["records"]))
+        ]
+        assert len(per_record) in (26_997, 26_998)
+        measured[recorded] = np.percentile(per_record, [50, 99, 99.9])
+    replay = read_table(spark, lakehouse, "produce_replay")
     # every batch of the acks=all run acks under acks=1; of the acks=1 run's, one does not under acks=all:
     # partition 0 offset 8650, appended 54 ms into its leader's controlled shutdown, whose ack the real
     # producer never saw either (the lab's consistency check), replays as not_leader
-    for recorded, other, acked in (("acks=all", "acks=1", 21_670), ("acks=1", "acks=all", 22_927)):
+    acked = replay.where("outcome = 'acked'").groupBy("cluster", "policy").count().collect()
+    assert {(r["cluster"], r["policy"]): r["count"] for r in acked if r["policy"] in PAIR} == {
+        ("pair-acks-all", "acks=all"): 21_670, ("pair-acks-all", "acks=1"): 21_670,
+        ("pair-acks-1", "acks=all"): 22_927, ("pair-acks-1", "acks=1"): 22_928,
+    }  # fmt: skip
+    record_sends = read_record_sends(spark, lakehouse, F.lit(True))
+    quantiles = latency_quantiles(replay, [0.5, 0.99, 0.999], record_sends).collect()
+    for recorded, other in (("acks=all", "acks=1"), ("acks=1", "acks=all")):
         cluster = f"pair-{recorded.replace('=', '-')}"
-        rows = [(r["latency_ms"], records[(cluster, r["partition"], r["base_offset"])])
-                for r in replayed
-                if r["cluster"] == cluster and r["policy"] == other and (cluster, r["partition"], r["base_offset"]) in records]  # fmt: skip
-        assert len(rows) == acked
-        predicted = _weighted_percentiles(*zip(*rows))
+        predicted = np.array(
+            [r["latency_ms"] for r in sorted(quantiles, key=lambda r: r["q"]) if (r["cluster"], r["policy"]) == (cluster, other)]
+        )
         error = predicted / measured[other] - 1
-        assert all(abs(e) <= 0.20 for e in error), (recorded, other, predicted, measured[other])
+        assert all(abs(error) <= [0.10, 0.12, 0.10]), (recorded, other, predicted, measured[other])

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from schemas.broker_logs import ISR_CHANGES
 from schemas.replay import PRODUCE_REPLAY
+from schemas.tables import BATCH_SEND_TIMES
 from transforms.common import conform
 from transforms.gold import (
     availability,
@@ -22,6 +23,7 @@ from transforms.gold import (
     latency_percentiles,
     latency_quantiles,
     policy_summary,
+    record_sends_by_batch,
     risk_exposure,
     with_window,
 )
@@ -35,7 +37,7 @@ def _row(policy="acks=all", outcome="acked", latency=1.0, t=T10, partition=0, co
          nbytes=100, loss_k=False, loss_l=False, topic="orders", cluster="c1", full=None):
     return {
         "cluster": cluster, "topic": topic, "partition": partition, "leader_epoch": 0, "base_offset": 0,
-        "broker_id": 1, "bytes": nbytes, "recorded_acks": -1, "policy": policy, "outcome": outcome,
+        "broker_id": 1, "bytes": nbytes, "records": None, "recorded_acks": -1, "policy": policy, "outcome": outcome,
         "t_start": t, "t_local_done": t, "t_ack": t, "t_ack_observed": None, "t_response": t,
         "ack_wait_ms": 0.0, "latency_ms": latency, "broker_latency_ms": latency, "hol_wait_ms": 0.0, "t_send": None,
         "copies_at_ack": copies if outcome == "acked" else 0,
@@ -370,3 +372,39 @@ def test_latency_quantiles_for_the_cdf(spark):
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
     probs = cdf_probabilities(200)
     assert len(probs) == 200 and probs == sorted(probs) and 0 < probs[0] and abs(probs[-1] - 0.9999) < 1e-12
+
+
+def test_latency_is_counted_per_record_from_each_records_own_send(spark):
+    # batch 0: 100 ms from its first record's send, its other records sent 40 ms (two) and 90 ms later:
+    # records at 100, 60, 60, 10 ms. batch 1: three records, no record-level times: 20 ms each (the batch's
+    # first send). batch 2: size unknown: one record at 5 ms. Records sorted: 5, 10, 20, 20, 20, 60, 60, 100;
+    # p90: h = 7 * 0.9 = 6.3 -> 60 + 0.3 * 40 = 72.
+    rows = [
+        {**_row(latency=100.0), "base_offset": 0, "records": 4},
+        {**_row(latency=20.0), "base_offset": 4, "records": 3},
+        {**_row(latency=5.0), "base_offset": 7},
+        {**_row(outcome="timeout"), "base_offset": 8, "records": 9},
+    ]
+    replay = replay_frame(spark, rows)
+    sends = spark.createDataFrame(
+        [
+            ("c1", "orders", None, 0, 0, 4, T10, "create_time", [(0, 1), (40, 2), (90, 1)], "d1", 1, None, "i"),
+            # the same batch dumped from another replica: counted once
+            ("c1", "orders", None, 0, 0, 4, T10, "create_time", [(0, 1), (40, 2), (90, 1)], "d2", 1, None, "i"),
+            ("c1", "orders", None, 0, 4, 3, T10, "create_time", None, "d1", 5, None, "i"),
+        ],
+        BATCH_SEND_TIMES,
+    )
+    record_sends = record_sends_by_batch(sends)
+    actual = latency_quantiles(replay, [0.0, 0.5, 0.9, 1.0], record_sends).select("q", "latency_ms")
+    expected = spark.createDataFrame([(0.0, 5.0), (0.5, 20.0), (0.9, 72.0), (1.0, 100.0)], "q double, latency_ms double")
+    assert_approx_df_equality(actual, expected, 1e-9, ignore_nullable=True, ignore_row_order=True)
+
+    window = latency_percentiles(replay, "hour", record_sends).select("produces", "n", "acked_records", "p50_ms", "max_ms")
+    assert [tuple(r) for r in window.collect()] == [(4, 3, 8, 20.0, 100.0)]
+    isr = spark.createDataFrame([], ISR_CHANGES)
+    parts = partitions_frame(spark, [("c1", "orders", 0, 2)])
+    summary = policy_summary(replay, parts, availability(replay, isr, parts), record_sends).select(
+        "n", "acked_records", "record_count_known", "record_sends_known", "send_time_known"
+    )
+    assert [tuple(r) for r in summary.collect()] == [(3, 8, 2, 1, 0)]

@@ -66,8 +66,8 @@ def test_dump_log_lines_give_each_batch_its_first_records_create_time(spark):
     expected = spark.createDataFrame(
         [
             ("c1", "orders", None, 3, 0, 2, datetime(2026, 11, 22, 18, 31, 3, 6000), "create_time",
-             "c1/create-times/dump.txt", 4, date(2026, 11, 22), "run"),
-            ("c1", "orders", None, 3, 2, 1, datetime(2026, 11, 22, 18, 31, 3, 26000), "create_time",
+             [(0, 1), (6, 1)], "c1/create-times/dump.txt", 4, date(2026, 11, 22), "run"),
+            ("c1", "orders", None, 3, 2, 1, datetime(2026, 11, 22, 18, 31, 3, 26000), "create_time", None,
              "c1/create-times/dump.txt", 7, date(2026, 11, 22), "run"),
         ],
         BATCH_SEND_TIMES,
