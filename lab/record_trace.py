@@ -26,6 +26,7 @@ import gzip
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sys
@@ -199,6 +200,59 @@ def gzip_request_log_from(src: Path, dst: Path, first_stamp: str) -> tuple[int, 
     return len(kept), sum(len(x) for x in kept)
 
 
+PERF_TEST_CLIENT_ID = "lab-perf-test"
+_PERF_TOTAL = re.compile(
+    r"^(\d+)( steady state)? records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th\.$"
+)
+
+
+def perf_test_args(args, bootstrap: str) -> list[str]:
+    """ProducerPerformance's arguments: the lab's rate and record size, warm-up records first (excluded from
+    its steady-state line), acks from --acks1-share."""
+    warmup = int(args.rate * args.warmup_s)
+    return [
+        "--topic", TOPIC, "--num-records", str(warmup + int(args.rate * args.duration_s)),
+        "--throughput", str(args.rate), "--record-size", str(args.size), "--warmup-records", str(warmup),
+        "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={'1' if args.acks1_share == 1 else 'all'}",
+        f"linger.ms={args.linger_ms}", f"client.id={PERF_TEST_CLIENT_ID}",
+    ]  # fmt: skip
+
+
+def perf_test_summary(args, printed: str) -> dict:
+    """The lab's client summary from ProducerPerformance's last lines (`Stats.printTotal`: latency from before
+    `send()` to the callback, int ms; percentile p = the sorted latencies at index (int)(p * count))."""
+    totals = {}
+    for line in printed.splitlines():
+        m = _PERF_TOTAL.match(line.strip())
+        if m:
+            totals["steady_state" if m.group(2) else "total"] = {
+                "records": int(m.group(1)), "records_per_s": float(m.group(3)), "avg_ms": float(m.group(5)),
+                "max_ms": float(m.group(6)), "p50_ms": int(m.group(7)), "p95_ms": int(m.group(8)),
+                "p99_ms": int(m.group(9)), "p999_ms": int(m.group(10)),
+            }  # fmt: skip
+    if set(totals) != {"total", "steady_state"}:
+        raise LabError(f"ProducerPerformance printed no total and steady-state lines: {printed[-2000:]}")
+    sent = int(args.rate * args.warmup_s) + int(args.rate * args.duration_s)
+    acks = "1" if args.acks1_share == 1 else "all"
+    producer = {"client_id": PERF_TEST_CLIENT_ID, "acks": acks, "records_sent": sent,
+                "records_acked": totals["total"]["records"], "records_failed": sent - totals["total"]["records"],
+                "batches_acked": None, "value_bytes_acked": None, "errors": {}}
+    return {"producers": [producer], "perf_test": totals, "records_consumed": None}
+
+
+def wait_for_line(proc, out_file: Path, prefix: str, timeout_s: float) -> float:
+    """Wall time (epoch s) at which the process printed a line starting with `prefix` (polled: ~50 ms late)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if out_file.exists() and any(x.startswith(prefix) for x in out_file.read_text(errors="replace").splitlines()):
+            return time.time()
+        if proc.poll() is not None:
+            raise LabError(f"workload exited rc={proc.returncode}: {out_file.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.05)
+    raise LabError(f"workload printed no '{prefix}' line within {timeout_s:.0f} s")
+
+
 def wait_for_recording_start(proc, out_file: Path, timeout_s: float) -> float:
     """Wall time (epoch s) of the workload's "recording_from_us" line, once it has printed it."""
     deadline = time.monotonic() + timeout_s
@@ -300,6 +354,10 @@ def parse_args(argv=None):
     p.add_argument("--linger-ms", type=int, default=5)
     p.add_argument("--partitions", type=int, default=6)
     p.add_argument("--no-consumer", action="store_true")
+    p.add_argument("--client", choices=("lab", "perf-test"), default="lab",
+                   help="lab: lab/java/LabWorkload.java (keyed records, client batch logs, a consumer); perf-test: "
+                        "Kafka's own ProducerPerformance (kafka-producer-perf-test; keyless records, --warmup-records, "
+                        "acks=all with --acks1-share 0, acks=1 with 1), whose printed percentiles are the ground truth")
     p.add_argument("--replica-lag-ms", type=int, default=3000, help="replica.lag.time.max.ms")
     p.add_argument("--session-timeout-ms", type=int, default=15000, help="broker.session.timeout.ms (controller)")
     p.add_argument("--replica-fetch-wait-max-ms", type=int, default=500)
@@ -317,6 +375,8 @@ def parse_args(argv=None):
     p.add_argument("--keep-work", action="store_true")
     p.add_argument("--max-run-s", type=float, default=None, help="hard bound on the whole run (default duration+600)")
     a = p.parse_args(argv)
+    if a.client == "perf-test" and a.acks1_share not in (0, 1):
+        p.error("--client perf-test runs one producer: --acks1-share 0 (acks=all) or 1 (acks=1)")
     if a.long_stall_ms is None:
         a.long_stall_ms = 2 * a.replica_lag_ms + 500
     if a.long_stalls and a.long_stall_ms + a.replica_lag_ms // 2 + 2000 >= a.session_timeout_ms:
@@ -387,19 +447,25 @@ def run(args) -> dict:
         # follower's LEO. Production brokers and clients are long warm, so the workload runs
         # --warmup-s unrecorded first, in the same client JVM, and prints when the recorded window starts.
         client_dir = work / "client"
-        wl = cluster.reg.start("workload", cluster._jvm(None, "512m") + [
-            "-cp", f"{classes}{os.pathsep}{cluster.cp}", "LabWorkload",
-            "--bootstrap", cluster.bootstrap, "--topic", TOPIC, "--duration-s", str(args.duration_s),
-            "--warmup-s", str(args.warmup_s),
-            "--rate", str(args.rate), "--acks1-share", str(args.acks1_share), "--size", str(args.size),
-            "--keys", str(args.keys), "--linger-ms", str(args.linger_ms),
-            "--consumer", "false" if args.no_consumer else "true", "--out", str(client_dir),
-        ], work / "workload.out")
+        if args.client == "perf-test":
+            wl = cluster.reg.start("workload", cluster._jvm(None, "512m") + [
+                "-cp", cluster.cp, "org.apache.kafka.tools.ProducerPerformance", *perf_test_args(args, cluster.bootstrap),
+            ], work / "workload.out")
+            t0_wall = wait_for_line(wl, work / "workload.out", "Warmup first ", 180) + args.warmup_s
+        else:
+            wl = cluster.reg.start("workload", cluster._jvm(None, "512m") + [
+                "-cp", f"{classes}{os.pathsep}{cluster.cp}", "LabWorkload",
+                "--bootstrap", cluster.bootstrap, "--topic", TOPIC, "--duration-s", str(args.duration_s),
+                "--warmup-s", str(args.warmup_s),
+                "--rate", str(args.rate), "--acks1-share", str(args.acks1_share), "--size", str(args.size),
+                "--keys", str(args.keys), "--linger-ms", str(args.linger_ms),
+                "--consumer", "false" if args.no_consumer else "true", "--out", str(client_dir),
+            ], work / "workload.out")
+            t0_wall = wait_for_recording_start(wl, work / "workload.out", args.warmup_s + 180)
         if args.warmup_s > 0:
             log(f"workload started; warm-up ({args.rate}/s for {args.warmup_s}s, not recorded)")
-        t0_wall = wait_for_recording_start(wl, work / "workload.out", args.warmup_s + 180)
         t0 = time.monotonic() - (time.time() - t0_wall)
-        log(f"recorded window started ({args.rate}/s for {args.duration_s}s); {len(schedule)} faults scheduled")
+        log(f"recorded window from {utc_iso(t0_wall)} ({args.rate}/s for {args.duration_s}s); {len(schedule)} faults scheduled")
 
         for ev in schedule:
             wait = t0 + ev["at_s"] - time.monotonic()
@@ -415,7 +481,11 @@ def run(args) -> dict:
         if rc != 0:
             raise LabError(f"workload failed rc={rc}: {(work / 'workload.out').read_text()[-3000:]}")
         t_end_wall = time.time()
-        summary = json.loads((client_dir / "summary.json").read_text())
+        if args.client == "perf-test":
+            summary = perf_test_summary(args, (work / "workload.out").read_text(errors="replace"))
+            shutil.copyfile(work / "workload.out", staging / "perf-test.out")
+        else:
+            summary = json.loads((client_dir / "summary.json").read_text())
         log("workload done: " + json.dumps(summary))
         time.sleep(2)
         desc_end = cluster.describe()
@@ -547,7 +617,10 @@ def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summ
             "log4j": "log4j2.yaml" if jars.major(args.kafka_version) >= 4 else "log4j.properties",
         },
         "workload": {
-            "client": f"Apache Kafka Java client {args.kafka_version} (lab/java/LabWorkload.java)",
+            "client": f"Apache Kafka Java client {args.kafka_version} "
+                      + ("(org.apache.kafka.tools.ProducerPerformance: " + " ".join(perf_test_args(args, "<bootstrap>")) + ")"
+                         if args.client == "perf-test" else "(lab/java/LabWorkload.java)"),
+            "perf_test": summary.get("perf_test"),
             "duration_s": args.duration_s,
             "rate_records_per_s": args.rate,
             "acks_mix": {"acks=all": round(1 - args.acks1_share, 3), "acks=1": args.acks1_share},
@@ -557,13 +630,17 @@ def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summ
                     ("lab-producer-acks-all", {"acks": "all", "enable.idempotence": True}, 1 - args.acks1_share),
                     ("lab-producer-acks-1", {"acks": "1", "enable.idempotence": False}, args.acks1_share),
                 )
-                if share > 0
+                if share > 0 and args.client == "lab"
+            } | {
+                PERF_TEST_CLIENT_ID: {"acks": p["acks"], "enable.idempotence": "default"}
+                for p in summary["producers"] if args.client == "perf-test"
             },
             "producer_configs": {"linger.ms": args.linger_ms, "compression.type": "none",
                                  "request.timeout.ms": 30000, "delivery.timeout.ms": 120000},
             "value_size_bytes": {"mean": args.size, "min": args.size // 2, "max": args.size + args.size // 2},
             "keys": args.keys,
-            "partitioning": "keyed (default partitioner, murmur2 hash)",
+            "partitioning": "keyless (sticky partitioner)" if args.client == "perf-test"
+                            else "keyed (default partitioner, murmur2 hash)",
             "consumer": None if args.no_consumer else {"group": "lab-consumer-group", "client_id": "lab-consumer"},
             "start_utc": utc_iso(t0_wall),
             "end_utc": utc_iso(t_end_wall),
@@ -620,7 +697,11 @@ def main(argv=None) -> int:
     except LabError as e:
         log(f"lab failed: {e}")
         return 1
-    ok = m["consistency_check"].get("equal") and m["consistency_check"]["complete"]
+    if args.client == "perf-test":  # no batch log to compare: every record sent must have been acked
+        (producer,) = m["counts"]["client"].values()
+        ok = m["consistency_check"]["complete"] and producer["records_failed"] == 0
+    else:
+        ok = m["consistency_check"].get("equal") and m["consistency_check"]["complete"]
     log(f"consistency check: {'OK' if ok else 'MISMATCH'}")
     return 0 if ok else 2
 

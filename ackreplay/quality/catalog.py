@@ -235,9 +235,10 @@ def _checks() -> list[Check]:
         c("latency_percentiles.ordered", "n <= produces; p50 <= p99 <= p999 <= p9999 <= max",
           (_ge("produces", "n"), _ge("p99_ms", "p50_ms"), _ge("p999_ms", "p99_ms"), _ge("p9999_ms", "p999_ms"),
            _ge("max_ms", "p9999_ms"), _ge("max_ms", "p99_ms"))),
-        c("latency_percentiles.sample_size", "P999 only from >= 1000 samples, and then always",
-          (_null("p999_ms", "n < 1000"), _not_null("p999_ms", "n >= 1000"),
-           _null("p9999_ms", "n < 10000"), _not_null("p9999_ms", "n >= 10000"))),
+        c("latency_percentiles.sample_size", "P999 only from >= 1000 records (the sample), and then always",
+          (_null("p999_ms", "acked_records < 1000"), _not_null("p999_ms", "acked_records >= 1000"),
+           _null("p9999_ms", "acked_records < 10000"), _not_null("p9999_ms", "acked_records >= 10000"),
+           _ge("acked_records", "n"))),
         c("risk_exposure.unique_window", "one row per (cluster, topic, policy, window)",
           (_unique("cluster", "topic", "policy", "window", "window_start"),)),
         c("risk_exposure.counts", "acked <= produces; under-min-ISR, single-copy and lost acks <= acked",
@@ -250,8 +251,10 @@ def _checks() -> list[Check]:
           (_equal("produces", "outcomes_total"),)),
         c("policy_summary.unique_policy", "one row per (cluster, topic, policy)",
           (_unique("cluster", "topic", "policy"),)),
-        c("policy_summary.counts", "n <= produces; lost acks <= n",
-          (_ge("produces", "n"), _ge("n", "loss_kafka_election"), _ge("n", "loss_longest_log_election"))),
+        c("policy_summary.counts", "n <= produces; lost acks, batches of known size or send times <= n <= acked_records",
+          (_ge("produces", "n"), _ge("n", "loss_kafka_election"), _ge("n", "loss_longest_log_election"),
+           _ge("acked_records", "n"), _ge("n", "record_count_known"), _ge("record_count_known", "record_sends_known"),
+           _ge("n", "send_time_known"))),
     ]
 
 
