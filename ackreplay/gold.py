@@ -56,6 +56,7 @@ SUMMARY_COLUMNS = (
     # (header, key, format)
     ("policy", "policy", "{}"),
     ("n", "n", "{:,}"),
+    ("records", "acked_records", "{:,}"),
     ("p99 ms", "p99_ms", "{:,.1f}"),
     ("p999 ms", "p999_ms", "{:,.1f}"),
     ("Δp999 ms", "p999_vs_acks_all_ms", "{:+,.1f}"),
@@ -100,7 +101,8 @@ def format_summary(rows: list[dict]) -> list[str]:
         ]
         widths = [max(len(row[i]) for row in cells) for i in range(len(SUMMARY_COLUMNS))]
         out.append(
-            f"  {cluster} / {topic}  (p99, p999: producer-visible, send() to ack; broker p999: the broker's view;"
+            f"  {cluster} / {topic}  (n: acked produces; p99, p999: producer-visible, per record, send() to ack;"
+            " broker p999: the broker's view per produce;"
             " HOL: waiting behind earlier responses on the connection; Δ and × against the replayed acks=all;"
             " '-': too few samples, or for <minISR s (partition·s under min ISR) an ISR not stored: acks=all@lag)"
         )

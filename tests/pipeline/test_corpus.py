@@ -7,6 +7,10 @@ PartitionRegistration (Partition.makeLeader, docs/kafka-versions.md); those line
 of the controlled shutdowns, so each of them must parse. The whole trace's replay is in README
 ("Kafka versions"); here its broker logs, which need no replay.
 
+pair-4.3.1-acks-all, pair-4.3.1-acks-1: the lab's own producer, the same seeded faults once with acks=all and
+once with acks=1 (a what-if checked against a real run). perf-4.3.1-acks-all, perf-4.3.1-acks-1: the same
+with Kafka's ProducerPerformance as the client, whose printed percentiles are the ground truth.
+
 Line counts are taken with plain gzip + substring counts, independently of the pipeline.
 """
 
