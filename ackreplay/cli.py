@@ -34,6 +34,13 @@ def _parser() -> argparse.ArgumentParser:
             help="also register the tables under this catalog and schema (overrides `metastore` in the conf)",
         )
 
+    def untrusted(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--accept-untrusted", action="store_true",
+            help="when the replay's self-check fails on a cluster, write its gold tables and report anyway, marked "
+                 "untrusted (policy_summary.self_check, the report's first line); the exit code is then 0",
+        )
+
     def scheduled(p: argparse.ArgumentParser, full_help: str) -> None:
         # README, "Scheduling": dates are UTC (the tables' event_date); only new work unless --full.
         p.add_argument("--since", type=date.fromisoformat, metavar="YYYY-MM-DD", help="first UTC date to process")
@@ -45,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
         "--input", required=True, nargs="+", help="input folder(s): <cluster>/broker-<id>/kafka-request.log*, ..."
     )
     common(run)
+    untrusted(run)
     scheduled(run, "re-ingest every input file on the dates and rebuild every cluster, not only new work")
     ingest = sub.add_parser("ingest", help="raw logs -> bronze request_log_lines/quarantine -> silver tables")
     ingest.add_argument("--input", required=True, nargs="+", help="input folder(s) in the layout of the README")
@@ -53,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="silver tables -> produce_replay under every configured policy")
     replay.add_argument("--cluster", nargs="+", help="clusters to replay (default: every cluster in produce_requests)")
     common(replay)
+    untrusted(replay)
     scheduled(replay, "replay every cluster with produces on the dates, not only those with newly ingested files")
     gold = sub.add_parser("gold", help="produce_replay -> latency_percentiles, risk_exposure, availability, policy_summary")
     gold.add_argument("--cluster", nargs="+", help="clusters to aggregate (default: every cluster in produce_replay)")
@@ -138,12 +147,17 @@ def main(argv: list[str] | None = None) -> int:
             print(scope.summary_line())
             if scope.clusters:
                 replay_run_id = f"replay-{int(time.time())}"
+                accept = args.accept_untrusted
                 replay_report = run_replay(
-                    spark, config, lakehouse, scope.clusters, run_id=replay_run_id, dates=scope.replay_dates(dates)
-                )
+                    spark, config, lakehouse, scope.clusters, run_id=replay_run_id, dates=scope.replay_dates(dates),
+                    accept_untrusted=accept,
+                )  # fmt: skip
                 print("\n".join(replay_report.summary_lines()))
                 if replay_report.self_check.failed and config.replay.self_check.enabled:
-                    raise ReplayUntrusted(replay_report.self_check.refusal())
+                    if not accept:
+                        raise ReplayUntrusted(replay_report.self_check.refusal())
+                    names = ", ".join(c.cluster for c in replay_report.self_check.failed)
+                    print(f"  --accept-untrusted: gold and the report of {names} are written marked UNTRUSTED")
                 _check_quality(spark, config, lakehouse, "replay", scope.clusters, replay_run_id)
                 mark_done(spark, lakehouse, scope, replay_run_id)
         if args.command in ("run", "gold"):

@@ -13,11 +13,12 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
 from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path
+from ackreplay.replay.self_check import ReplayUntrusted
 from schemas.broker_logs import ISR_CHANGES
 from schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE
 from transforms.common import conform
@@ -106,6 +107,9 @@ def format_summary(rows: list[dict]) -> list[str]:
             " HOL: waiting behind earlier responses on the connection; Δ and × against the replayed acks=all;"
             " '-': too few samples, or for <minISR s (partition·s under min ISR) an ISR not stored: acks=all@lag)"
         )
+        verdict = block[0].get("self_check") or ""
+        if verdict.startswith("FAILED"):
+            out.append(f"    UNTRUSTED: the replay's self-check {verdict} (--accept-untrusted); not a basis for a decision")
         for row in cells:
             out.append("    " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
     return out
@@ -118,6 +122,7 @@ def build_gold(
     window: str,
     run_id: str,
     record_sends: DataFrame | None = None,
+    self_checks: dict[str, str] | None = None,
 ) -> dict[str, DataFrame]:
     """The four gold frames (conformed to their contracts) from produce_replay, partitions, isr_changes
     and the records' send times (:func:`read_record_sends`)."""
@@ -127,9 +132,44 @@ def build_gold(
         "latency_percentiles": (latency_percentiles(replay, window, record_sends), LATENCY_PERCENTILES),
         "risk_exposure": (risk_exposure(replay, partitions, window), RISK_EXPOSURE),
         "availability": (available, AVAILABILITY),
-        "policy_summary": (policy_summary(replay, partitions, available, record_sends), POLICY_SUMMARY),
+        "policy_summary": (
+            policy_summary(replay, partitions, available, record_sends).withColumn("self_check", _verdict_of(self_checks)),
+            POLICY_SUMMARY,
+        ),
     }
     return {name: conform(df.withColumn("gold_run_id", run), schema) for name, (df, schema) in frames.items()}
+
+
+def _verdict_of(self_checks: dict[str, str] | None) -> Column:
+    """policy_summary.self_check: the verdict of the row's cluster (null: none recorded)."""
+    if not self_checks:
+        return F.lit(None).cast("string")
+    pairs = [F.lit(x) for cluster, verdict in sorted(self_checks.items()) for x in (cluster, verdict)]
+    return F.element_at(F.create_map(*pairs), F.col("cluster"))
+
+
+def self_check_verdicts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> dict[str, str]:
+    """cluster -> the latest replay's self-check as policy_summary states it; raises ReplayUntrusted for a
+    cluster whose replay failed it and was not accepted (`--accept-untrusted`): gold is not written from it."""
+    if not table_exists(spark, lakehouse, "replay_checks"):
+        return {}
+    rows = read_table(spark, lakehouse, "replay_checks").filter(F.col("cluster").isin(clusters)).collect()  # one per cluster
+    refused = [r for r in rows if not r["trusted"] and not r["accepted_untrusted"]]
+    if refused:
+        raise ReplayUntrusted(
+            "the latest replay of " + ", ".join(f"{r['cluster']} ({r['failures']})" for r in refused)
+            + " failed its self-check: gold and the report are not written from it. Replay again with "
+            "--accept-untrusted to write them marked untrusted (README, 'The replay checks itself')."
+        )
+    verdicts = {}
+    for r in rows:
+        if not r["trusted"]:
+            verdicts[r["cluster"]] = f"FAILED, accepted untrusted: {r['failures']}"
+        elif r["judged"] == "judged":
+            verdicts[r["cluster"]] = "passed"
+        else:
+            verdicts[r["cluster"]] = f"not judged: {r['judged']}"
+    return verdicts
 
 
 def read_record_sends(spark: SparkSession, lakehouse: str, in_scope) -> DataFrame | None:
@@ -183,7 +223,9 @@ def run_gold(
         log.warning("no isr_changes table in %s: availability has no time under min ISR", lakehouse)
         isr_changes = spark.createDataFrame([], ISR_CHANGES)
     predicate = f"cluster IN ({', '.join(map(sql_string, clusters))})"
-    frames = build_gold(replay, partitions, isr_changes, window, run_id, read_record_sends(spark, lakehouse, in_scope))
+    self_checks = self_check_verdicts(spark, lakehouse, clusters)  # before anything is written
+    record_sends = read_record_sends(spark, lakehouse, in_scope)
+    frames = build_gold(replay, partitions, isr_changes, window, run_id, record_sends, self_checks)
     for name, df in frames.items():
         check_contract(spark, lakehouse, name, df.schema)
     for name, df in frames.items():

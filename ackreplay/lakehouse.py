@@ -52,6 +52,8 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("policy_summary", "gold", ("cluster",)),
         # The scheduler's ledger of input files (ackreplay/ledger.py, schemas/ledger.py).
         TableSpec("ingested_files", "meta", ("cluster",)),
+        # The latest replay's self-check per cluster (schemas/replay.py REPLAY_CHECKS).
+        TableSpec("replay_checks", "meta", ("cluster",)),
         TableSpec("dq_results", "quality", ("stage",)),
     )
 }

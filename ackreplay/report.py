@@ -275,12 +275,15 @@ table.summary th { background: #eee; }
 td.right { text-align: right; font-variant-numeric: tabular-nums; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0 1.5em; }
 p.note { color: #444; font-size: 13px; max-width: 60em; }
+p.untrusted { background: #fdd; border: 2px solid #c00; padding: 0.5em 1em; font-weight: bold; max-width: 60em; }
 """
 
 _NOTES = (
-    "Latency is client-visible per request (request completion + response queue + send), over acked "
-    "produces. Percentiles are Spark's exact <code>percentile</code> (position (n−1)·p, linear "
-    "interpolation between the closest ranks); P999 is '-' with fewer than 1000 acked produces. "
+    "Latency is what the producer sees, per record (as Kafka's ProducerPerformance counts it): from the "
+    "record's send() to its batch's ack, each connection's requests replayed in order; n counts acked "
+    "produces, records their records. The broker's view is per produce. Percentiles are Spark's exact "
+    "<code>percentile</code> (position (n−1)·p, linear interpolation between the closest ranks); P999 is "
+    "'-' with fewer than 1000 acked records. "
     "Δ and × compare P999 with the replayed <code>acks=all</code>. Exposure: bytes × ms from the ack "
     "until the batch is on min.insync.replicas replicas, finite windows only; 'never minISR' counts "
     "acked batches that never got there within the data. Loss: acked batches a leader failure at the ack "
@@ -339,9 +342,20 @@ def build_report(spark: SparkSession, lakehouse: str, out_dir: str | Path | None
             f'<section data-cluster="{html.escape(cluster)}" data-topic="{html.escape(topic)}">\n'
             f"<h2>{html.escape(label)}</h2>\n{_summary_table(rows)}\n{images}\n</section>"
         )
+    untrusted = sorted({(r["cluster"], r["self_check"]) for r in summary if (r.get("self_check") or "").startswith("FAILED")})
+    warning = (
+        '<p class="untrusted">UNTRUSTED: the replay\'s self-check failed on '
+        + "; ".join(html.escape(f"{cluster} ({verdict})") for cluster, verdict in untrusted)
+        + ". These results were written only because --accept-untrusted was given: they are not a basis "
+        "for a decision (README, 'The replay checks itself').</p>\n"
+        if untrusted
+        else ""
+    )
     page = (
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>ackreplay report</title>"
-        f"<style>{_CSS}</style></head><body>\n<h1>ackreplay: produce acknowledgement policies</h1>\n"
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>"
+        + ("UNTRUSTED " if untrusted else "")
+        + f"ackreplay report</title><style>{_CSS}</style></head><body>\n{warning}"
+        "<h1>ackreplay: produce acknowledgement policies</h1>\n"
         f'<p class="note">{_NOTES}</p>\n' + ("\n".join(sections) or "<p>No gold rows.</p>") + "\n</body></html>\n"
     )
     path = out / "report.html"

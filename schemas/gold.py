@@ -102,6 +102,9 @@ POLICY_SUMMARY = _schema(
     ("topic", StringType(), False),
     ("policy", StringType(), False),
     ("policy_rank", IntegerType(), False),  # reading order: acks=all first, then the alternatives
+    # the cluster's replay self-check (meta replay_checks): passed | not judged: <why> | FAILED, accepted
+    # untrusted: <failures> (written only with --accept-untrusted); null: no self-check recorded
+    ("self_check", StringType(), True),
     ("produces", LongType(), False),
     ("n", LongType(), False),  # acked produces
     ("acked_records", LongType(), False),  # their records: the sample of p99_ms and p999_ms (LATENCY_PERCENTILES)

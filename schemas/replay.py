@@ -63,6 +63,25 @@ PRODUCE_REPLAY = StructType(
     + [StructField("replay_run_id", StringType(), False)]
 )
 
+# The replay's self-check per cluster (ackreplay/replay/self_check.py), the latest replay's: gold refuses a
+# cluster whose replay failed it unless the run accepted it (--accept-untrusted), and then marks its rows.
+REPLAY_CHECKS = StructType(
+    [
+        StructField("cluster", StringType(), False),
+        StructField("replay_run_id", StringType(), False),
+        StructField("n", LongType(), False),  # recorded acks=all produces with the broker's ack
+        StructField("within_2ms", DoubleType(), True),  # null: n = 0
+        StructField("p999_replayed_ms", DoubleType(), True),
+        StructField("p999_observed_ms", DoubleType(), True),
+        # judged | too few produces | JMX timeline | no recorded acks=all produce
+        StructField("judged", StringType(), False),
+        StructField("failures", StringType(), True),  # null: passed or not judged
+        StructField("trusted", BooleanType(), False),  # passed, or not judged
+        # failed, and its produce_replay rows kept for gold anyway (--accept-untrusted, or the check switched off)
+        StructField("accepted_untrusted", BooleanType(), False),
+    ]
+)
+
 # What the replay's group function returns when it writes produce_replay's data files itself
 # (ackreplay/arrow_delta.py): one row per file, for the driver's Delta commit and the run summary.
 WRITTEN_FILE = StructType(

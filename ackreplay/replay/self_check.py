@@ -34,6 +34,7 @@ WINDOW_SECONDS = 15
 WINDOW_OF_KIND = {"leader_start": "after a leader change", "expand": "after an ISR expansion", "shrink": "after an ISR shrink"}
 QUIET = "quiet"
 _P999_FLOOR_MS = 2.0
+NO_TRUTH = "no recorded acks=all produce"  # a cluster the check cannot judge: none of its produces used acks=all
 
 
 class ReplayUntrusted(Exception):
@@ -91,13 +92,31 @@ class SelfCheck:
                 )
         return out
 
+    def rows(self, run_id: str, accept_untrusted: bool, clusters: list[str]) -> list[dict]:
+        """replay_checks rows (schemas/replay.py), one per cluster of the run (`clusters`)."""
+        checked = {c.cluster for c in self.clusters}
+        unchecked = [
+            {"cluster": c, "replay_run_id": run_id, "n": 0, "within_2ms": None, "p999_replayed_ms": None,
+             "p999_observed_ms": None, "judged": NO_TRUTH, "failures": None, "trusted": True, "accepted_untrusted": False}
+            for c in clusters if c not in checked
+        ]  # fmt: skip
+        return unchecked + [
+            {
+                "cluster": c.cluster, "replay_run_id": run_id, "n": c.n, "within_2ms": c.within_2ms,
+                "p999_replayed_ms": c.p999_replayed_ms, "p999_observed_ms": c.p999_observed_ms, "judged": c.judged,
+                "failures": "; ".join(c.failures) or None, "trusted": c.passed,
+                "accepted_untrusted": not c.passed and (accept_untrusted or not self.settings.enabled),
+            }
+            for c in self.clusters
+        ]  # fmt: skip
+
     def refusal(self) -> str:
         names = ", ".join(c.cluster for c in self.failed)
         return (
             f"the replay's ground truth contradicts it on {names} (self-check above): gold and the report are "
             "not written from it. produce_replay keeps the rows for inspection; the next run replays these "
-            "clusters again. README, 'The replay checks itself', says what each figure means and how to "
-            "switch the check off (replay.self_check.enabled: false) at your own risk."
+            "clusters again. README, 'The replay checks itself', says what each figure means; --accept-untrusted "
+            "writes gold and the report anyway, marked untrusted."
         )
 
 

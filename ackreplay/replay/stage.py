@@ -37,7 +37,7 @@ from ackreplay.replay.groups import PRODUCE_REPLAY_ARROW, PartitionEpochs, Repla
 from ackreplay.replay.self_check import SelfCheck, ack_truth_columns, check_replay
 from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
 from schemas.metrics import FOLLOWER_LEO_SAMPLES
-from schemas.replay import PRODUCE_REPLAY, WRITTEN_FILE
+from schemas.replay import PRODUCE_REPLAY, REPLAY_CHECKS, WRITTEN_FILE
 from schemas.tables import BATCH_SEND_TIMES
 from transforms.common import conform
 from transforms.replay_inputs import (
@@ -288,6 +288,7 @@ def run_replay(
     clusters: list[str],
     run_id: str,
     dates: Mapping[str, DateSpan] | None = None,
+    accept_untrusted: bool = False,
 ) -> ReplayReport:
     """Replay the produces of `clusters` and replace their rows of produce_replay: every produce, or with
     `dates` (cluster -> inclusive UTC dates) only the produces of those dates.
@@ -417,6 +418,8 @@ def run_replay(
         report.skipped["outside any known leader epoch or partition"] = unplaced
     report.ground_truth = _ground_truth(result, dict(truth_counts) if writer_kind == "arrow" else None)
     report.self_check = check_replay(result, isr_changes, settings.self_check, metric_clusters)
+    verdicts = spark.createDataFrame(report.self_check.rows(run_id, accept_untrusted, clusters), REPLAY_CHECKS)
+    replace_rows(verdicts, lakehouse, "replay_checks", f"cluster IN ({', '.join(map(sql_string, clusters))})", run_id)
     phases["counts and ground truth"] = time.monotonic() - mark
     log.info("replay phases: %s", ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items()))
     return report

@@ -156,6 +156,6 @@ def test_gold_table_of_an_older_contract_is_a_clear_error(spark, tmp_path):
     root = str(tmp_path / "lh")
     old = spark.createDataFrame([("c1", "orders", "acks=all")], "cluster string, topic string, policy string")
     replace_rows(old, root, "policy_summary", "cluster IN ('c1')", "old-version")
-    with pytest.raises(ValueError, match=r"policy_summary .*\(missing: policy_rank, produces.*delete that folder"):
+    with pytest.raises(ValueError, match=r"policy_summary .*\(missing: policy_rank, self_check, produces.*delete that folder"):
         check_contract(spark, root, "policy_summary", POLICY_SUMMARY)
     check_contract(spark, root, "risk_exposure", RISK_EXPOSURE)  # no table yet: nothing to check

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import csv
 import gzip
+import html
 import shutil
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -131,7 +133,9 @@ def test_replayed_producer_latency_matches_what_the_clients_measured(spark, trac
 
 def test_a_replay_its_ground_truth_contradicts_is_refused(spark, sample_run, tmp_path, capsys):
     """The 3.9.1 trace with its broker logs withheld: no ISR changes, so the replay waits for followers
-    the controller had removed from the ISR; the self-check refuses it (exit 3, figures printed)."""
+    the controller had removed from the ISR; the self-check refuses it (exit 3, figures printed), and gold
+    refuses the cluster even when named. With --accept-untrusted the replay goes through and gold, the
+    console and the report's first line say the results are untrusted."""
     import yaml
 
     from ackreplay.cli import main
@@ -150,6 +154,22 @@ def test_a_replay_its_ground_truth_contradicts_is_refused(spark, sample_run, tmp
     assert "FAILED: 84.12% within 2 ms < 97%; P999 off by more than 10%" in out
     assert "where the misses fall" in out
     assert err.startswith("error: the replay's ground truth contradicts it on lab-3.9.1")
+    conf_args = ["--lakehouse", copy, "--conf", str(tmp_path / "conf.yaml")]
+    assert main(["gold", "--cluster", "lab-3.9.1", *conf_args]) == 3
+    out, err = capsys.readouterr()
+    assert err.startswith("error: the latest replay of lab-3.9.1 (84.12% within 2 ms < 97%; P999 off by more than 10%)")
+    verdict = "FAILED, accepted untrusted: 84.12% within 2 ms < 97%; P999 off by more than 10%"
+
+    assert main(["replay", "--accept-untrusted", *conf_args]) == 0
+    assert "--accept-untrusted: gold and the report of lab-3.9.1 are written marked UNTRUSTED" in capsys.readouterr().out
+    assert main(["gold", *conf_args]) == 0
+    assert f"UNTRUSTED: the replay's self-check {verdict}" in capsys.readouterr().out
+    verdicts = read_table(spark, copy, "policy_summary").select("cluster", "self_check").distinct().collect()
+    assert [tuple(r) for r in verdicts] == [("lab-3.9.1", verdict)]
+    assert main(["report", *conf_args]) == 0
+    page = (Path(copy) / "report" / "report.html").read_text()
+    assert "<title>UNTRUSTED ackreplay report</title>" in page
+    assert "<body>\n<p class=\"untrusted\">UNTRUSTED: the replay's self-check failed on lab-3.9.1 (" + html.escape(verdict) in page
 
 
 def test_policy_invariants_hold_on_real_data(spark, trace_run):

@@ -98,3 +98,26 @@ def test_a_window_where_nothing_replayed_as_acked_prints_a_dash():
     lines = check.summary_lines()
     assert "    c1: n=300, 0.00% within 2 ms, 300 not acked, P999 - replayed vs 4.0 ms observed  FAILED: 0.00% within 2 ms < 97%" in lines
     assert lines[-1].split() == ["c1", "quiet", "300", "0.00%", "-", "4.0", "ms"]
+
+
+def test_the_verdict_rows_say_which_clusters_gold_may_use():
+    from ackreplay.replay.self_check import NO_TRUTH, ClusterTruth, SelfCheck
+
+    failed = ClusterTruth("bad", 300, 2, 0.9, 50.0, 10.0, "judged", ("90.00% within 2 ms < 97%", "P999 off by more than 10%"))
+    good = ClusterTruth("good", 300, 0, 0.995, 10.0, 10.0, "judged")
+    few = ClusterTruth("few", 20, 0, 0.5, 9.0, 10.0, "too few produces")
+    check = SelfCheck(SelfCheckSettings(), [failed, good, few])
+
+    def verdicts(rows):
+        return {r["cluster"]: (r["judged"], r["failures"], r["trusted"], r["accepted_untrusted"]) for r in rows}
+
+    refused = verdicts(check.rows("r1", False, ["bad", "good", "few", "acks1-only"]))
+    assert refused == {
+        "bad": ("judged", "90.00% within 2 ms < 97%; P999 off by more than 10%", False, False),
+        "good": ("judged", None, True, False),
+        "few": ("too few produces", None, True, False),
+        "acks1-only": (NO_TRUTH, None, True, False),
+    }
+    assert verdicts(check.rows("r1", True, ["bad"]))["bad"][2:] == (False, True)
+    off = SelfCheck(SelfCheckSettings(enabled=False), [failed])  # the check switched off accepts, and marks
+    assert verdicts(off.rows("r1", False, ["bad"]))["bad"][2:] == (False, True)
