@@ -241,6 +241,11 @@ def perf_test_summary(args, printed: str) -> dict:
     return {"producers": [producer], "perf_test": totals, "records_consumed": None}
 
 
+def log_warmup(args) -> None:
+    if args.warmup_s > 0:
+        log(f"workload started; warm-up ({args.rate}/s for {args.warmup_s}s, not recorded)")
+
+
 def wait_for_line(proc, out_file: Path, prefix: str, timeout_s: float) -> float:
     """Wall time (epoch s) at which the process printed a line starting with `prefix` (polled: ~50 ms late)."""
     deadline = time.monotonic() + timeout_s
@@ -451,6 +456,7 @@ def run(args) -> dict:
             wl = cluster.reg.start("workload", cluster._jvm(None, "512m") + [
                 "-cp", cluster.cp, "org.apache.kafka.tools.ProducerPerformance", *perf_test_args(args, cluster.bootstrap),
             ], work / "workload.out")
+            log_warmup(args)
             t0_wall = wait_for_line(wl, work / "workload.out", "Warmup first ", 180) + args.warmup_s
         else:
             wl = cluster.reg.start("workload", cluster._jvm(None, "512m") + [
@@ -461,9 +467,8 @@ def run(args) -> dict:
                 "--keys", str(args.keys), "--linger-ms", str(args.linger_ms),
                 "--consumer", "false" if args.no_consumer else "true", "--out", str(client_dir),
             ], work / "workload.out")
+            log_warmup(args)
             t0_wall = wait_for_recording_start(wl, work / "workload.out", args.warmup_s + 180)
-        if args.warmup_s > 0:
-            log(f"workload started; warm-up ({args.rate}/s for {args.warmup_s}s, not recorded)")
         t0 = time.monotonic() - (time.time() - t0_wall)
         log(f"recorded window from {utc_iso(t0_wall)} ({args.rate}/s for {args.duration_s}s); {len(schedule)} faults scheduled")
 

@@ -10,6 +10,8 @@ of the controlled shutdowns, so each of them must parse. The whole trace's repla
 pair-4.3.1-acks-all, pair-4.3.1-acks-1: the lab's own producer, the same seeded faults once with acks=all and
 once with acks=1 (a what-if checked against a real run). perf-4.3.1-acks-all, perf-4.3.1-acks-1: the same
 with Kafka's ProducerPerformance as the client, whose printed percentiles are the ground truth.
+trace-4.2.2-tokyo, trace-4.4.0-utc: the oldest and newest release with the 4.2+ become-leader line, recorded
+like trace-4.3.1-newyork.
 
 Line counts are taken with plain gzip + substring counts, independently of the pipeline.
 """
@@ -247,3 +249,36 @@ def test_kafkas_producer_performance_measured_what_the_replay_predicts(spark, tm
             (p50, p99, p999), (m50, m99, m999) = predicted[(f"perf-{recorded.replace('=', '-')}", policy)], printed[policy]
             assert abs(p50 - m50) <= 1, (recorded, policy, p50, m50)
             assert abs(p99 / m99 - 1) <= tolerance and abs(p999 / m999 - 1) <= tolerance, (recorded, policy, p99, p999)
+
+
+VERSION_TRACES = {"lab-4.2.2": REPO / "data/corpus/trace-4.2.2-tokyo", "lab-4.4.0": REPO / "data/corpus/trace-4.4.0-utc"}
+
+
+def test_kafka_4_2_and_4_4_traces_pass_the_replays_ground_truth(spark, tmp_path):
+    """Real traces of the oldest and newest release with the 4.2+ become-leader line (lab.record_trace
+    --replica-lag-ms 5000 --long-stall-ms 8000 --leader-changes 2, manifest.json): every broker-log line
+    parses, and the replayed acks=all reproduces the brokers' own acks (the self-check's figures, exactly,
+    and its verdict)."""
+    from ackreplay.ingest import run_ingest
+    from ackreplay.replay.stage import run_replay
+
+    config = load_config(SAMPLE_CONF)
+    config = config.model_copy(update={"replay": config.replay.model_copy(update={"lag_ms": [], "quorum_sizes": []})})
+    lakehouse = str(tmp_path / "lakehouse")
+    for trace in VERSION_TRACES.values():
+        run_ingest(spark, config, str(trace), lakehouse)
+    quarantined = read_table(spark, lakehouse, "quarantine").groupBy("cluster", "stage").count().collect()
+    assert quarantined == []
+    report = run_replay(spark, config, lakehouse, sorted(VERSION_TRACES), run_id="versions")
+    figures = {
+        c.cluster: (c.n, round(c.within_2ms, 4), round(c.p999_replayed_ms, 1), round(c.p999_observed_ms, 1), c.passed)
+        for c in report.self_check.clusters
+    }
+    assert figures == EXPECTED_VERSION_FIGURES
+
+
+# (n, within 2 ms, P999 of ack wait replayed and observed in ms, passed) per cluster, measured 2026-11-25
+EXPECTED_VERSION_FIGURES = {
+    "lab-4.2.2": (24_682, 0.9973, 121.2, 120.5, True),
+    "lab-4.4.0": (24_760, 0.9961, 73.3, 72.9, True),
+}
