@@ -121,7 +121,7 @@ def _chart_p999(path: Path, title: str, rows: list[dict], policies: list[str], s
     ax.set_ylabel("P999 produce latency (ms, log scale)")
     _time_axis(ax, rows)
     if skipped:
-        ax.text(0.01, 0.01, f"{skipped} (policy, window) cells with n < 1000 acked produces: no P999, not plotted",
+        ax.text(0.01, 0.01, f"{skipped} (policy, window) cells with fewer than 1000 acked records: no P999, not plotted",
                 transform=ax.transAxes, fontsize=8, color="#555555")
     _finish(fig, ax, path, title)
 
@@ -145,8 +145,8 @@ def _chart_cdf(path: Path, title: str, rows: list[dict], policies: list[str], st
     ax.set_yticks([0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 0.9999])
     ax.set_yticklabels(["0.01", "0.1", "0.5", "0.9", "0.99", "0.999", "0.9999"])
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xlabel("producer-visible produce latency, send() to ack (ms, log scale)")
-    ax.set_ylabel("fraction of acked produces ≤ latency (logit scale)")
+    ax.set_xlabel("producer-visible latency per record, send() to ack (ms, log scale)")
+    ax.set_ylabel("fraction of acked records ≤ latency (logit scale)")
     _finish(fig, ax, path, title)
 
 
