@@ -120,7 +120,7 @@ def record_latencies(replay: DataFrame, record_sends: DataFrame | None = None) -
     else:
         acked = acked.withColumn("record_sends", F.lit(None).cast(RECORD_SENDS))
     sends = acked.select(
-        "cluster", "topic", "policy", "t_start", "latency_ms", "records", "record_sends",
+        "cluster", "topic", "policy", "t_start", "latency_ms", "records",
         F.posexplode_outer("record_sends").alias("_position", "_send"),
     )
     return sends.select(
@@ -155,7 +155,7 @@ def _broker_view_aggs() -> list[Column]:
 
 
 def _percentile_columns() -> dict[str, Column]:
-    n = F.coalesce(F.col("acked_records"), F.lit(0))
+    n = F.col("acked_records")  # 0 where no produce was acked (filled by the callers)
     return {
         "p50_ms": F.when(n > 0, F.col("_pct")[0]),
         "p99_ms": F.when(n > 0, F.col("_pct")[1]),

@@ -165,23 +165,14 @@ def with_send_times(produces_df: DataFrame, send_times_df: DataFrame) -> DataFra
     id. The earliest wins when a batch is listed twice (a segment dumped twice, a client log copied)."""
     keys = ["cluster", "partition", "base_offset"]
 
-    def earliest(where: Column, key: str, suffix: str) -> DataFrame:
-        return (
-            send_times_df.where(where).groupBy(*keys, key)
-            .agg(F.min("t_send").alias(f"t_send{suffix}"), F.min_by("records", "t_send").alias(f"records{suffix}"))
-        )  # fmt: skip
+    def earliest(where: Column, key: str, name: str) -> DataFrame:  # (t_send, records) of the earliest listing
+        return send_times_df.where(where).groupBy(*keys, key).agg(F.min(F.struct("t_send", "records")).alias(name))
 
     by_topic = earliest(F.col("topic").isNotNull(), "topic", "_by_topic")
     by_client = earliest(F.col("topic").isNull(), "client_id", "_by_client")
     joined = produces_df.join(by_topic, [*keys, "topic"], "left").join(by_client, [*keys, "client_id"], "left")
-    return joined.withColumns(
-        {
-            "t_send": F.coalesce("t_send_by_topic", "t_send_by_client"),
-            "records": F.when(F.col("t_send_by_topic").isNotNull(), F.col("records_by_topic")).otherwise(
-                F.col("records_by_client")
-            ),
-        }
-    ).drop("t_send_by_topic", "t_send_by_client", "records_by_topic", "records_by_client")
+    batch = F.coalesce("_by_topic", "_by_client")
+    return joined.withColumns({"t_send": batch["t_send"], "records": batch["records"]}).drop("_by_topic", "_by_client")
 
 
 def leo_evidence(fetches_df: DataFrame) -> DataFrame:

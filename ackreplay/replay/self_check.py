@@ -46,7 +46,7 @@ class ClusterTruth:
     cluster: str
     n: int  # recorded acks=all produces with the broker's ack
     not_acked: int  # of those, replayed as anything but acked
-    within_2ms: float
+    within_2ms: float | None  # None: n = 0
     p999_replayed_ms: float | None
     p999_observed_ms: float | None
     judged: str  # "judged" | "too few produces" | "JMX timeline"
@@ -95,19 +95,15 @@ class SelfCheck:
     def rows(self, run_id: str, accept_untrusted: bool, clusters: list[str]) -> list[dict]:
         """replay_checks rows (schemas/replay.py), one per cluster of the run (`clusters`)."""
         checked = {c.cluster for c in self.clusters}
-        unchecked = [
-            {"cluster": c, "replay_run_id": run_id, "n": 0, "within_2ms": None, "p999_replayed_ms": None,
-             "p999_observed_ms": None, "judged": NO_TRUTH, "failures": None, "trusted": True, "accepted_untrusted": False}
-            for c in clusters if c not in checked
-        ]  # fmt: skip
-        return unchecked + [
+        unchecked = [ClusterTruth(c, 0, 0, None, None, None, NO_TRUTH) for c in clusters if c not in checked]
+        return [
             {
                 "cluster": c.cluster, "replay_run_id": run_id, "n": c.n, "within_2ms": c.within_2ms,
                 "p999_replayed_ms": c.p999_replayed_ms, "p999_observed_ms": c.p999_observed_ms, "judged": c.judged,
                 "failures": "; ".join(c.failures) or None, "trusted": c.passed,
                 "accepted_untrusted": not c.passed and (accept_untrusted or not self.settings.enabled),
             }
-            for c in self.clusters
+            for c in unchecked + self.clusters
         ]  # fmt: skip
 
     def refusal(self) -> str:

@@ -127,6 +127,26 @@ def test_isr_lines_in_an_unknown_format_stop_the_run_naming_file_line_and_versio
 PAIR = {"acks=all": REPO / "data/corpus/pair-4.3.1-acks-all", "acks=1": REPO / "data/corpus/pair-4.3.1-acks-1"}
 
 
+def _replay_config():
+    """The samples' conf replaying acks=all, min.insync and acks=1 only: the policies these traces check."""
+    config = load_config(SAMPLE_CONF)
+    return config.model_copy(update={"replay": config.replay.model_copy(update={"lag_ms": [], "quorum_sizes": []})})
+
+
+def _record_quantiles(spark, lakehouse: str, quantiles: list[float]) -> dict[tuple[str, str], list[float]]:
+    """(cluster, policy) -> gold's per-record latency quantiles (`latency_quantiles`, the report's CDF), in order."""
+    from pyspark.sql import functions as F
+
+    from ackreplay.gold import read_record_sends
+    from transforms.gold import latency_quantiles
+
+    replay = read_table(spark, lakehouse, "produce_replay")
+    out: dict[tuple[str, str], list[float]] = {}
+    for r in latency_quantiles(replay, quantiles, read_record_sends(spark, lakehouse, F.lit(True))).orderBy("q").collect():
+        out.setdefault((r["cluster"], r["policy"]), []).append(r["latency_ms"])
+    return out
+
+
 def _create_times(trace: Path) -> dict[tuple[int, int], int]:
     """(partition, offset) -> the record's CreateTime (ms), read from the trace's kafka-dump-log output."""
     import re
@@ -165,15 +185,11 @@ def test_a_what_if_predicts_the_paired_real_run(spark, tmp_path):
     import csv
 
     import numpy as np
-    from pyspark.sql import functions as F
 
-    from ackreplay.gold import read_record_sends
     from ackreplay.ingest import run_ingest
     from ackreplay.replay.stage import run_replay
-    from transforms.gold import latency_quantiles
 
-    config = load_config(SAMPLE_CONF)
-    config = config.model_copy(update={"replay": config.replay.model_copy(update={"lag_ms": [], "quorum_sizes": []})})
+    config = _replay_config()
     lakehouse = str(tmp_path / "lakehouse")
     measured = {}
     for recorded, trace in PAIR.items():
@@ -197,13 +213,9 @@ def test_a_what_if_predicts_the_paired_real_run(spark, tmp_path):
         ("pair-acks-all", "acks=all"): 21_670, ("pair-acks-all", "acks=1"): 21_670,
         ("pair-acks-1", "acks=all"): 22_927, ("pair-acks-1", "acks=1"): 22_928,
     }  # fmt: skip
-    record_sends = read_record_sends(spark, lakehouse, F.lit(True))
-    quantiles = latency_quantiles(replay, [0.5, 0.99, 0.999], record_sends).collect()
+    quantiles = _record_quantiles(spark, lakehouse, [0.5, 0.99, 0.999])
     for recorded, other in (("acks=all", "acks=1"), ("acks=1", "acks=all")):
-        cluster = f"pair-{recorded.replace('=', '-')}"
-        predicted = np.array(
-            [r["latency_ms"] for r in sorted(quantiles, key=lambda r: r["q"]) if (r["cluster"], r["policy"]) == (cluster, other)]
-        )
+        predicted = np.array(quantiles[(f"pair-{recorded.replace('=', '-')}", other)])
         error = predicted / measured[other] - 1
         assert all(abs(error) <= [0.10, 0.12, 0.10]), (recorded, other, predicted, measured[other])
 
@@ -222,15 +234,10 @@ def test_kafkas_producer_performance_measured_what_the_replay_predicts(spark, tm
     and replay."""
     import json
 
-    from pyspark.sql import functions as F
-
-    from ackreplay.gold import read_record_sends
     from ackreplay.ingest import run_ingest
     from ackreplay.replay.stage import run_replay
-    from transforms.gold import latency_quantiles
 
-    config = load_config(SAMPLE_CONF)
-    config = config.model_copy(update={"replay": config.replay.model_copy(update={"lag_ms": [], "quorum_sizes": []})})
+    config = _replay_config()
     lakehouse = str(tmp_path / "lakehouse")
     printed = {}
     for acks, trace in PERF_TEST.items():
@@ -245,11 +252,7 @@ def test_kafkas_producer_performance_measured_what_the_replay_predicts(spark, tm
         assert steady["records"] == 27_000
         printed[acks] = [steady["p50_ms"], steady["p99_ms"], steady["p999_ms"]]
     assert printed == {"acks=all": [5, 4359, 6329], "acks=1": [5, 4143, 5911]}
-    replay = read_table(spark, lakehouse, "produce_replay")
-    quantiles = latency_quantiles(replay, [0.5, 0.99, 0.999], read_record_sends(spark, lakehouse, F.lit(True)))
-    predicted = {}
-    for r in quantiles.orderBy("q").collect():
-        predicted.setdefault((r["cluster"], r["policy"]), []).append(r["latency_ms"])
+    predicted = _record_quantiles(spark, lakehouse, [0.5, 0.99, 0.999])
     for recorded in PERF_TEST:
         for policy, tolerance in ((recorded, 0.02), ({"acks=all": "acks=1", "acks=1": "acks=all"}[recorded], 0.10)):
             (p50, p99, p999), (m50, m99, m999) = predicted[(f"perf-{recorded.replace('=', '-')}", policy)], printed[policy]
@@ -268,8 +271,7 @@ def test_kafka_4_2_and_4_4_traces_pass_the_replays_ground_truth(spark, tmp_path)
     from ackreplay.ingest import run_ingest
     from ackreplay.replay.stage import run_replay
 
-    config = load_config(SAMPLE_CONF)
-    config = config.model_copy(update={"replay": config.replay.model_copy(update={"lag_ms": [], "quorum_sizes": []})})
+    config = _replay_config()
     lakehouse = str(tmp_path / "lakehouse")
     for trace in VERSION_TRACES.values():
         run_ingest(spark, config, str(trace), lakehouse)
