@@ -28,8 +28,9 @@ _READ_BYTES = 4 << 20
 _FINGERPRINT_VERSION = b"ackreplay-fingerprint-1\n"
 _MAX_TASKS = 512
 
-# `[yyyy-MM-dd HH:mm:ss,SSS]` at the start of a log4j line (broker JVM local time, no zone).
-_LOG_TIME = re.compile(rb"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]", re.MULTILINE)
+# `[yyyy-MM-dd HH:mm:ss,SSS]` or `[...,SSSSSS]` (log4j2 `%d{DEFAULT_MICROS}`) at the start of a log4j
+# line (broker JVM local time, no zone).
+_LOG_TIME = re.compile(rb"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}(?:\d{3})?)\]", re.MULTILINE)
 # A Prometheus text sample with a timestamp (epoch milliseconds, UTC): `name{labels} value ts`.
 _SAMPLE_TIME = re.compile(rb"^[A-Za-z_:][A-Za-z0-9_:]*(?:\{[^\n]*\})?[ \t]+\S+[ \t]+(\d{10,16})[ \t]*\r?$", re.MULTILINE)
 _TIME_PATTERN = {
@@ -50,7 +51,7 @@ class FileFacts:
     """Fingerprint and time span of one file's content.
 
     `first_time`/`last_time` are the raw time text of the earliest line in the first MiB and the
-    latest line in the last MiB: `yyyy-MM-dd HH:mm:ss,SSS` local time for broker logs, epoch
+    latest line in the last MiB: `yyyy-MM-dd HH:mm:ss,SSS` (or `,SSSSSS`) local time for broker logs, epoch
     milliseconds for metrics scrapes, None when no line has a readable time (and for topics.txt).
     """
 
@@ -104,6 +105,7 @@ def _time_text(pattern: re.Pattern | None, data: bytes, last: bool) -> str | Non
     if not found:
         return None
     # Times of one file are nearly ordered (threads interleave by milliseconds): take the extreme one.
+    # Stamps compare as text in time order, also `,SSS` against `,SSSSSS` (a prefix sorts first).
     if pattern is _SAMPLE_TIME:
         return str(max(map(int, found)) if last else min(map(int, found)))
     return max(found) if last else min(found)

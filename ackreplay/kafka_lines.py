@@ -16,14 +16,17 @@ from datetime import datetime
 LOG_TIME_FORMAT = "%Y-%m-%d %H:%M:%S,%f"
 
 
-def log_time(ts: datetime) -> str:
-    """`[%d]` of log4j: local wall-clock time to the millisecond, no zone."""
-    return ts.strftime(LOG_TIME_FORMAT)[:-3]
+def log_time(ts: datetime, micros: bool = False) -> str:
+    """`[%d]` of log4j: local wall-clock time to the millisecond, no zone; with `micros`, to the
+    microsecond as log4j2's `%d{DEFAULT_MICROS}` prints it."""
+    text = ts.strftime(LOG_TIME_FORMAT)
+    return text if micros else text[:-3]
 
 
-def request_log_line(ts: datetime, body: dict) -> str:
+def request_log_line(ts: datetime, body: dict, micros: bool = False) -> str:
     """A `kafka.request.logger` DEBUG line (layout `[%d] %p %m (%c)%n`, without the newline)."""
-    return f"[{log_time(ts)}] DEBUG Completed request:{json.dumps(body, separators=(',', ':'))} (kafka.request.logger)"
+    stamp = log_time(ts, micros)
+    return f"[{stamp}] DEBUG Completed request:{json.dumps(body, separators=(',', ':'))} (kafka.request.logger)"
 
 
 @dataclass

@@ -52,7 +52,7 @@ LEDGER = "ingested_files"
 # Widening of a rotated file's period (from its name) before it is read: DST folds and broker clock
 # offsets move lines by up to an hour; a file read needlessly is only filtered out after reading.
 _NAME_PERIOD_MARGIN = timedelta(hours=1)
-_LOG_TIME_FORMAT = "%Y-%m-%d %H:%M:%S,%f"
+_LOG_TIME_FORMAT = "%Y-%m-%d %H:%M:%S,%f"  # %f reads `,SSS` and `,SSSSSS` stamps alike
 
 
 @dataclass(frozen=True)

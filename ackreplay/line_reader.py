@@ -37,7 +37,8 @@ LINES_DDL = (
     "cluster string, broker_id int, source_file string, line_number bigint, line string, "
     "line_bytes int, read_error string, first_log_time string"
 )
-_LOG_TIME = re.compile(rb"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]", re.MULTILINE)
+# A log4j stamp with millisecond or microsecond (log4j2 `%d{DEFAULT_MICROS}`) fraction.
+_LOG_TIME = re.compile(rb"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}(?:\d{3})?)\]", re.MULTILINE)
 
 
 def _open(uri: str, compression: str):

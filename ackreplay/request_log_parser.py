@@ -38,20 +38,28 @@ _MARKER = "Completed request:"
 _LOGGER_SUFFIX = " (kafka.request.logger)"
 # One anchored regex reads what the classification needs from the start of a line: the log time;
 # whether the layout is the standard `[time] DEBUG Completed request:` (the body then starts at a
-# fixed byte offset); the request type from the header, which comes first in every line
-# (`requestDescMetrics`); and whether `request` starts with a replica id (`replicaId` up to v14,
+# fixed byte offset per stamp layout); the request type from the header, which comes first in every
+# line (`requestDescMetrics`); and whether `request` starts with a replica id (`replicaId` up to v14,
 # tagged `replicaState` from v15), which makes a FETCH a follower's. Nothing after that is scanned.
+# The stamp is log4j's `%d`: `,SSS` (Kafka's default layout) or `,SSSSSS` (log4j2's
+# `%d{DEFAULT_MICROS}`, FixedDateFormat.FixedFormat, which a Kafka 4.x broker can be set to print).
 _LINE_START = (
-    r"^\[(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]"
+    r"^\[(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}(?:\d{3})?)\]"
     r"(?P<standard> DEBUG Completed request:"
     r'(?:\{"isForwarded":(?:true|false),"requestHeader":\{[^{}]*"requestApiKeyName":"(?P<api>[A-Z_]+)"\}'
     r'(?P<follower>,"request":\{(?:"clusterId":(?:null|"[^"]*"),)?"(?:replicaState":\{"replicaId"|replicaId"):\d)?'
     r")?)?"
 )
-_BODY_AT = len("[2026-11-20 10:00:00,123] DEBUG Completed request:")
+# Where the body starts, by the stamp's length: a millisecond stamp (23 characters) or a microsecond
+# one (26), so the JSON is cut at one of two fixed offsets, each with one vectorised slice.
+_MS_STAMP = len("2026-11-20 10:00:00,123")
+_BODY_AT = {
+    _MS_STAMP: len("[2026-11-20 10:00:00,123] DEBUG Completed request:"),
+    _MS_STAMP + 3: len("[2026-11-20 10:00:00,123456] DEBUG Completed request:"),
+}
 _LOGGER = r"\((?P<logger>[^()\s]+)\)\s*$"
 
-NOT_LOG4J = "not a log4j line '[yyyy-MM-dd HH:mm:ss,SSS] LEVEL message (logger)'"
+NOT_LOG4J = "not a log4j line '[yyyy-MM-dd HH:mm:ss,SSS] LEVEL message (logger)' (or ',SSSSSS')"
 NOT_COMPLETED_REQUEST = "not a 'Completed request:' line"
 PRE_28_FORMAT = "pre-2.8 text request log format is not supported"
 MALFORMED_JSON = "malformed or truncated JSON"
@@ -121,10 +129,11 @@ def _any_per_parent(flags: np.ndarray, parents: np.ndarray, n: int) -> np.ndarra
 
 
 def _log_time(stamp: pa.Array) -> pa.Array:
-    """Zone-less log times from `yyyy-MM-dd HH:mm:ss,SSS` stamps (null where missing or impossible)."""
+    """Zone-less log times from `yyyy-MM-dd HH:mm:ss,SSS` or `,SSSSSS` stamps, to the microsecond
+    (null where missing or impossible)."""
     iso = pc.replace_substring(pc.fill_null(stamp, "1970-01-01 00:00:00,000"), ",", ".", max_replacements=1)
     try:
-        times = pc.cast(iso, pa.timestamp("ms"))
+        times = pc.cast(iso, pa.timestamp("us"))  # 3 or 6 fraction digits, both exact in µs
     except pa.ArrowInvalid:  # e.g. month 13: parse one by one
         values = []
         for text in iso.to_pylist():
@@ -132,27 +141,45 @@ def _log_time(stamp: pa.Array) -> pa.Array:
                 values.append(datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f"))
             except ValueError:
                 values.append(None)
-        times = pa.array(values, pa.timestamp("ms"))
-    return pc.if_else(pc.is_valid(stamp), pc.cast(times, pa.timestamp("us")), pa.scalar(None, pa.timestamp("us")))
+        times = pa.array(values, pa.timestamp("us"))
+    return pc.if_else(pc.is_valid(stamp), times, pa.scalar(None, pa.timestamp("us")))
 
 
-def _standard_bodies(line: pa.Array, rows: np.ndarray) -> tuple[np.ndarray, pa.Array]:
-    """Bodies of standard-layout lines (bytes from the fixed offset up to the logger suffix, if any),
-    and the rows they belong to, in the order of the bodies."""
-    if len(rows) == 0:
-        return rows, pa.array([], pa.binary())
-    lines = pc.take(line, pa.array(rows)).cast(pa.binary())
+def _cut_bodies(lines: pa.Array, body_at: int) -> tuple[np.ndarray, pa.Array]:
+    """Bodies of standard-layout lines (binary) whose body starts at `body_at`, up to the logger suffix
+    if any: (positions in `lines`, in the order of the bodies; the bodies)."""
     with_suffix = _mask(pc.ends_with(lines, _LOGGER_SUFFIX.encode()))
     if with_suffix.all():
-        return rows, pc.binary_slice(lines, _BODY_AT, -len(_LOGGER_SUFFIX))
+        return np.arange(len(lines)), pc.binary_slice(lines, body_at, -len(_LOGGER_SUFFIX))
     suffixed, cut = np.flatnonzero(with_suffix), np.flatnonzero(~with_suffix)
     bodies = pa.concat_arrays(
         [
-            pc.binary_slice(pc.take(lines, pa.array(suffixed)), _BODY_AT, -len(_LOGGER_SUFFIX)),
-            pc.binary_slice(pc.take(lines, pa.array(cut)), _BODY_AT),
+            pc.binary_slice(pc.take(lines, pa.array(suffixed)), body_at, -len(_LOGGER_SUFFIX)),
+            pc.binary_slice(pc.take(lines, pa.array(cut)), body_at),
         ]
     )
-    return np.concatenate([rows[suffixed], rows[cut]]), bodies
+    return np.concatenate([suffixed, cut]), bodies
+
+
+def _standard_bodies(line: pa.Array, rows: np.ndarray, stamp_length: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+    """Bodies of standard-layout lines and the rows they belong to, in the order of the bodies.
+
+    `stamp_length` (per line of `line`) picks the body's offset: lines with millisecond and with
+    microsecond stamps are cut as two groups, each at its fixed offset (one group in the usual case).
+    """
+    if len(rows) == 0:
+        return rows, pa.array([], pa.binary())
+    out_rows, out_bodies = [], []
+    for length, body_at in _BODY_AT.items():
+        group = rows[stamp_length[rows] == length]
+        if len(group) == 0:
+            continue
+        order, bodies = _cut_bodies(pc.take(line, pa.array(group)).cast(pa.binary()), body_at)
+        out_rows.append(group[order])
+        out_bodies.append(bodies)
+    if len(out_rows) == 1:
+        return out_rows[0], out_bodies[0]
+    return np.concatenate(out_rows), pa.concat_arrays(out_bodies)
 
 
 def _other_bodies(line: pa.Array, rows: np.ndarray) -> pa.Array:
@@ -527,7 +554,8 @@ def classify_lines(
     """
     n = len(line)
     start = pc.extract_regex(line, _LINE_START)  # null where the line does not start with a log time
-    log_time = _log_time(pc.struct_field(start, "time"))
+    stamp = pc.struct_field(start, "time")
+    log_time = _log_time(stamp)
     timed = _mask(pc.is_valid(log_time))
     flagged = _mask(pc.is_valid(read_error))
     standard = timed & _mask(pc.not_equal(pc.struct_field(start, "standard"), ""))
@@ -539,7 +567,10 @@ def classify_lines(
     worth_parsing = _mask(pc.is_null(api_hint)) | _mask(pc.equal(api_hint, "PRODUCE")) | (hint_fetch & follower_hint)
     other_layout = timed & ~standard & ~flagged & _mask(pc.greater_equal(pc.find_substring(line, _MARKER), 0))
     has_body = standard | other_layout
-    standard_rows, standard_bodies = _standard_bodies(line, np.flatnonzero(standard & ~flagged & worth_parsing))
+    stamp_length = pc.fill_null(pc.binary_length(stamp), 0).to_numpy(zero_copy_only=False)
+    standard_rows, standard_bodies = _standard_bodies(
+        line, np.flatnonzero(standard & ~flagged & worth_parsing), stamp_length
+    )
     other_rows = np.flatnonzero(other_layout)
     to_parse = np.concatenate([standard_rows, other_rows]).astype(np.int64)
     bodies = pa.concat_arrays([standard_bodies, _other_bodies(line, other_rows)])

@@ -24,7 +24,8 @@ import json
 import re
 from pathlib import Path
 
-LINE_RE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] (\w+) (.*)$")
+# `[%d]` to the millisecond (Kafka's default) or the microsecond (`--log-stamp us`, log4j2 DEFAULT_MICROS).
+LINE_RE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}(?:\d{3})?)\] (\w+) (.*)$")
 REQ_PREFIX = "Completed request:"
 REQ_SUFFIX = " (kafka.request.logger)"
 LAB_PRODUCERS = ("lab-producer-acks-all", "lab-producer-acks-1", "lab-perf-test")

@@ -31,6 +31,28 @@ class LabError(RuntimeError):
     pass
 
 
+# Line stamps the brokers can write (`ClusterSpec.log_stamp`): the stamp text, and the log4j2 date
+# pattern the template's `[%d{${sys:ackreplay.logDatePattern}}]` gets (log4j-core
+# FixedDateFormat.FixedFormat: DEFAULT is what a bare `%d` prints; DEFAULT_MICROS is
+# `yyyy-MM-dd HH:mm:ss,nnnnnn`). log4j 1 / reload4j (Kafka 3.x) formats a java.util.Date, so
+# milliseconds only.
+LOG_STAMPS = {
+    "ms": {"stamp": "yyyy-MM-dd HH:mm:ss,SSS", "log4j2_date_pattern": "DEFAULT"},
+    "us": {"stamp": "yyyy-MM-dd HH:mm:ss,SSSSSS", "log4j2_date_pattern": "DEFAULT_MICROS"},
+}
+
+
+def check_log_stamp(version: str, log_stamp: str) -> None:
+    """Raise LabError unless Kafka `version`'s logging backend can print `log_stamp` stamps."""
+    if log_stamp not in LOG_STAMPS:
+        raise LabError(f"unknown log stamp {log_stamp!r} (one of {', '.join(LOG_STAMPS)})")
+    if log_stamp == "us" and jars.major(version) < 4:
+        raise LabError(
+            f"microsecond log stamps need Kafka 4.x (log4j2); Kafka {version} logs through reload4j "
+            "(log4j 1), whose %d prints milliseconds only: use --log-stamp ms"
+        )
+
+
 # ---------------------------------------------------------------------------------------------
 # processes
 
@@ -168,6 +190,7 @@ class ClusterSpec:
     heap: str = "768m"
     jmx_exporter: bool = True
     extra_broker_props: dict = field(default_factory=dict)
+    log_stamp: str = "ms"  # a key of LOG_STAMPS: "us" needs Kafka 4.x
 
     def broker_props_that_matter(self) -> dict:
         return {
@@ -194,6 +217,7 @@ class LabCluster:
         self.work = work_dir
         self.log = log
         self.reg = ProcessRegistry()
+        check_log_stamp(spec.version, spec.log_stamp)
         self.libs = jars.resolve_kafka(spec.version, log=log)
         self.cp = jars.classpath(self.libs)
         self.agent = jars.jmx_agent_jar(self.libs) if spec.jmx_exporter else None
@@ -293,7 +317,10 @@ class LabCluster:
     def _log4j_opts(self, tools: bool = False) -> list[str]:
         if self.v4:
             f = TEMPLATES / ("tools-log4j2.yaml" if tools else "log4j2.yaml")
-            return [f"-Dlog4j2.configurationFile=file:{f}"]
+            opts = [f"-Dlog4j2.configurationFile=file:{f}"]
+            if not tools:  # every appender of log4j2.yaml shares this date pattern
+                opts.append(f"-Dackreplay.logDatePattern={LOG_STAMPS[self.spec.log_stamp]['log4j2_date_pattern']}")
+            return opts
         f = TEMPLATES / ("tools-log4j.properties" if tools else "log4j.properties")
         return [f"-Dlog4j.configuration=file:{f}"]
 

@@ -40,7 +40,16 @@ from zoneinfo import ZoneInfo
 
 from . import jars
 from .check import check_trace
-from .cluster import CONTROLLER_ID, ClusterSpec, LabCluster, LabError, parse_describe, rmtree_quiet
+from .cluster import (
+    CONTROLLER_ID,
+    LOG_STAMPS,
+    ClusterSpec,
+    LabCluster,
+    LabError,
+    check_log_stamp,
+    parse_describe,
+    rmtree_quiet,
+)
 
 TOPIC = "ackreplay-lab"
 
@@ -177,21 +186,26 @@ def gzip_file(src: Path, dst: Path) -> None:
 CAPTURED_LOGS = ("kafka-request.log", "server.log", "state-change.log", "controller.log")
 
 
-def local_log_stamp(t_wall: float, timezone: str) -> str:
-    """``t_wall`` as a log4j line prefix in the broker JVM's zone: ``[2026-11-22 02:42:36,597]``."""
+def local_log_stamp(t_wall: float, timezone: str, log_stamp: str = "ms") -> str:
+    """``t_wall`` as a log4j line prefix in the broker JVM's zone: ``[2026-11-22 02:42:36,597]``, or
+    with ``log_stamp`` "us" ``[2026-11-22 02:42:36,597408]``."""
     t = dt.datetime.fromtimestamp(t_wall, ZoneInfo(timezone))
-    return "[" + t.strftime("%Y-%m-%d %H:%M:%S,") + f"{t.microsecond // 1000:03d}]"
+    fraction = f"{t.microsecond:06d}" if log_stamp == "us" else f"{t.microsecond // 1000:03d}"
+    return "[" + t.strftime("%Y-%m-%d %H:%M:%S,") + fraction + "]"
 
 
 def gzip_request_log_from(src: Path, dst: Path, first_stamp: str) -> tuple[int, int]:
-    """Gzip the request-log lines logged at or after ``first_stamp`` (a line prefix; the prefixes sort
-    as text). Returns (lines kept, raw bytes kept); writes nothing when no line is kept."""
+    """Gzip the request-log lines logged at or after ``first_stamp`` (a line prefix such as
+    ``local_log_stamp`` gives). The stamps inside the brackets are compared as text, which sorts them
+    in time order, `,SSS` and `,SSSSSS` alike (the `]` would not: it sorts after the digits).
+    Returns (lines kept, raw bytes kept); writes nothing when no line is kept."""
+    first = first_stamp.strip("[]").encode("ascii")
     kept: list[bytes] = []
     keep = False
     with open(src, "rb") as fi:
         for line in fi:
             if line.startswith(b"["):  # a continuation line goes with the line it continues
-                keep = line[: len(first_stamp)].decode("ascii", "replace") >= first_stamp
+                keep = line[1 : line.find(b"]", 1)] >= first
             if keep:
                 kept.append(line)
     if kept:
@@ -279,7 +293,9 @@ def capture_logs(cluster: LabCluster, cdir: Path, request_log_from: float | None
     dropped); server, state-change and controller logs stay whole, since the replay needs the leader
     epochs and ISR from the start."""
     files = {}
-    first_stamp = local_log_stamp(request_log_from, cluster.spec.timezone) if request_log_from else None
+    first_stamp = (
+        local_log_stamp(request_log_from, cluster.spec.timezone, cluster.spec.log_stamp) if request_log_from else None
+    )
     for node in [*cluster.broker_ids, CONTROLLER_ID]:
         name = f"controller-{node}" if node == CONTROLLER_ID else f"broker-{node}"
         for f in sorted(cluster.logs_dir(node).iterdir()):
@@ -350,6 +366,9 @@ def parse_args(argv=None):
     p.add_argument("--out", required=True, type=Path, help="trace folder to write (must not exist or be empty)")
     p.add_argument("--cluster-name", help="default lab-<version>")
     p.add_argument("--timezone", default="UTC", help="broker JVM -Duser.timezone (log line times)")
+    p.add_argument("--log-stamp", choices=sorted(LOG_STAMPS), default=None,
+                   help="log line stamps: us = [yyyy-MM-dd HH:mm:ss,SSSSSS] (log4j2 %%d{DEFAULT_MICROS}, "
+                        "Kafka 4.x only; its default), ms = Kafka's [%%d] (the default for 3.x)")
     p.add_argument("--rate", type=float, default=300, help="records/s over all producers")
     p.add_argument("--acks1-share", type=float, default=0.15,
                    help="share of records sent by the acks=1 producer; 0 or 1: one producer, acks=all or acks=1, "
@@ -382,6 +401,12 @@ def parse_args(argv=None):
     a = p.parse_args(argv)
     if a.client == "perf-test" and a.acks1_share not in (0, 1):
         p.error("--client perf-test runs one producer: --acks1-share 0 (acks=all) or 1 (acks=1)")
+    if a.log_stamp is None:
+        a.log_stamp = "us" if jars.major(a.kafka_version) >= 4 else "ms"
+    try:
+        check_log_stamp(a.kafka_version, a.log_stamp)
+    except LabError as exc:
+        p.error(str(exc))
     if a.long_stall_ms is None:
         a.long_stall_ms = 2 * a.replica_lag_ms + 500
     if a.long_stalls and a.long_stall_ms + a.replica_lag_ms // 2 + 2000 >= a.session_timeout_ms:
@@ -425,7 +450,7 @@ def run(args) -> dict:
                        replica_lag_time_max_ms=args.replica_lag_ms,
                        broker_session_timeout_ms=args.session_timeout_ms,
                        replica_fetch_wait_max_ms=args.replica_fetch_wait_max_ms,
-                       jmx_exporter=not args.no_metrics)
+                       jmx_exporter=not args.no_metrics, log_stamp=args.log_stamp)
     schedule = make_schedule(args, list(range(1, spec.brokers + 1)))
     work = Path(tempfile.mkdtemp(prefix="ackreplay-lab-", dir=args.work_dir))
     try:
@@ -620,6 +645,13 @@ def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summ
             "loggers": {"kafka.request.logger": "DEBUG", "state.change.logger": "INFO",
                         "root (server.log)": "INFO", "org.apache.kafka.controller": "INFO"},
             "log4j": "log4j2.yaml" if jars.major(args.kafka_version) >= 4 else "log4j.properties",
+            # every captured log's line stamp (all appenders share the layout)
+            "log_stamp": {
+                "option": args.log_stamp,
+                "stamp": LOG_STAMPS[args.log_stamp]["stamp"],
+                "pattern": (f"[%d{{{LOG_STAMPS[args.log_stamp]['log4j2_date_pattern']}}}] %p %m (%c)%n"
+                            if jars.major(args.kafka_version) >= 4 else "[%d] %p %m (%c)%n"),
+            },
         },
         "workload": {
             "client": f"Apache Kafka Java client {args.kafka_version} "

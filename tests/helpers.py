@@ -18,3 +18,45 @@ def lines_frame(spark, lines: list[str], errors: dict[int, str] | None = None, b
         for i, text in enumerate(lines, start=1)
     ]
     return spark.createDataFrame(rows, LINES_DDL).withColumn("ingest_run_id", F.lit("test-run"))
+
+
+# Real lines of the 4.1.1 lab trace (data/samples/trace-4.1.1-berlin, broker-1/kafka-request.log.gz): an
+# acks=all PRODUCE (v13, topic id) and a follower FETCH (v18, replicaState), as Kafka's `[%d]` writes them.
+REAL_TOPIC_IDS = {"c1/acR2urqsTD6AuWhQbIJKyg": "ackreplay-lab"}
+REAL_PRODUCE = (
+    '[2026-11-23 21:12:37,300] DEBUG Completed request:{"isForwarded":false,"requestHeader":{"requestApiKey":0,'
+    '"requestApiVersion":13,"correlationId":8,"clientId":"lab-producer-acks-all","requestApiKeyName":"PRODUCE"},'
+    '"request":{"transactionalId":null,"acks":-1,"timeoutMs":30000,"topicData":[{"topicId":"acR2urqsTD6AuWhQbIJKyg",'
+    '"partitionData":[{"index":2,"recordsSizeInBytes":1232},{"index":3,"recordsSizeInBytes":1686}]}]},'
+    '"response":{"responses":[{"topicId":"acR2urqsTD6AuWhQbIJKyg","partitionResponses":[{"index":3,"errorCode":0,'
+    '"baseOffset":6540,"logAppendTimeMs":-1,"logStartOffset":0,"recordErrors":[],"errorMessage":null},{"index":2,'
+    '"errorCode":0,"baseOffset":6194,"logAppendTimeMs":-1,"logStartOffset":0,"recordErrors":[],"errorMessage":null}]}],'
+    '"throttleTimeMs":0},"connection":"127.0.0.1:39101-127.0.0.1:37656-0-3","totalTimeMs":30.423,'
+    '"requestQueueTimeMs":0.295,"localTimeMs":1.949,"remoteTimeMs":27.99,"throttleTimeMs":0,'
+    '"responseQueueTimeMs":0.078,"sendTimeMs":0.11,"securityProtocol":"PLAINTEXT","principal":"User:ANONYMOUS",'
+    '"listener":"CLIENT","clientInformation":{"softwareName":"apache-kafka-java","softwareVersion":"4.1.1"}} '
+    "(kafka.request.logger)"
+)
+REAL_FETCH = (
+    '[2026-11-23 21:12:37,302] DEBUG Completed request:{"isForwarded":false,"requestHeader":{"requestApiKey":1,"r'
+    'equestApiVersion":18,"correlationId":7920,"clientId":"broker-2-fetcher-0","requestApiKeyName":"FETCH"},"requ'
+    'est":{"replicaState":{"replicaId":2,"replicaEpoch":32},"maxWaitMs":500,"minBytes":1,"maxBytes":10485760,"iso'
+    'lationLevel":0,"sessionId":216719697,"sessionEpoch":7920,"topics":[{"topicId":"acR2urqsTD6AuWhQbIJKyg","part'
+    'itions":[{"partition":2,"currentLeaderEpoch":0,"fetchOffset":6197,"lastFetchedEpoch":0,"logStartOffset":0,"p'
+    'artitionMaxBytes":1048576},{"partition":3,"currentLeaderEpoch":0,"fetchOffset":6543,"lastFetchedEpoch":0,"lo'
+    'gStartOffset":0,"partitionMaxBytes":1048576}]}],"forgottenTopicsData":[],"rackId":""},"response":{"throttleT'
+    'imeMs":0,"errorCode":0,"sessionId":216719697,"responses":[{"topicId":"acR2urqsTD6AuWhQbIJKyg","partitions":['
+    '{"partitionIndex":3,"errorCode":0,"highWatermark":6543,"lastStableOffset":6543,"logStartOffset":0,"abortedTr'
+    'ansactions":null,"preferredReadReplica":-1,"recordsSizeInBytes":2067},{"partitionIndex":2,"errorCode":0,"hig'
+    'hWatermark":6197,"lastStableOffset":6197,"logStartOffset":0,"abortedTransactions":null,"preferredReadReplica'
+    '":-1,"recordsSizeInBytes":1442}]}]},"connection":"127.0.0.1:39102-127.0.0.1:37662-3-0","totalTimeMs":4.073,"'
+    'requestQueueTimeMs":1.383,"localTimeMs":0.192,"remoteTimeMs":2.281,"throttleTimeMs":0,"responseQueueTimeMs":'
+    '0.066,"sendTimeMs":0.148,"securityProtocol":"PLAINTEXT","principal":"User:ANONYMOUS","listener":"REPLICATION'
+    '","clientInformation":{"softwareName":"unknown","softwareVersion":"unknown"}} (kafka.request.logger)'
+)
+
+
+def micros(line: str, digits: str) -> str:
+    """`line` with its `,SSS` stamp written as log4j2's `%d{DEFAULT_MICROS}` does: `,SSS` + `digits`."""
+    assert line[24] == "]"
+    return line[:24] + digits + line[24:]

@@ -1,6 +1,7 @@
 """Broker `server.log` / `state-change.log` lines -> `isr_changes` and `leader_epochs` (silver).
 
-Lines use the log4j layout `[%d] %p %m (%c)%n` (Kafka's default for both files). The lines used
+Lines use the log4j layout `[%d] %p %m (%c)%n` (Kafka's default for both files; `%d` to the millisecond,
+or to the microsecond from a Kafka 4.x broker set to log4j2's `%d{DEFAULT_MICROS}`). The lines used
 (kafka-reference.md §3.3; `[Partition <topic>-<p> broker=<id>] ` and `[Broker id=<id>] ` prefixes):
 
 server.log (logger kafka.cluster.Partition), on the partition's leader:
@@ -100,6 +101,8 @@ _SKIP_GROUPS = (
     "leader_epoch", "high_watermark", "isr",
 )
 
+# The quarantine reason of a used line without a readable stamp (either layout `with_log_fields` reads).
+NO_LOG_TIME = "no readable log4j time '[yyyy-MM-dd HH:mm:ss,SSS]' (or ',SSSSSS') at the start of the line"
 # The quarantine reason of a line of a kind the replay reads whose text no pattern matches.
 UNKNOWN_FORMAT = "line in no known format (cut short?)"
 _PATTERNS = {ISR_SHRINK: _SHRINK, ISR_UPDATE: _UPDATE, LEADER_START: _LEADER, LEADER_SKIP: _SKIP}
@@ -157,7 +160,7 @@ def with_broker_line_status(df: DataFrame) -> DataFrame:
         (
             used & no_prefix,
             quarantined,
-            F.lit("no readable log4j time '[yyyy-MM-dd HH:mm:ss,SSS]' at the start of the line"),
+            F.lit(NO_LOG_TIME),
         ),
         (used & ~parses, quarantined, F.format_string(f"'%s' {UNKNOWN_FORMAT}", label)),
         (used, parsed, kind),

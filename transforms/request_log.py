@@ -4,6 +4,10 @@ A line looks like (log4j layout `[%d] %p %m (%c)%n`, Kafka 2.8+):
 
     [2026-11-22 10:15:42,317] DEBUG Completed request:{...json...} (kafka.request.logger)
 
+or, from a Kafka 4.x broker whose log4j2 layout prints microseconds (`%d{DEFAULT_MICROS}`):
+
+    [2026-11-22 10:15:42,317408] DEBUG Completed request:{...json...} (kafka.request.logger)
+
 Every line gets a `status`: `parsed` (it yields silver rows), `unused` (a request type or log line the
 pipeline does not use; `detail` says which) or `quarantined` (`detail` says why). Classification and
 JSON parsing happen in Arrow (`ackreplay.request_log_parser`); the functions here turn its rows into
@@ -21,22 +25,29 @@ from transforms.common import conform, literal_map, plus_ms
 
 _MARKER = "Completed request:"
 _LOGGER_SUFFIX = " (kafka.request.logger)"
-_LOG_TIME_FORMAT = "yyyy-MM-dd HH:mm:ss,SSS"
+# Spark parses 1 to 6 fraction digits with `SSSSSS`, so one format reads both log4j stamps:
+# `,SSS` (Kafka's default `%d`) and `,SSSSSS` (log4j2 `%d{DEFAULT_MICROS}`), keeping the µs.
+_LOG_TIME_FORMAT = "yyyy-MM-dd HH:mm:ss,SSSSSS"
+# 1-based position of the `]` that closes a `[yyyy-MM-dd HH:mm:ss,SSS]` or `[...,SSSSSS]` stamp.
+_MS_CLOSE, _US_CLOSE = len("[2026-11-20 10:00:00,123]"), len("[2026-11-20 10:00:00,123456]")
 
 
 def with_log_fields(lines_df: DataFrame) -> DataFrame:
     """Split the log4j prefix: `log_time_local` (zone-less), `log_level`, `logger`, `json_text`."""
     line = F.col("line")
-    has_time = line.startswith("[") & (F.substring(line, 25, 1) == F.lit("]"))
+    close_at = F.when(F.substring(line, _MS_CLOSE, 1) == F.lit("]"), F.lit(_MS_CLOSE)).when(
+        F.substring(line, _US_CLOSE, 1) == F.lit("]"), F.lit(_US_CLOSE)
+    )
+    has_time = line.startswith("[") & close_at.isNotNull()
     marker_at = F.locate(_MARKER, line)
     suffix_len = F.when(line.endswith(_LOGGER_SUFFIX), F.lit(len(_LOGGER_SUFFIX))).otherwise(F.lit(0))
     json_len = F.length(line) - marker_at - F.lit(len(_MARKER) - 1) - suffix_len
     return lines_df.withColumns(
         {
             "log_time_local": F.when(
-                has_time, F.try_to_timestamp(F.substring(line, 2, 23), F.lit(_LOG_TIME_FORMAT))
+                has_time, F.try_to_timestamp(F.substring(line, F.lit(2), close_at - 2), F.lit(_LOG_TIME_FORMAT))
             ),
-            "log_level": F.when(has_time, F.substring_index(F.substring(line, 27, 8), " ", 1)),
+            "log_level": F.when(has_time, F.substring_index(F.substring(line, close_at + 2, F.lit(8)), " ", 1)),
             "logger": F.regexp_extract(line, r"\(([^()\s]+)\)\s*$", 1),
             "json_text": F.when(marker_at > 0, F.substring(line, marker_at + F.lit(len(_MARKER)), json_len)),
         }

@@ -28,7 +28,8 @@ def _open(path: Path):
 
 
 def _log_ms(line: str) -> float:
-    stamp = datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=timezone.utc)
+    # up to the `]`: the stamp is `,SSS` or `,SSSSSS` (log4j2 DEFAULT_MICROS); %f reads both
+    stamp = datetime.strptime(line[1 : line.index("]")], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=timezone.utc)
     return stamp.timestamp() * 1000.0
 
 

@@ -84,10 +84,14 @@ def test_capture_complete(trace: Path):
     manifest = json.loads((trace / "manifest.json").read_text())
     assert manifest["kafka_version"] == VERSION
     assert manifest["configs"]["broker"]["min.insync.replicas"] == 2
+    assert manifest["configs"]["log_stamp"]["option"] == ("us" if int(VERSION.split(".")[0]) >= 4 else "ms")
     assert any(f["kind"] == "long_stall" and "start_utc" in f for f in manifest["faults"])
 
 
-LINE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] DEBUG Completed request:(.*) \(kafka\.request\.logger\)$")
+# `,SSS` stamps (3.x, `--log-stamp ms`) or `,SSSSSS` (`--log-stamp us`, the default on 4.x)
+LINE = re.compile(
+    r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}(?:\d{3})?\] DEBUG Completed request:(.*) \(kafka\.request\.logger\)$"
+)
 
 
 def _request_lines(cdir: Path):

@@ -14,7 +14,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from tests.helpers import lines_frame
+from tests.helpers import lines_frame, micros
 from transforms.broker_logs import build_isr_changes, build_leader_epochs, with_broker_line_status, with_broker_message
 from transforms.request_log import with_event_time, with_log_fields
 
@@ -199,7 +199,7 @@ def test_every_line_gets_a_status_and_reason(spark):
             ("server_log", 4, "parsed", "isr_update"),
             ("server_log", 5, "parsed", "isr_shrink"),
             ("server_log", 6, "quarantined", "'Shrinking ISR' line in no known format (cut short?)"),
-            ("server_log", 7, "quarantined", "no readable log4j time '[yyyy-MM-dd HH:mm:ss,SSS]' at the start of the line"),
+            ("server_log", 7, "quarantined", "no readable log4j time '[yyyy-MM-dd HH:mm:ss,SSS]' (or ',SSSSSS') at the start of the line"),
             ("server_log", 8, "quarantined", "'ISR updated to' line in no known format (cut short?)"),
             ("server_log", 9, "unused", "other message"),
             ("server_log", 10, "unused", no_prefix),
@@ -273,6 +273,46 @@ def test_a_shrink_committed_through_the_metadata_log_keeps_its_proposal(spark):
         ISR_DDL + ", event_date date, source_file string",
     )
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_microsecond_stamps_give_the_same_rows_with_their_microseconds(spark):
+    # The 4.1.1 lines above as a Kafka 4.x broker writes them under log4j2's %d{DEFAULT_MICROS}.
+    server = [micros(SERVER_411[0], "417"), micros(SERVER_411[1], "052")]
+    state = [micros(STATE_411[0], "900"), micros(STATE_411[1], "001"), micros(STATE_411[2], "123"),
+             micros(STATE_411[3], "999")]
+
+    def frame(server_lines, state_lines):
+        return log_frame(spark, server_lines, "server_log", broker_id=2).unionByName(
+            log_frame(spark, state_lines, "state_change_log", broker_id=2)
+        )
+
+    us, ms = frame(server, state), frame(SERVER_411, STATE_411)
+    zones = {"c1": "Europe/Berlin"}
+    classified = ["stage", "line_number", "status", "detail", "log_level", "logger", "message", "line_kind", "event_date"]
+    assert_df_equality(
+        classify(us, zones).select(*classified), classify(ms, zones).select(*classified), ignore_row_order=True
+    )
+    assert sorted(r["t_log"] for r in classify(us, zones).select("t_log").collect()) == [
+        ts("2026-11-22 02:57:55.171900"), ts("2026-11-22 02:58:30.401417"), ts("2026-11-22 02:58:30.515001"),
+        ts("2026-11-22 02:58:33.970052"), ts("2026-11-22 02:58:33.983123"), ts("2026-11-22 02:59:11.051999"),
+    ]
+    actual = build_isr_changes(classify(us, zones)).select(*ISR_COLUMNS)
+    expected = spark.createDataFrame(
+        [
+            (4, 2, 0, 0, [2, 1, 3], 3, False, None, "leader_start", None, None, None, "state_change_log",
+             ts("2026-11-22 02:57:55.171900"), 1),
+            (4, 2, 0, 1, [2, 3], 2, None, [2, 1, 3], "shrink", ts("2026-11-22 02:58:30.401417"),
+             [(1, 1446, 1795316307136)], 1446, "state_change_log", ts("2026-11-22 02:58:30.515001"), 2),
+            (4, 2, 0, 2, [2, 3, 1], 3, False, [2, 3], "expand", None, None, None, "server_log",
+             ts("2026-11-22 02:58:33.970052"), 2),
+            (4, 2, 0, 3, [2, 3], 2, None, [2, 3, 1], "shrink", None, None, None, "state_change_log",
+             ts("2026-11-22 02:59:11.051999"), 4),
+        ],
+        ISR_DDL,
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+    epochs = build_leader_epochs(classify(us, zones)).select("partition", "leader_epoch", "epoch_start_offset", "t_log")
+    assert [tuple(r) for r in epochs.collect()] == [(4, 0, 0, ts("2026-11-22 02:57:55.171900"))]
 
 
 def test_older_line_shapes_and_change_kinds(spark):

@@ -96,6 +96,24 @@ def test_times_are_the_earliest_of_the_head_and_latest_of_the_tail(tmp_path: Pat
     assert (facts.first_time, facts.last_time) == ("2026-11-20 10:00:00,001", "2026-11-20 10:00:09,000")
 
 
+def test_microsecond_stamps_give_microsecond_first_and_last_times(tmp_path: Path):
+    # log4j2 %d{DEFAULT_MICROS} (Kafka 4.x): `,SSSSSS` stamps, read whole and converted to the µs.
+    log = tmp_path / "state-change.log"
+    log.write_bytes(
+        _log([("2026-11-21 00:30:00,000250", "x"), ("2026-11-21 00:30:00,000249", "y"), ("2026-11-21 00:30:09,999999", "z")])
+    )
+    facts = read_facts(str(log), "none", "state_change_log", log.stat().st_size)
+    assert (facts.first_time, facts.last_time) == ("2026-11-21 00:30:00,000249", "2026-11-21 00:30:09,999999")
+    berlin = _file("state-change.log", "state_change_log", cluster="berlin", broker_id=1)
+    assert _parse_time(facts.first_time, berlin, CONFIG) == datetime(2026, 11, 20, 23, 30, 0, 249)
+    assert _parse_time(facts.last_time, berlin, CONFIG) == datetime(2026, 11, 20, 23, 30, 9, 999999)
+    # a file holding both layouts: the stamps still order as times
+    mixed = tmp_path / "server.log"
+    mixed.write_bytes(_log([("2026-11-20 10:00:00,124", "a"), ("2026-11-20 10:00:00,123999", "b"), ("2026-11-20 10:00:00,123", "c")]))
+    facts = read_facts(str(mixed), "none", "server_log", mixed.stat().st_size)
+    assert (facts.first_time, facts.last_time) == ("2026-11-20 10:00:00,123", "2026-11-20 10:00:00,124")
+
+
 def test_metrics_times_are_sample_timestamps_and_topics_have_none(tmp_path: Path):
     prom = tmp_path / "broker-1.prom"
     prom.write_text(

@@ -73,3 +73,13 @@ def test_empty_file_has_no_lines(tmp_path):
     path = tmp_path / "f"
     path.write_bytes(b"")
     assert _read(path) == []
+
+
+def test_first_log_time_keeps_a_microsecond_stamp(tmp_path):
+    # log4j2 %d{DEFAULT_MICROS} (Kafka 4.x): `,SSSSSS`; the first stamp is read whole, not cut to `,SSS`.
+    path = tmp_path / "kafka-request.log.gz"
+    lines = ["\tcontinuation", "[2026-11-20 13:00:00,000123] DEBUG line 1", "[2026-11-20 13:00:00,000456] DEBUG line 2"]
+    path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    rows = _read(path, "gzip")
+    assert [r["line"] for r in rows] == lines
+    assert {r["first_log_time"] for r in rows} == {"2026-11-20 13:00:00,000123"}

@@ -16,7 +16,7 @@ from ackreplay.kafka_lines import (
     produce_body,
     request_log_line,
 )
-from tests.helpers import TOPIC_ID, TOPIC_IDS, lines_frame
+from tests.helpers import REAL_PRODUCE, REAL_TOPIC_IDS, TOPIC_ID, TOPIC_IDS, lines_frame, micros
 from transforms.request_log import (
     parse_request_log_lines,
     select_produce_requests,
@@ -28,10 +28,10 @@ T0 = datetime(2026, 11, 20, 13, 0, 0, 317000)
 UNKNOWN_ID = "ZZZZZZZZZZZZZZZZZZZZZZ"
 
 
-def parse(df, zones=None, offsets=None):
+def parse(df, zones=None, offsets=None, topic_ids=TOPIC_IDS):
     """Every output row of the parser (lines and silver rows), with UTC times."""
     return (
-        df.transform(parse_request_log_lines, TOPIC_IDS)
+        df.transform(parse_request_log_lines, topic_ids)
         .transform(with_local_log_time)
         .transform(with_event_time, zones or {}, "UTC", offsets or {})
     )
@@ -88,7 +88,7 @@ def test_every_line_gets_a_status_and_reason(spark):
             (9, "unused", "FETCH of __cluster_metadata", "FETCH", 1),
             (10, "unused", "METADATA", "METADATA", None),
             (11, "quarantined", "malformed or truncated JSON", "PRODUCE", None),  # header still readable
-            (12, "quarantined", "not a log4j line '[yyyy-MM-dd HH:mm:ss,SSS] LEVEL message (logger)'", None, None),
+            (12, "quarantined", "not a log4j line '[yyyy-MM-dd HH:mm:ss,SSS] LEVEL message (logger)' (or ',SSSSSS')", None, None),
             (13, "unused", "RequestChannel trace line", None, None),
             (14, "quarantined", "not a 'Completed request:' line", None, None),
             (15, "quarantined", "pre-2.8 text request log format is not supported", None, None),
@@ -163,3 +163,43 @@ def test_produce_rows_carry_offsets_errors_and_derived_times(spark):
         "t_ack_observed timestamp, connection string",
     )
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
+
+
+def test_microsecond_stamps_carry_into_every_derived_time(spark):
+    # The real 4.1.1 line (Europe/Berlin, CET) with its `,300` stamp and as log4j2 %d{DEFAULT_MICROS}
+    # writes it, `,300123`: every time derived from it moves by the same 123 µs, nothing else changes.
+    df = lines_frame(spark, [REAL_PRODUCE, micros(REAL_PRODUCE, "123")])
+    rows = parse(df, zones={"c1": "Europe/Berlin"}, topic_ids=REAL_TOPIC_IDS)
+    out = select_produce_requests(rows)
+    actual = out.select(
+        "line_number", "partition", "base_offset", "t_log", "t_start", "t_dequeue", "t_local_done", "t_ack_observed"
+    )
+    ts = lambda us: datetime(2026, 11, 23, 20, 12, 37, us)  # noqa: E731
+    # total 30.423 ms before the log time; +0.295 queue; +1.949 local; +27.99 remote
+    ms_line = (ts(300000), ts(269577), ts(269872), ts(271821), ts(299811))
+    us_line = (ts(300123), ts(269700), ts(269995), ts(271944), ts(299934))
+    expected = spark.createDataFrame(
+        [
+            (1, 2, 6194, *ms_line),
+            (1, 3, 6540, *ms_line),
+            (2, 2, 6194, *us_line),
+            (2, 3, 6540, *us_line),
+        ],
+        "line_number bigint, partition int, base_offset bigint, t_log timestamp, t_start timestamp, "
+        "t_dequeue timestamp, t_local_done timestamp, t_ack_observed timestamp",
+    )
+    assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
+    # apart from the times, the two lines give the same rows
+    same = [c for c in out.columns if c not in ("line_number", "t_log", "t_start", "t_dequeue", "t_local_done",
+                                                  "t_ack_observed", "event_date")]
+    assert_df_equality(
+        out.filter("line_number = 1").select(*same), out.filter("line_number = 2").select(*same),
+        ignore_row_order=True,
+    )
+
+
+def test_undated_lines_take_the_date_of_a_microsecond_first_line(spark):
+    df = lines_frame(spark, ["garbage"]).withColumn("first_log_time", F.lit("2026-11-19 23:59:59,999999"))
+    row = classify(df, zones={"c1": "UTC"}).select("t_log", "event_date").first()
+    assert row["t_log"] is None
+    assert str(row["event_date"]) == "2026-11-19"

@@ -16,7 +16,7 @@ from ackreplay.kafka_lines import (
     request_log_line,
 )
 from ackreplay.request_log_parser import parse_json_bodies, parsed_batches
-from tests.helpers import TOPIC_ID, TOPIC_IDS
+from tests.helpers import REAL_FETCH, REAL_PRODUCE, REAL_TOPIC_IDS, TOPIC_ID, TOPIC_IDS, micros
 
 T0 = datetime(2026, 11, 20, 13, 0, 0, 317000)
 
@@ -26,7 +26,9 @@ def _produce(correlation_id: int, partitions=None, **kw) -> str:
     return request_log_line(T0, produce_body(9, correlation_id, kw.pop("acks", -1), "orders", partitions, Timing(), **kw))
 
 
-def _parse(lines: list[str], errors: dict[int, str] | None = None) -> dict[str, list[dict]]:
+def _parse(
+    lines: list[str], errors: dict[int, str] | None = None, topic_ids: dict[str, str] = TOPIC_IDS
+) -> dict[str, list[dict]]:
     """Output rows by kind, as dicts of the non-null columns that matter here."""
     errors = errors or {}
     n = len(lines)
@@ -38,7 +40,7 @@ def _parse(lines: list[str], errors: dict[int, str] | None = None) -> dict[str, 
         pa.array([len(x.encode()) for x in lines], pa.int32()),
         pa.array([errors.get(i) for i in range(1, n + 1)], pa.string()),
         pa.array(["c1"] * n),
-        TOPIC_IDS,
+        topic_ids,
     ):
         for row in batch.to_pylist():
             out.setdefault(row["row_kind"], []).append(row)
@@ -83,7 +85,7 @@ def test_other_layouts_and_impossible_dates():
     rows = _parse(lines)
     assert [(r["status"], r["detail"]) for r in rows["line"]] == [
         ("parsed", None),
-        ("quarantined", "not a log4j line '[yyyy-MM-dd HH:mm:ss,SSS] LEVEL message (logger)'"),
+        ("quarantined", "not a log4j line '[yyyy-MM-dd HH:mm:ss,SSS] LEVEL message (logger)' (or ',SSSSSS')"),
         ("parsed", None),
     ]
     assert rows["line"][0]["log_time_local"] == datetime(2026, 11, 20, 13, 0, 0, 317000)
@@ -131,3 +133,58 @@ def test_acks_0_empty_response_and_unknown_fields_are_fine():
     rows = _parse([line + " (kafka.request.logger)", line])  # with and without the logger suffix
     assert [r["status"] for r in rows["line"]] == ["parsed", "parsed"]
     assert [(r["acks"], r["error_code"], r["base_offset"]) for r in rows["produce"]] == [(0, None, None)] * 2
+
+
+def _without(rows: list[dict], *names: str) -> list[dict]:
+    return [{k: v for k, v in row.items() if k not in names} for row in rows]
+
+
+def test_microsecond_stamps_keep_the_microseconds_and_cut_the_same_body():
+    lines = [
+        REAL_PRODUCE,  # 1
+        micros(REAL_PRODUCE, "123"),  # 2
+        REAL_FETCH,  # 3
+        micros(REAL_FETCH, "456"),  # 4
+        micros(REAL_PRODUCE, "999")[: -len(" (kafka.request.logger)")],  # 5 no logger suffix
+        REAL_PRODUCE.replace(",300]", ",3001]", 1),  # 6 neither layout
+        REAL_PRODUCE.replace(",300]", ",3001234]", 1),  # 7
+    ]
+    rows = _parse(lines, topic_ids=REAL_TOPIC_IDS)
+    t = lambda ms, us: datetime(2026, 11, 23, 21, 12, 37, ms * 1000 + us)  # noqa: E731
+    not_log4j = "not a log4j line '[yyyy-MM-dd HH:mm:ss,SSS] LEVEL message (logger)' (or ',SSSSSS')"
+    assert [(r["line_number"], r["status"], r["detail"], r["log_time_local"]) for r in rows["line"]] == [
+        (1, "parsed", None, t(300, 0)),
+        (2, "parsed", None, t(300, 123)),
+        (3, "parsed", None, t(302, 0)),
+        (4, "parsed", None, t(302, 456)),
+        (5, "parsed", None, t(300, 999)),
+        (6, "quarantined", not_log4j, None),
+        (7, "quarantined", not_log4j, None),
+    ]
+    produce = {n: [r for r in rows["produce"] if r["line_number"] == n] for n in (1, 2, 5)}
+    assert [(r["partition"], r["base_offset"], r["total_time_ms"], r["topic"]) for r in produce[1]] == [
+        (2, 6194, 30.423, "ackreplay-lab"),
+        (3, 6540, 30.423, "ackreplay-lab"),
+    ]
+    assert [r["log_time_local"] for r in produce[2]] == [t(300, 123)] * 2
+    # the body parses to the same rows whichever stamp the line carries
+    assert _without(produce[2], "line_number", "log_time_local") == _without(produce[1], "line_number", "log_time_local")
+    assert _without(produce[5], "line_number", "log_time_local") == _without(produce[1], "line_number", "log_time_local")
+    fetch = {n: [r for r in rows["fetch"] if r["line_number"] == n] for n in (3, 4)}
+    assert [(r["follower_id"], r["partition"], r["fetch_offset"], r["log_time_local"]) for r in fetch[4]] == [
+        (2, 2, 6197, t(302, 456)),
+        (2, 3, 6543, t(302, 456)),
+    ]
+    assert _without(fetch[4], "line_number", "log_time_local") == _without(fetch[3], "line_number", "log_time_local")
+
+
+def test_a_batch_of_microsecond_lines_alone():
+    rows = _parse([micros(_produce(1), "001"), micros(_produce(2), "250")])
+    assert [r["log_time_local"] for r in rows["line"]] == [T0.replace(microsecond=317001), T0.replace(microsecond=317250)]
+    assert [(r["line_number"], r["base_offset"]) for r in rows["produce"]] == [(1, 1), (2, 2)]
+
+
+def test_kafka_lines_write_microsecond_stamps():
+    line = request_log_line(T0.replace(microsecond=317408), other_body("METADATA", 3, 12, 9), micros=True)
+    assert line.startswith("[2026-11-20 13:00:00,317408] DEBUG Completed request:{")
+    assert _parse([line])["line"][0]["log_time_local"] == datetime(2026, 11, 20, 13, 0, 0, 317408)
