@@ -429,8 +429,8 @@ class LabCluster:
     def resume(self, node: int) -> None:
         os.kill(self.pid(node), signal.SIGCONT)
 
-    def stop_node(self, node: int, timeout: float = 60) -> int | None:
-        return self.reg.stop(f"node-{node}", timeout=timeout)
+    def stop_node(self, node: int, timeout: float = 60, sig: int = signal.SIGTERM) -> int | None:
+        return self.reg.stop(f"node-{node}", timeout=timeout, sig=sig)
 
     def stop(self) -> None:
         # brokers first (controlled shutdown needs the controller), then the controller, then anything left

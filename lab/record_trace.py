@@ -93,6 +93,13 @@ def make_schedule(args, brokers: list[int]) -> list[dict]:
                        "down_s": args.leader_down_s, "signal": "SIGTERM (controlled shutdown), then restart"})
         busy.append((t - 2, t + args.leader_down_s + 30))  # describe + shutdown + restart + catch-up
         t += args.leader_down_s + 14
+    for i in range(args.crashes):
+        events.append({"kind": "leader_crash", "partition": (i + args.leader_changes) % args.partitions,
+                       "at_s": round(t, 1), "followers_stall_ms": args.crash_followers_stall_ms,
+                       "kill_after_ms": args.crash_followers_stall_ms * 2 // 3, "down_s": args.leader_down_s,
+                       "signal": "SIGSTOP the followers, SIGKILL the leader during their stall, SIGCONT, restart"})
+        busy.append((t - 2, t + args.crash_followers_stall_ms / 1000 + args.leader_down_s + 30))
+        t += args.crash_followers_stall_ms / 1000 + args.leader_down_s + 16
     if t > d - tail:
         raise SystemExit(f"--duration-s {d} is too short for the requested faults (need about {t + tail:.0f}s)")
     n_short = args.short_stalls if args.short_stalls is not None else max(2, int(d / 15))
@@ -391,6 +398,11 @@ def parse_args(argv=None):
     p.add_argument("--long-stalls", type=int, default=1)
     p.add_argument("--long-stall-ms", type=int, default=None, help="default 2*replica-lag-ms+500")
     p.add_argument("--leader-changes", type=int, default=1)
+    p.add_argument("--crashes", type=int, default=0,
+                   help="leader crashes: both followers of a partition paused, its leader SIGKILLed during the pause "
+                        "(acks=1 records they had not fetched are lost at the election), then restarted")
+    p.add_argument("--crash-followers-stall-ms", type=int, default=1500,
+                   help="how long the followers are paused around a crash (below --replica-lag-ms: they stay in the ISR)")
     p.add_argument("--leader-down-s", type=float, default=10)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-metrics", action="store_true", help="no JMX exporter / scrapes")
@@ -407,6 +419,8 @@ def parse_args(argv=None):
         check_log_stamp(a.kafka_version, a.log_stamp)
     except LabError as exc:
         p.error(str(exc))
+    if a.crashes and a.crash_followers_stall_ms >= a.replica_lag_ms:
+        p.error("--crash-followers-stall-ms must be below --replica-lag-ms (the followers must stay in the ISR)")
     if a.long_stall_ms is None:
         a.long_stall_ms = 2 * a.replica_lag_ms + 500
     if a.long_stalls and a.long_stall_ms + a.replica_lag_ms // 2 + 2000 >= a.session_timeout_ms:
@@ -587,6 +601,41 @@ def run_fault(cluster: LabCluster, ev: dict, args) -> None:
         cluster.wait_started(b, since_bytes=size)
         ev["ready_utc"] = utc_iso()
         log(f"leader change: broker {b} restarted")
+    elif kind == "leader_crash":
+        # Acks=1 records the followers have not fetched are lost when the leader dies and a follower is
+        # elected: the restarted broker truncates its log to the new leader's (Partition.makeFollower,
+        # the leader epoch's end offset). A SIGKILLed process loses nothing of what it wrote (the page
+        # cache survives it), so the loss comes only from that election. The followers are paused for
+        # less than replica.lag.time.max.ms first, so they stay in the ISR, are electable, and lag by
+        # the records appended meanwhile.
+        desc = parse_describe(cluster.describe())
+        part = desc[TOPIC]["partitions"][ev["partition"]]
+        b = part["leader"]
+        followers = [r for r in part["isr"] if r != b]
+        ev["broker"], ev["followers"], ev["leader_before"] = b, followers, part
+        pids = [cluster.pid(f) for f in followers]
+        ev["followers_stall_utc"] = utc_iso()
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(ev["kill_after_ms"] / 1000)
+            ev["kill_utc"] = utc_iso()
+            ev["exit_code"] = cluster.stop_node(b, timeout=10, sig=signal.SIGKILL)
+            ev["killed_utc"] = utc_iso()
+            time.sleep((ev["followers_stall_ms"] - ev["kill_after_ms"]) / 1000)
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        ev["followers_resumed_utc"] = utc_iso()
+        log(f"leader crash: broker {b} (leader of {TOPIC}-{ev['partition']}) SIGKILLed "
+            f"{ev['kill_after_ms']} ms into a {ev['followers_stall_ms']} ms stall of brokers {followers}")
+        time.sleep(ev["down_s"])
+        size = cluster.server_log_size(b)
+        ev["restart_utc"] = utc_iso()
+        cluster.start_node(b)
+        cluster.wait_started(b, since_bytes=size)
+        ev["ready_utc"] = utc_iso()
+        log(f"leader crash: broker {b} restarted")
     else:
         raise LabError(f"unknown fault {kind}")
 

@@ -40,6 +40,7 @@ from schemas.metrics import FOLLOWER_LEO_SAMPLES
 from schemas.replay import PRODUCE_REPLAY, REPLAY_CHECKS, WRITTEN_FILE
 from schemas.tables import BATCH_SEND_TIMES
 from transforms.common import conform
+from transforms.failovers import failover_truncations
 from transforms.replay_inputs import (
     appended,
     build_epochs,
@@ -69,6 +70,7 @@ class ReplayReport:
     ground_truth: dict[str, float] = field(default_factory=dict)
     self_check: SelfCheck | None = None
     metric_clusters: list[str] = field(default_factory=list)  # replayed from JMX LEO scrapes (no FETCH lines)
+    failovers: list[dict] = field(default_factory=list)  # transforms.failovers rows: leader changes that cut acks
 
     def summary_lines(self) -> list[str]:
         out = [
@@ -89,6 +91,21 @@ class ReplayReport:
             )
         if self.self_check is not None:
             out += self.self_check.summary_lines()
+        if self.failovers:
+            out.append(
+                "  leader changes that cut acknowledged records (the new leader's start offset in the brokers' logs;"
+                " the replay's follower timeline counts the new leader as holding only what it last reported):"
+            )
+            for f in self.failovers:
+                replayed = "never fetched" if f["replayed_held_offset"] is None else f"offset {f['replayed_held_offset']:,}"
+                out.append(
+                    f"    {f['cluster']} {f['topic']}-{f['partition']} epoch {f['old_epoch']}->{f['new_epoch']} "
+                    f"(broker {f['old_leader']}->{f['new_leader']}, {f['t_new_epoch']:%H:%M:%S}): "
+                    f"{f['acked_batches_truncated']:,} acks=1 batches acknowledged and lost (the log restarts at "
+                    f"offset {f['new_start_offset']:,}); the replay's timeline: {f['acked_batches_replayed_lost']:,} "
+                    f"(held to {replayed})"
+                    + (f"; {f['acked_all_batches_truncated']:,} acks=all batches lost" if f["acked_all_batches_truncated"] else "")
+                )
         return out
 
 
@@ -418,6 +435,8 @@ def run_replay(
         report.skipped["outside any known leader epoch or partition"] = unplaced
     report.ground_truth = _ground_truth(result, dict(truth_counts) if writer_kind == "arrow" else None)
     report.self_check = check_replay(result, isr_changes, settings.self_check, metric_clusters)
+    failovers = failover_truncations(leader_epochs, result, fetches)
+    report.failovers = [r.asDict() for r in failovers.orderBy("cluster", "t_new_epoch", "topic", "partition").collect()]
     verdicts = spark.createDataFrame(report.self_check.rows(run_id, accept_untrusted, clusters), REPLAY_CHECKS)
     replace_rows(verdicts, lakehouse, "replay_checks", f"cluster IN ({', '.join(map(sql_string, clusters))})", run_id)
     phases["counts and ground truth"] = time.monotonic() - mark

@@ -175,11 +175,15 @@ VERSION_TRACES = {
 }
 
 
+CRASH_TRACE = REPO / "data/corpus/crash-4.4.0-utc-micros"
+
+
 @dataclass
 class CorpusRun:
     lakehouse: str
     self_check: dict  # cluster -> ClusterTruth of the recorded acks=all
     quantiles: dict[tuple[str, str], list[float]]  # (cluster, policy) -> per-record P50, P99, P999
+    failovers: list[dict]  # the replay's leader changes that cut acknowledged records (transforms.failovers)
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +196,7 @@ def corpus_run(spark, tmp_path_factory) -> CorpusRun:
 
     config = _replay_config()
     lakehouse = str(tmp_path_factory.mktemp("corpus") / "lakehouse")
-    traces = [*PAIR.values(), *PERF_TEST.values(), *VERSION_TRACES.values()]
+    traces = [*PAIR.values(), *PERF_TEST.values(), *VERSION_TRACES.values(), CRASH_TRACE]
     ingest = run_ingest(spark, config, [str(t) for t in traces], lakehouse)
     assert len(ingest.clusters) == len(traces), ingest.clusters
     report = run_replay(spark, config, lakehouse, ingest.clusters, run_id="corpus")
@@ -200,6 +204,7 @@ def corpus_run(spark, tmp_path_factory) -> CorpusRun:
         lakehouse,
         {c.cluster: c for c in report.self_check.clusters},
         _record_quantiles(spark, lakehouse, [0.5, 0.99, 0.999]),
+        report.failovers,
     )
 
 
@@ -372,3 +377,60 @@ def test_every_lab_client_measured_per_record_what_its_own_policy_replays(spark,
         p50, p99, p999 = predicted[key]
         assert abs(p50 - m50) <= 1.0, (key, p50, m50)
         assert abs(p99 / m99 - 1) <= 0.10 and abs(p999 / m999 - 1) <= 0.10, (key, (p99, p999), (m99, m999))
+
+
+def _client_batches_missing_from_the_log(trace: Path) -> int:
+    """Batches the trace's producers saw acknowledged that the final log does not hold, counted without the
+    pipeline: a client batch (partition, base offset, records, value bytes, acks) against the batch at that
+    offset in the kafka-dump-log output (record count, summed value sizes, producer id -1 = acks=1)."""
+    import csv
+    import re
+
+    logged, batch = {}, None
+    for path in trace.glob("*/create-times/*.gz"):
+        partition = int(re.search(r"-(\d+)\.txt\.gz$", path.name).group(1))
+        for line in gzip.open(path, "rt"):
+            if line.startswith("baseOffset: "):
+                m = re.match(r"baseOffset: (\d+) lastOffset: \d+ count: (\d+) .*producerId: (-?\d+)", line)
+                batch = (partition, int(m.group(1)))
+                logged[batch] = [int(m.group(2)), m.group(3) == "-1", 0]
+            elif line.startswith("| offset: "):
+                logged[batch][2] += int(re.search(r"valueSize: (\d+)", line).group(1))
+    missing = 0
+    for path in trace.glob("*/client/batches-*.csv.gz"):
+        for r in csv.DictReader(gzip.open(path, "rt")):
+            found = logged.get((int(r["partition"]), int(r["base_offset"])))
+            missing += found != [int(r["records"]), r["acks"] == "1", int(r["value_bytes"])]
+    return missing
+
+
+def test_a_leader_crash_loses_what_the_brokers_logs_say_and_the_replay_sees_it_one_batch_early(corpus_run):
+    """Kafka 4.4.0, two leader crashes (lab.record_trace --crashes 2 --acks1-share 0.5 --session-timeout-ms
+    6000 --leader-down-s 8 --seed 46): both followers of a partition paused for 1.5 s, its leader SIGKILLed
+    1 s into the pause, restarted 8 s later. Every acks=1 batch the leader acknowledged meanwhile is lost
+    when a follower is elected (the restarted broker truncates to the new leader's log).
+
+    Ground truth, without the pipeline: 162 batches the producers saw acknowledged are not in the final
+    log. The pipeline finds the same 162 from the brokers' logs alone (each new epoch's start offset in
+    state-change.log against the old leader's acknowledged produces; transforms.failovers), on six
+    leader changes (the second crash killed the leader of four partitions). The replay's follower
+    timeline, which counts a follower as holding what it last reported in a FETCH, counts one batch more
+    on two of them: the new leader had appended the response to its last FETCH (the batch at the offset
+    it reported) before the pause, and the leader had not learned it (issue "Risk numbers a user can
+    trust": a follower holds a batch once it appended the FETCH response that carried it)."""
+    assert _client_batches_missing_from_the_log(CRASH_TRACE) == 162
+    rows = [
+        (f["partition"], f["old_epoch"], f["old_leader"], f["new_leader"], f["new_start_offset"],
+         f["replayed_held_offset"], f["acked_batches_truncated"], f["acked_batches_replayed_lost"],
+         f["acked_all_batches_truncated"])
+        for f in corpus_run.failovers if f["cluster"] == "lab-4.4.0-crash" and f["topic"] == "ackreplay-lab"
+    ]  # fmt: skip
+    assert sorted(rows) == [
+        (0, 0, 1, 2, 11_195, 11_194, 24, 25, 0),
+        (0, 1, 2, 1, 12_601, 12_600, 29, 30, 0),
+        (1, 0, 2, 3, 9_832, 9_831, 26, 26, 0),
+        (4, 0, 1, 2, 12_056, 12_056, 32, 32, 0),
+        (4, 1, 2, 1, 13_576, 13_576, 28, 28, 0),
+        (5, 0, 2, 3, 10_457, 10_457, 23, 23, 0),
+    ]
+    assert sum(r[6] for r in rows) == 162
