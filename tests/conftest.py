@@ -50,22 +50,10 @@ def _group(nodeid: str) -> str:
     return "sample-runs" if module in SAMPLE_RUN_MODULES else module
 
 
-def _weight_class(group: str) -> int:
-    """Scheduling order: the shared-runs group (the standalone cluster test is in it), then the other
-    pipeline and cluster modules (minutes each), then the unit modules (seconds each), which fill in
-    at the end wherever a worker is free instead of leaving one worker alone on a long module."""
-    if group == "sample-runs":
-        return 0
-    return 2 if group.startswith("tests/unit/") else 1
-
-
 def pytest_xdist_make_scheduler(config, log):
     """The groups above as xdist's scopes (its `xdist_group` mark rewrites node ids, which pytest 9 no
-    longer takes), handed out in collection order (`pytest_collection_modifyitems` sorts it) instead of
-    by test count."""
+    longer takes)."""
     from xdist.scheduler import LoadScopeScheduling
-
-    config.option.loadscopereorder = False
 
     class ModuleGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
@@ -78,7 +66,6 @@ def pytest_collection_modifyitems(config, items):
     unlisted = {item.nodeid.split("::")[0] for item in items if "sample_run" in item.fixturenames} - SAMPLE_RUN_MODULES
     if unlisted:
         raise pytest.UsageError(f"tests/conftest.py: add {sorted(unlisted)} to SAMPLE_RUN_MODULES (they read sample_run)")
-    items.sort(key=lambda item: _weight_class(_group(item.nodeid)))  # stable: a module's tests stay in order
 
 
 @pytest.fixture(scope="session")
