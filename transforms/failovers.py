@@ -35,7 +35,8 @@ def failover_truncations(leader_epochs: DataFrame, replay: DataFrame, fetches: D
     (based at or past `new_start_offset`); `acked_all_batches_truncated`: the same for acks=all produces
     the broker acknowledged (0 unless an unclean election); `acked_batches_replayed_lost`: the acks=1
     batches at or past `replayed_held_offset`, the new leader's last FETCH offset to the old leader in
-    the old epoch (null: it never fetched); `acked_records_truncated`: the cut batches' records where
+    the old epoch (both null when it sent none: a cluster replayed from JMX scrapes, or a FETCH version
+    without the leader epoch); `acked_records_truncated`: the cut batches' records where
     their counts are known. Counted in batches: after a truncation the new epoch reuses the offsets, so
     a (partition, base offset) names two batches and per-batch inputs keyed by it (record counts, send
     times) can belong to the other one.
@@ -81,14 +82,16 @@ def failover_truncations(leader_epochs: DataFrame, replay: DataFrame, fetches: D
     )
     cut = F.col("end_offset") >= F.col("new_start_offset")
     acks1 = F.col("recorded_acks") == 1
-    replayed_lost = F.col("replayed_held_offset").isNull() | (F.col("end_offset") >= F.col("replayed_held_offset"))
+    replayed_lost = F.col("end_offset") >= F.col("replayed_held_offset")  # null: no FETCH, the timeline cannot say
     return (
         joined.groupBy(*_PARTITION, "old_epoch", "old_leader", "new_epoch", "new_leader", "t_new_epoch",
                        "new_start_offset", "replayed_held_offset")
         .agg(
             F.count_if(cut & acks1).alias("acked_batches_truncated"),
             F.count_if(cut & ~acks1).alias("acked_all_batches_truncated"),
-            F.count_if(replayed_lost & acks1).alias("acked_batches_replayed_lost"),
+            F.when(
+                F.first(F.col("replayed_held_offset").isNotNull()), F.count_if(replayed_lost & acks1)
+            ).alias("acked_batches_replayed_lost"),
             # records where the batch's count is known (silver batch_send_times)
             F.sum(F.when(cut & acks1, F.col("records"))).cast("bigint").alias("acked_records_truncated"),
         )

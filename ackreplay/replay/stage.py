@@ -97,13 +97,16 @@ class ReplayReport:
                 " the replay's follower timeline counts the new leader as holding only what it last reported):"
             )
             for f in self.failovers:
-                replayed = "never fetched" if f["replayed_held_offset"] is None else f"offset {f['replayed_held_offset']:,}"
+                replayed = (
+                    "unknown: no FETCH from it in that epoch"
+                    if f["replayed_held_offset"] is None
+                    else f"{f['acked_batches_replayed_lost']:,} (held to offset {f['replayed_held_offset']:,})"
+                )
                 out.append(
                     f"    {f['cluster']} {f['topic']}-{f['partition']} epoch {f['old_epoch']}->{f['new_epoch']} "
                     f"(broker {f['old_leader']}->{f['new_leader']}, {f['t_new_epoch']:%H:%M:%S}): "
                     f"{f['acked_batches_truncated']:,} acks=1 batches acknowledged and lost (the log restarts at "
-                    f"offset {f['new_start_offset']:,}); the replay's timeline: {f['acked_batches_replayed_lost']:,} "
-                    f"(held to {replayed})"
+                    f"offset {f['new_start_offset']:,}); the replay's timeline: {replayed}"
                     + (f"; {f['acked_all_batches_truncated']:,} acks=all batches lost" if f["acked_all_batches_truncated"] else "")
                 )
         return out
