@@ -22,15 +22,15 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from ackreplay.inputs import InputError, InputFile
+from ackreplay.kafka_lines import LOG_STAMP_PATTERN
 
 SAMPLE_BYTES = 1 << 20
 _READ_BYTES = 4 << 20
 _FINGERPRINT_VERSION = b"ackreplay-fingerprint-1\n"
 _MAX_TASKS = 512
 
-# `[yyyy-MM-dd HH:mm:ss,SSS]` or `[...,SSSSSS]` (log4j2 `%d{DEFAULT_MICROS}`) at the start of a log4j
-# line (broker JVM local time, no zone).
-_LOG_TIME = re.compile(rb"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}(?:\d{3})?)\]", re.MULTILINE)
+# The stamp at the start of a log4j line (broker JVM local time, no zone).
+_LOG_TIME = re.compile(rb"^\[(" + LOG_STAMP_PATTERN.encode() + rb")\]", re.MULTILINE)
 # A Prometheus text sample with a timestamp (epoch milliseconds, UTC): `name{labels} value ts`.
 _SAMPLE_TIME = re.compile(rb"^[A-Za-z_:][A-Za-z0-9_:]*(?:\{[^\n]*\})?[ \t]+\S+[ \t]+(\d{10,16})[ \t]*\r?$", re.MULTILINE)
 _TIME_PATTERN = {

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 LOG_TIME_FORMAT = "%Y-%m-%d %H:%M:%S,%f"
+# The stamp inside a log4j line's leading `[...]`, as every reader matches it: `%d` to the millisecond
+# (Kafka's default layout) or to the microsecond (log4j2 `%d{DEFAULT_MICROS}`, a Kafka 4.x broker).
+LOG_STAMP_PATTERN = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}(?:\d{3})?"
 
 
 def log_time(ts: datetime, micros: bool = False) -> str:

@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.inputs import InputFile
+from ackreplay.kafka_lines import LOG_STAMP_PATTERN
 
 # What the Python reader emits; cluster, broker and file are looked up from `file_index` in Spark.
 READER_SCHEMA = pa.schema(
@@ -37,8 +38,7 @@ LINES_DDL = (
     "cluster string, broker_id int, source_file string, line_number bigint, line string, "
     "line_bytes int, read_error string, first_log_time string"
 )
-# A log4j stamp with millisecond or microsecond (log4j2 `%d{DEFAULT_MICROS}`) fraction.
-_LOG_TIME = re.compile(rb"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}(?:\d{3})?)\]", re.MULTILINE)
+_LOG_TIME = re.compile(rb"^\[(" + LOG_STAMP_PATTERN.encode() + rb")\]", re.MULTILINE)
 
 
 def _open(uri: str, compression: str):

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
+from ackreplay.kafka_lines import LOG_STAMP_PATTERN
 from schemas.request_log import (
     METADATA_TOPIC_ID,
     METADATA_TOPIC_NAME,
@@ -44,7 +45,7 @@ _LOGGER_SUFFIX = " (kafka.request.logger)"
 # The stamp is log4j's `%d`: `,SSS` (Kafka's default layout) or `,SSSSSS` (log4j2's
 # `%d{DEFAULT_MICROS}`, FixedDateFormat.FixedFormat, which a Kafka 4.x broker can be set to print).
 _LINE_START = (
-    r"^\[(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}(?:\d{3})?)\]"
+    rf"^\[(?P<time>{LOG_STAMP_PATTERN})\]"
     r"(?P<standard> DEBUG Completed request:"
     r'(?:\{"isForwarded":(?:true|false),"requestHeader":\{[^{}]*"requestApiKeyName":"(?P<api>[A-Z_]+)"\}'
     r'(?P<follower>,"request":\{(?:"clusterId":(?:null|"[^"]*"),)?"(?:replicaState":\{"replicaId"|replicaId"):\d)?'

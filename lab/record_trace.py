@@ -584,23 +584,14 @@ def run_fault(cluster: LabCluster, ev: dict, args) -> None:
         ev["end_utc"] = utc_iso()
         log(f"{kind}: broker {b} paused {ev['duration_ms']} ms")
     elif kind == "leader_stop_restart":
-        desc = parse_describe(cluster.describe())
-        part = desc[TOPIC]["partitions"][ev["partition"]]
+        part = _partition_state(cluster, ev)
         b = part["leader"]
-        ev["broker"] = b
-        ev["leader_before"] = part
         ev["stop_utc"] = utc_iso()
         rc = cluster.stop_node(b, timeout=60)
         ev["exited_utc"] = utc_iso()
         ev["exit_code"] = rc
         log(f"leader change: broker {b} (leader of {TOPIC}-{ev['partition']}) stopped rc={rc}")
-        time.sleep(ev["down_s"])
-        size = cluster.server_log_size(b)
-        ev["restart_utc"] = utc_iso()
-        cluster.start_node(b)
-        cluster.wait_started(b, since_bytes=size)
-        ev["ready_utc"] = utc_iso()
-        log(f"leader change: broker {b} restarted")
+        _restart_after_down_time(cluster, b, ev, "leader change")
     elif kind == "leader_crash":
         # Acks=1 records the followers have not fetched are lost when the leader dies and a follower is
         # elected: the restarted broker truncates its log to the new leader's (Partition.makeFollower,
@@ -608,11 +599,9 @@ def run_fault(cluster: LabCluster, ev: dict, args) -> None:
         # cache survives it), so the loss comes only from that election. The followers are paused for
         # less than replica.lag.time.max.ms first, so they stay in the ISR, are electable, and lag by
         # the records appended meanwhile.
-        desc = parse_describe(cluster.describe())
-        part = desc[TOPIC]["partitions"][ev["partition"]]
+        part = _partition_state(cluster, ev)
         b = part["leader"]
-        followers = [r for r in part["isr"] if r != b]
-        ev["broker"], ev["followers"], ev["leader_before"] = b, followers, part
+        followers = ev["followers"] = [r for r in part["isr"] if r != b]
         pids = [cluster.pid(f) for f in followers]
         ev["followers_stall_utc"] = utc_iso()
         for pid in pids:
@@ -629,15 +618,27 @@ def run_fault(cluster: LabCluster, ev: dict, args) -> None:
         ev["followers_resumed_utc"] = utc_iso()
         log(f"leader crash: broker {b} (leader of {TOPIC}-{ev['partition']}) SIGKILLed "
             f"{ev['kill_after_ms']} ms into a {ev['followers_stall_ms']} ms stall of brokers {followers}")
-        time.sleep(ev["down_s"])
-        size = cluster.server_log_size(b)
-        ev["restart_utc"] = utc_iso()
-        cluster.start_node(b)
-        cluster.wait_started(b, since_bytes=size)
-        ev["ready_utc"] = utc_iso()
-        log(f"leader crash: broker {b} restarted")
+        _restart_after_down_time(cluster, b, ev, "leader crash")
     else:
         raise LabError(f"unknown fault {kind}")
+
+
+def _partition_state(cluster: LabCluster, ev: dict) -> dict:
+    """The fault's partition as kafka-topics describes it now (leader, replicas, ISR), kept in the event."""
+    part = parse_describe(cluster.describe())[TOPIC]["partitions"][ev["partition"]]
+    ev["broker"], ev["leader_before"] = part["leader"], part
+    return part
+
+
+def _restart_after_down_time(cluster: LabCluster, broker: int, ev: dict, what: str) -> None:
+    """Wait the event's `down_s`, start the stopped broker again and wait until it has started."""
+    time.sleep(ev["down_s"])
+    size = cluster.server_log_size(broker)
+    ev["restart_utc"] = utc_iso()
+    cluster.start_node(broker)
+    cluster.wait_started(broker, since_bytes=size)
+    ev["ready_utc"] = utc_iso()
+    log(f"{what}: broker {broker} restarted")
 
 
 def du(path: Path) -> int:

@@ -52,6 +52,8 @@ def failover_truncations(leader_epochs: DataFrame, replay: DataFrame, fetches: D
         F.col("t_log").alias("t_new_epoch"),
         F.col("epoch_start_offset").alias("new_start_offset"),
     ).dropDuplicates([*_PARTITION, "old_epoch", "new_epoch"])
+    # a row per leader change: the fetches and produces of the ended epochs are picked by joining it first
+    ended = F.broadcast(changes.select(*_PARTITION, "old_epoch", "old_leader", "new_leader"))
     held = (
         fetches.select(
             *_PARTITION,
@@ -60,6 +62,7 @@ def failover_truncations(leader_epochs: DataFrame, replay: DataFrame, fetches: D
             F.col("current_leader_epoch").alias("old_epoch"),
             "fetch_offset",
         )
+        .join(ended, [*_PARTITION, "old_leader", "new_leader", "old_epoch"], "left_semi")
         .groupBy(*_PARTITION, "old_leader", "new_leader", "old_epoch")
         .agg(F.max("fetch_offset").alias("replayed_held_offset"))
     )
@@ -68,30 +71,34 @@ def failover_truncations(leader_epochs: DataFrame, replay: DataFrame, fetches: D
     broker_acked = F.when(F.col("recorded_acks") == 1, F.col("outcome") == "acked").otherwise(
         (F.col("recorded_acks") == -1) & F.col("t_ack_observed").isNotNull()
     )
-    acked_at_epoch = replay.where((F.col("policy") == "acks=1") & broker_acked).select(
-        *_PARTITION,
-        F.col("leader_epoch").alias("old_epoch"),
-        F.col("broker_id").alias("old_leader"),
-        "recorded_acks",
-        # a batch is cut whole (truncation is at a batch boundary): its base offset decides
-        F.col("base_offset").alias("end_offset"),
-        "records",
+    acked_at_epoch = (
+        replay.where((F.col("policy") == "acks=1") & broker_acked)
+        .select(
+            *_PARTITION,
+            F.col("leader_epoch").alias("old_epoch"),
+            F.col("broker_id").alias("old_leader"),
+            "recorded_acks",
+            "base_offset",
+            "records",
+        )
+        .join(ended.drop("new_leader"), [*_PARTITION, "old_epoch", "old_leader"], "left_semi")
     )
     joined = changes.join(held, [*_PARTITION, "old_leader", "new_leader", "old_epoch"], "left").join(
         acked_at_epoch, [*_PARTITION, "old_epoch", "old_leader"]
     )
-    cut = F.col("end_offset") >= F.col("new_start_offset")
+    # a batch is cut whole (truncation is at a batch boundary): its base offset decides
+    cut = F.col("base_offset") >= F.col("new_start_offset")
     acks1 = F.col("recorded_acks") == 1
-    replayed_lost = F.col("end_offset") >= F.col("replayed_held_offset")  # null: no FETCH, the timeline cannot say
+    held_offset = F.col("replayed_held_offset")  # null: no FETCH from the new leader, the timeline cannot say
     return (
         joined.groupBy(*_PARTITION, "old_epoch", "old_leader", "new_epoch", "new_leader", "t_new_epoch",
                        "new_start_offset", "replayed_held_offset")
         .agg(
             F.count_if(cut & acks1).alias("acked_batches_truncated"),
             F.count_if(cut & ~acks1).alias("acked_all_batches_truncated"),
-            F.when(
-                F.first(F.col("replayed_held_offset").isNotNull()), F.count_if(replayed_lost & acks1)
-            ).alias("acked_batches_replayed_lost"),
+            F.when(held_offset.isNotNull(), F.count_if((F.col("base_offset") >= held_offset) & acks1)).alias(
+                "acked_batches_replayed_lost"
+            ),
             # records where the batch's count is known (silver batch_send_times)
             F.sum(F.when(cut & acks1, F.col("records"))).cast("bigint").alias("acked_records_truncated"),
         )
