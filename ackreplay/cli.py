@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 import time
+from contextlib import contextmanager
 from datetime import date
 
 from ackreplay.config import ConfigError, load_config, parse_config
@@ -95,6 +96,29 @@ def _check_quality(spark, config, lakehouse: str, stage: str, clusters: list[str
     print("\n".join(run_quality(spark, config, lakehouse, stage, clusters, run_id).summary_lines()))
 
 
+class _Steps:
+    """Wall time per step of a command, printed at its end (where a run's time goes)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def timed(self, name: str):
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started
+
+    def summary_lines(self, total: float) -> list[str]:
+        width = max(map(len, self.seconds), default=0)
+        lines = [f"time by step (of {total:.1f} s):"]
+        lines += [f"  {name:<{width}}  {seconds:6.1f} s" for name, seconds in self.seconds.items()]
+        rest = total - sum(self.seconds.values())
+        lines.append(f"  {'other':<{width}}  {rest:6.1f} s")
+        return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging(args.verbose)
@@ -125,8 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     from ackreplay.session import build_spark_session
 
     started = time.monotonic()
+    steps = _Steps()
     try:
-        spark = build_spark_session(config.spark)
+        with steps.timed("Spark session"):
+            spark = build_spark_session(config.spark)
         from ackreplay.ledger import mark_done, stage_scope
 
         gold_scope = None
@@ -134,12 +160,15 @@ def main(argv: list[str] | None = None) -> int:
             from ackreplay.ledger import ingest_new_files, plan_ingest
 
             # Only new and changed files (README, "Scheduling"); the ledger is written once the ingest committed.
-            plan = plan_ingest(spark, config, lakehouse, args.input, dates, full)
+            with steps.timed("listing and fingerprinting inputs"):
+                plan = plan_ingest(spark, config, lakehouse, args.input, dates, full)
             print("\n".join(plan.summary_lines()))
-            report = ingest_new_files(spark, config, lakehouse, plan)
+            with steps.timed("ingest"):
+                report = ingest_new_files(spark, config, lakehouse, plan)
             if report is not None:
                 print("\n".join(report.summary_lines()))
-                _check_quality(spark, config, lakehouse, "ingest", report.clusters, report.run_id)
+                with steps.timed("checks after ingest"):
+                    _check_quality(spark, config, lakehouse, "ingest", report.clusters, report.run_id)
         if args.command in ("run", "replay"):
             from ackreplay.replay.stage import run_replay
 
@@ -148,17 +177,19 @@ def main(argv: list[str] | None = None) -> int:
             if scope.clusters:
                 replay_run_id = f"replay-{int(time.time())}"
                 accept = args.accept_untrusted
-                replay_report = run_replay(
-                    spark, config, lakehouse, scope.clusters, run_id=replay_run_id, dates=scope.replay_dates(dates),
-                    accept_untrusted=accept,
-                )  # fmt: skip
+                with steps.timed("replay"):
+                    replay_report = run_replay(
+                        spark, config, lakehouse, scope.clusters, run_id=replay_run_id, dates=scope.replay_dates(dates),
+                        accept_untrusted=accept,
+                    )  # fmt: skip
                 print("\n".join(replay_report.summary_lines()))
                 if replay_report.self_check.failed and config.replay.self_check.enabled:
                     if not accept:
                         raise ReplayUntrusted(replay_report.self_check.refusal())
                     names = ", ".join(c.cluster for c in replay_report.self_check.failed)
                     print(f"  --accept-untrusted: gold and the report of {names} are written marked UNTRUSTED")
-                _check_quality(spark, config, lakehouse, "replay", scope.clusters, replay_run_id)
+                with steps.timed("checks after replay"):
+                    _check_quality(spark, config, lakehouse, "replay", scope.clusters, replay_run_id)
                 mark_done(spark, lakehouse, scope, replay_run_id)
         if args.command in ("run", "gold"):
             from ackreplay.gold import run_gold
@@ -167,15 +198,20 @@ def main(argv: list[str] | None = None) -> int:
             print(gold_scope.summary_line())
             if gold_scope.clusters:
                 gold_run_id = f"gold-{int(time.time())}"
-                gold_report = run_gold(spark, config, lakehouse, gold_scope.clusters, gold_run_id, config.gold.window)
+                with steps.timed("gold"):
+                    gold_report = run_gold(
+                        spark, config, lakehouse, gold_scope.clusters, gold_run_id, config.gold.window
+                    )
                 print("\n".join(gold_report.summary_lines()))
-                _check_quality(spark, config, lakehouse, "gold", gold_scope.clusters, gold_run_id)
+                with steps.timed("checks after gold"):
+                    _check_quality(spark, config, lakehouse, "gold", gold_scope.clusters, gold_run_id)
                 if args.command == "gold":
                     mark_done(spark, lakehouse, gold_scope, gold_run_id)
         if args.command == "report" or (args.command == "run" and gold_scope.clusters):
             from ackreplay.report import build_report
 
-            html = build_report(spark, lakehouse, getattr(args, "out", None))
+            with steps.timed("report"):
+                html = build_report(spark, lakehouse, getattr(args, "out", None))
             print(f"report: {html}")
             if args.command == "run":  # marked after the report, so a retry rebuilds a report that failed
                 mark_done(spark, lakehouse, gold_scope, gold_run_id)
@@ -206,7 +242,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: ackreplay {args.command} failed: {type(exc).__name__}: {first_line}", file=sys.stderr)
         print("(run again with -v for the full trace)", file=sys.stderr)
         return 1
-    print(f"done in {time.monotonic() - started:.1f} s; lakehouse: {lakehouse}")
+    total = time.monotonic() - started
+    if args.command == "run":
+        print("\n".join(steps.summary_lines(total)))
+    print(f"done in {total:.1f} s; lakehouse: {lakehouse}")
     return 0
 
 

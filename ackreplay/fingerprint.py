@@ -14,8 +14,10 @@ executors, one Spark task per file.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -127,37 +129,64 @@ def read_facts(uri: str, compression: str, kind: str, listed_size: int) -> FileF
     return FileFacts(size, digest.hexdigest(), _time_text(pattern, head, False), _time_text(pattern, tail, True), detail)
 
 
-def collect_facts(spark: SparkSession, files: Sequence[InputFile]) -> dict[str, FileFacts]:
-    """`read_facts` of every file (by uri), one Spark task per file; an unreadable file is an InputError.
+# A few small files are read on the driver, as Spark lists a few paths on the driver
+# (spark.sql.sources.parallelPartitionDiscovery.threshold): a Spark job's fixed cost (scheduling, Python
+# workers importing pyarrow) is seconds, reading a few MB is milliseconds. Bytes to read: the whole of a
+# gzip file, the two samples of a plain one.
+DRIVER_MAX_READ_BYTES = 64 << 20
 
-    Collects one small row per file: the driver already holds the file listing.
+
+def _bytes_to_read(f: InputFile) -> int:
+    return f.size if f.compression == "gzip" else min(f.size, 2 * SAMPLE_BYTES)
+
+
+def _facts_row(uri: str, compression: str, kind: str, size: int) -> dict:
+    try:
+        return {"uri": uri, **read_facts(uri, compression, kind, size).__dict__, "error": None}
+    except OSError as exc:
+        return {"uri": uri, "error": str(exc).splitlines()[0] if str(exc) else repr(exc)}
+
+
+def collect_facts(
+    spark: SparkSession, files: Sequence[InputFile], distributed: bool | None = None
+) -> dict[str, FileFacts]:
+    """`read_facts` of every file (by uri); an unreadable file is an InputError.
+
+    On the executors, one Spark task per file, unless there is little to read
+    (`DRIVER_MAX_READ_BYTES`; `distributed` decides instead when given). Collects one small row per
+    file: the driver already holds the file listing.
     """
     if not files:
         return {}
     rows = [(f.uri, f.compression, f.kind, f.size) for f in files]
-    files_df = spark.createDataFrame(rows, "uri string, compression string, kind string, size bigint").repartition(
-        min(len(rows), _MAX_TASKS)
-    )
-
-    def read_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        out = []
-        for batch in batches:
-            for row in batch.to_pylist():
-                try:
-                    facts = read_facts(row["uri"], row["compression"], row["kind"], row["size"])
-                    out.append({"uri": row["uri"], **facts.__dict__, "error": None})
-                except OSError as exc:
-                    out.append({"uri": row["uri"], "error": str(exc).splitlines()[0] if str(exc) else repr(exc)})
-        yield pa.RecordBatch.from_pylist(out, schema=_FACTS_ARROW)
-
+    if distributed is None:
+        distributed = sum(map(_bytes_to_read, files)) > DRIVER_MAX_READ_BYTES
+    if distributed:
+        collected = _collect_on_executors(spark, rows)
+    else:
+        # pyarrow reads and inflates without the GIL: a thread per core
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            collected = list(pool.map(lambda row: _facts_row(*row), rows))
     result = {}
-    for row in files_df.mapInArrow(read_partition, FACTS_DDL).collect():
+    for row in collected:
         if row["error"] is not None:
             raise InputError(f"cannot read input file {row['uri']}: {row['error']}")
         result[row["uri"]] = FileFacts(
             row["content_bytes"], row["fingerprint"], row["first_time"], row["last_time"], row["detail"]
         )
     return result
+
+
+def _collect_on_executors(spark: SparkSession, rows: list[tuple]) -> list:
+    files_df = spark.createDataFrame(rows, "uri string, compression string, kind string, size bigint").repartition(
+        min(len(rows), _MAX_TASKS)
+    )
+
+    def read_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        out = [_facts_row(**row) for batch in batches for row in batch.to_pylist()]
+        yield pa.RecordBatch.from_pylist(out, schema=_FACTS_ARROW)
+
+    return files_df.mapInArrow(read_partition, FACTS_DDL).collect()
 
 
 _FACTS_ARROW = pa.schema(

@@ -111,10 +111,11 @@ def replace_rows(df: DataFrame, lakehouse: str, name: str, predicate: str, run_i
         writer = writer.option("delta.dataSkippingStatsColumns", ",".join(spec.stats_columns))
     writer.save(table_path(lakehouse, name))
     log.debug("replaced rows of %s where %s", name, predicate)
+    version, metrics = _last_commit(df.sparkSession, lakehouse, name)
     # An empty replace that matches no files commits nothing: the last commit is then not this one.
-    if table_version(df.sparkSession, lakehouse, name) == version_before:
+    if version == version_before:
         return 0
-    return rows_written(df.sparkSession, lakehouse, name)
+    return int(metrics.get("numOutputRows", "0"))
 
 
 def source_files_predicate(files) -> str:
@@ -138,7 +139,12 @@ def table_version(spark: SparkSession, lakehouse: str, name: str) -> int | None:
 
 def rows_written(spark: SparkSession, lakehouse: str, name: str) -> int:
     """Rows written by the table's last commit (from its Delta history, without scanning the data)."""
+    return int(_last_commit(spark, lakehouse, name)[1].get("numOutputRows", "0"))
+
+
+def _last_commit(spark: SparkSession, lakehouse: str, name: str) -> tuple[int, dict]:
+    """(version, operationMetrics) of the table's last commit, in one read of its history."""
     from delta.tables import DeltaTable
 
-    last = DeltaTable.forPath(spark, table_path(lakehouse, name)).history(1).select("operationMetrics").first()
-    return int(last["operationMetrics"].get("numOutputRows", "0"))
+    last = DeltaTable.forPath(spark, table_path(lakehouse, name)).history(1).select("version", "operationMetrics").first()
+    return int(last["version"]), last["operationMetrics"] or {}

@@ -94,13 +94,16 @@ class ReplayReport:
         if self.failovers:
             out.append(
                 "  leader changes that cut acknowledged records (the new leader's start offset in the brokers' logs;"
-                " the replay's follower timeline counts the new leader as holding only what it last reported):"
+                " the replay's follower timeline: at least what the old leader's last FETCH response to the new"
+                " leader carried, at most what the new leader had reported):"
             )
             for f in self.failovers:
                 replayed = (
                     "unknown: no FETCH from it in that epoch"
                     if f["replayed_held_offset"] is None
-                    else f"{f['acked_batches_replayed_lost']:,} (held to offset {f['replayed_held_offset']:,})"
+                    else f"{f['acked_batches_replayed_lost_min']:,} to {f['acked_batches_replayed_lost_max']:,}"
+                    f" (reported offset {f['replayed_held_offset']:,}, last response at"
+                    f" {f['replayed_sent_until']:%H:%M:%S.%f})"
                 )
                 out.append(
                     f"    {f['cluster']} {f['topic']}-{f['partition']} epoch {f['old_epoch']}->{f['new_epoch']} "

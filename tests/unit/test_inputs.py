@@ -202,11 +202,45 @@ def test_selected_files_pass_through_discover_all(tmp_path: Path):
         discover_all([])
 
 
-def test_collect_facts_reads_on_the_executors_and_names_an_unreadable_file(spark, tmp_path: Path):
+@pytest.mark.parametrize("distributed", [True, False], ids=["on the executors", "on the driver"])
+def test_collect_facts_reads_every_file_and_names_an_unreadable_one(spark, tmp_path: Path, distributed):
     log = tmp_path / "kafka-request.log"
     log.write_bytes(_log([("2026-11-20 10:00:00,000", "a")]))
+    packed = tmp_path / "kafka-request.log.1"
+    packed.write_bytes(gzip.compress(_log([("2026-11-20 09:00:00,000", "b"), ("2026-11-20 09:59:59,999", "c")])))
     present = InputFile("c1", 1, "request_log", "c1/broker-1/kafka-request.log", str(log), log.stat().st_size, 0, "none")
-    assert collect_facts(spark, [present]) == {str(log): read_facts(str(log), "none", "request_log", log.stat().st_size)}
+    gz = InputFile("c1", 1, "request_log", "c1/broker-1/kafka-request.log.1", str(packed), packed.stat().st_size, 0,
+                   "gzip")  # fmt: skip
+    assert collect_facts(spark, [present, gz], distributed) == {
+        str(log): read_facts(str(log), "none", "request_log", log.stat().st_size),
+        str(packed): FileFacts(
+            len(_log([("2026-11-20 09:00:00,000", "b"), ("2026-11-20 09:59:59,999", "c")])),
+            read_facts(str(packed), "gzip", "request_log", packed.stat().st_size).fingerprint,
+            "2026-11-20 09:00:00,000",
+            "2026-11-20 09:59:59,999",
+        ),
+    }
     gone = InputFile("c1", 1, "request_log", "c1/broker-1/gone.log", str(tmp_path / "gone.log"), 10, 0, "none")
     with pytest.raises(InputError, match=f"cannot read input file {tmp_path / 'gone.log'}"):
-        collect_facts(spark, [present, gone])
+        collect_facts(spark, [present, gone], distributed)
+
+
+def test_little_to_read_is_read_on_the_driver_much_on_the_executors(spark, tmp_path: Path, monkeypatch):
+    import ackreplay.fingerprint as fingerprint
+
+    log = tmp_path / "kafka-request.log"
+    log.write_bytes(_log([("2026-11-20 10:00:00,000", "a")]))
+    small = InputFile("c1", 1, "request_log", "c1/broker-1/kafka-request.log", str(log), log.stat().st_size, 0, "none")
+    used = []
+    monkeypatch.setattr(fingerprint, "_collect_on_executors", lambda spark, rows: used.append(len(rows)) or [])
+    collect_facts(spark, [small])
+    assert used == []
+    # a plain file counts its two samples only; a gzip file its whole size
+    big = InputFile("c1", 1, "request_log", "c1/broker-1/big.log", str(log), 10 << 30, 0, "none")
+    collect_facts(spark, [big] * 32)
+    assert used == []
+    collect_facts(spark, [big] * 33)
+    assert used == [33]
+    packed = InputFile("c1", 1, "request_log", "c1/broker-1/big.log.gz", str(log), (64 << 20) + 1, 0, "gzip")
+    collect_facts(spark, [packed])
+    assert used == [33, 1]
