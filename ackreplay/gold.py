@@ -81,9 +81,19 @@ SUMMARY_COLUMNS = (
 )
 
 
+# acked batches a leader failure at the ack loses: the most, and the column with the least
+LEAST_OF = {
+    "loss_kafka_election": "loss_kafka_election_min",
+    "loss_longest_log_election": "loss_longest_log_election_min",
+}
+
+
 def summary_cell(row: dict, key: str, fmt: str) -> str:
     """One policy_summary value as printed (text table and report.html use the same formatting)."""
     value = row.get(key)
+    if key in LEAST_OF:  # printed as least–most (README, "Loss as a range")
+        least = row.get(LEAST_OF[key])
+        return _num(value, fmt) if least == value else f"{_num(least, fmt)}–{_num(value, fmt)}"
     if key == "exposure_byte_ms" and value is not None:
         value = value / 1e9  # byte·ms -> MB·s
     if key == "under_min_isr_ms" and value is not None:

@@ -157,8 +157,8 @@ def _chart_exposure(path: Path, title: str, rows: list[dict], policies: list[str
         (top, lambda r: r["exposure_byte_ms"] / 1e9, 1e-3, "exposure (MB·s acked on\n< min ISR replicas, symlog)"),
         (middle, lambda r: r["under_min_isr_acks"], 1, "acked batches held by\n< min ISR replicas (symlog)"),
         # min.insync and quorum ack on min ISR replicas, yet not always on the one Kafka would elect
-        (bottom, lambda r: r["loss_kafka_election"], 1, "acked batches lost had the\nleader failed at the ack\n"
-         "(Kafka's election, symlog)"),
+        (bottom, lambda r: r["loss_kafka_election"], 1, "acked batches lost had the\nleader failed at the ack,\n"
+         "at most (Kafka's election, symlog)"),
     )
     for policy in policies:
         mine = sorted((r for r in rows if r["policy"] == policy), key=lambda r: r["window_start"])
@@ -216,7 +216,7 @@ def _chart_tradeoff(path: Path, title: str, rows: list[dict], style: _Styles) ->
     left.set_title("P999 vs exposure below min ISR", fontsize=10)
     right.set_xscale("symlog", linthresh=1)
     right.set_xlabel(
-        "acked batches lost had the leader failed at the ack (whole trace, symlog)\n"
+        "acked batches lost had the leader failed at the ack, at most (whole trace, symlog)\n"
         "filled: Kafka's election (first ISR member in assignment order); hollow: longest-log election"
     )
     right.set_title("P999 vs acks lost to a leader failure", fontsize=10)

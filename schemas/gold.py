@@ -66,8 +66,12 @@ RISK_EXPOSURE = _schema(
     ("never_min_isr_acks", LongType(), False),  # exposure_ms = +inf: never on min ISR replicas in the data
     ("never_min_isr_bytes", LongType(), False),
     ("single_copy_acks", LongType(), False),  # copies_at_ack == 1 (only the leader held it)
-    ("loss_kafka_election", LongType(), False),  # acked batches lost by a leader failure at t_ack
+    # acked batches a leader failure at t_ack loses: at most (the leader had not learned that a follower
+    # holds them), and at least (no follower had been sent them)
+    ("loss_kafka_election", LongType(), False),
     ("loss_longest_log_election", LongType(), False),
+    ("loss_kafka_election_min", LongType(), False),
+    ("loss_longest_log_election_min", LongType(), False),
     # time from the ack until on all assigned replicas, over the acked batches that got there (exact p99)
     ("full_replication_p99_ms", DoubleType(), True),  # null when no acked batch got there
     ("full_replication_max_ms", DoubleType(), True),
@@ -132,6 +136,8 @@ POLICY_SUMMARY = _schema(
     ("single_copy_acks", LongType(), False),
     ("loss_kafka_election", LongType(), False),
     ("loss_longest_log_election", LongType(), False),
+    ("loss_kafka_election_min", LongType(), False),
+    ("loss_longest_log_election_min", LongType(), False),
     ("not_enough_replicas", LongType(), False),
     ("timeouts", LongType(), False),
     ("not_leader", LongType(), False),

@@ -43,6 +43,10 @@ _VALUES = [
     StructField("full_replication_ms", DoubleType(), True),  # until on all replicas
     StructField("loss_kafka_election", BooleanType(), False),
     StructField("loss_longest_log_election", BooleanType(), False),
+    # the same if a follower held each batch from when the leader sent it (the loss flags above count it
+    # only once the leader knew): the least a leader failure at t_ack loses (README, "Loss as a range")
+    StructField("loss_kafka_election_min", BooleanType(), False),
+    StructField("loss_longest_log_election_min", BooleanType(), False),
     StructField("isr_source", StringType(), False),  # logs | assumed_full | simulated
     # where the follower LEO timeline came from: follower_fetches (request log, ms) | jmx_metrics (scrapes, ~1 s)
     StructField("leo_source", StringType(), False),

@@ -15,9 +15,10 @@ The replay's follower timeline bounds that loss from both sides:
   leader learns a follower's log end only from its next FETCH, `Partition.updateFollowerFetchState`);
 - at least (`acked_batches_replayed_lost_min`): the new leader also appended the response to its last
   FETCH, which carried what the old leader had appended when it answered (`replayed_sent_until`).
-  Followers fetch in an incremental fetch session (KIP-227, `FetchSession`): a request that omits a
-  partition still reads it, and a request waiting in purgatory (`DelayedFetch`, `minBytes` 1) is
-  answered as soon as any partition of the session has new data. So the last response was built at
+  Followers fetch in an incremental fetch session (KIP-227): a request that omits a partition still
+  reads it (`KafkaApis.handleFetchRequest` iterates `fetchContext.foreachPartition`), and a request
+  waiting in purgatory is answered as soon as any partition of the session has new data
+  (`DelayedFetch.tryComplete`: accumulated bytes >= `minBytes`, 1 for followers). So the last response was built at
   its own `t_local_done + remoteTime` when the last request listed partitions, else at the old leader's
   first append after that request on any partition the pair fetched (at most `maxWaitMs` later).
 The truth (the new epoch's start offset) lies between the two.

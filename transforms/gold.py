@@ -214,6 +214,8 @@ def _risk_aggs() -> list[Column]:
         _count_if(acked & (F.col("copies_at_ack") == 1)).alias("single_copy_acks"),
         _count_if(acked & F.col("loss_kafka_election")).alias("loss_kafka_election"),
         _count_if(acked & F.col("loss_longest_log_election")).alias("loss_longest_log_election"),
+        _count_if(acked & F.col("loss_kafka_election_min")).alias("loss_kafka_election_min"),
+        _count_if(acked & F.col("loss_longest_log_election_min")).alias("loss_longest_log_election_min"),
         *_full_replication_aggs(),
     ]
 

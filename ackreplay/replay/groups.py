@@ -279,7 +279,8 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         "outcome": np.zeros((p, n), np.int8), "t_ack": np.empty((p, n), np.int64),
         "copies_at_ack": np.zeros((p, n), np.int8), "exposure_us": np.empty((p, n), np.float64),
         "full_replication_us": np.empty((p, n), np.float64), "loss_kafka_election": np.zeros((p, n), bool),
-        "loss_longest_log_election": np.zeros((p, n), bool), "isr_source": np.empty((p, n), np.int8),
+        "loss_longest_log_election": np.zeros((p, n), bool), "loss_kafka_election_min": np.zeros((p, n), bool),
+        "loss_longest_log_election_min": np.zeros((p, n), bool), "isr_source": np.empty((p, n), np.int8),
     }  # fmt: skip
     lag_policy = np.array(["@lag=" in policy for policy in policies])
     leader_epoch = np.empty(n, np.int32)
@@ -324,6 +325,8 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             result["full_replication_us"][i, s:e] = res.full_replication_us
             result["loss_kafka_election"][i, s:e] = res.loss_kafka_election
             result["loss_longest_log_election"][i, s:e] = res.loss_longest_log_election
+            result["loss_kafka_election_min"][i, s:e] = res.loss_kafka_election_min
+            result["loss_longest_log_election_min"][i, s:e] = res.loss_longest_log_election_min
         result["isr_source"][:, s:e] = np.where(
             lag_policy, ISR_SOURCES.index("simulated"), ISR_SOURCES.index(isr_source)
         )[:, None]
@@ -470,6 +473,8 @@ def _long_table(ctx: ReplayContext, r: _Replayed, columns: Sequence[str]) -> pa.
         "full_replication_ms": lambda: _nan_as_null((res["full_replication_us"] / 1000.0).reshape(-1)),
         "loss_kafka_election": lambda: pa.array(res["loss_kafka_election"].reshape(-1)),
         "loss_longest_log_election": lambda: pa.array(res["loss_longest_log_election"].reshape(-1)),
+        "loss_kafka_election_min": lambda: pa.array(res["loss_kafka_election_min"].reshape(-1)),
+        "loss_longest_log_election_min": lambda: pa.array(res["loss_longest_log_election_min"].reshape(-1)),
         "isr_source": lambda: _dictionary(res["isr_source"].reshape(-1), ISR_SOURCES),
         "leo_source": lambda: _dictionary(tile(pr["cluster"]), leo),
         "source_file": lambda: _dictionary(

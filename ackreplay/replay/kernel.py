@@ -37,7 +37,13 @@ Durability per acknowledged produce (all followers, assignment order, committed 
 ``exposure_us = max(0, t_min_isr_copies - t_ack)``, ``full_replication_us`` likewise (``inf`` when
 the batch never reaches that many replicas within the data). ``loss_kafka_election``: the first
 follower in assignment order that is in the committed ISR at ``t_ack`` does not hold b (or there is
-none); ``loss_longest_log_election``: no follower of the committed ISR at ``t_ack`` holds b.
+none); ``loss_longest_log_election``: no follower of the committed ISR at ``t_ack`` holds b. "Holds"
+there is ``A_f(b) <= t_ack``: the leader knew (the most a failure can lose). The ``_min`` flags count
+a follower as holding b from ``S_f(b)``, when the leader can first have sent it b: the FETCH before
+the one that reported past b carried it (a follower has one FETCH in flight per leader), at the
+earliest when b was appended (``max(T_prev, t_local_done)``); after the follower's last FETCH only the
+first batch appended after it (a waiting FETCH is answered at the first append, ``DelayedFetch``).
+The least a failure can lose; the truth lies between (README, "Loss as a range").
 
 Produces that the broker did not append (``appended`` false, e.g. error 19) have no offset. They get
 a policy's rejection when it applies and ``acks=1`` (or any ack that needs no follower) as usual;
@@ -310,6 +316,10 @@ class PolicyOutcome:
     """bool (N,): a leader failure at ``t_ack`` loses the batch under Kafka's clean election."""
     loss_longest_log_election: np.ndarray
     """bool (N,): ... under an election of the ISR member with the longest log."""
+    loss_kafka_election_min: np.ndarray
+    """bool (N,): ``loss_kafka_election`` with a follower holding b from when b was sent to it."""
+    loss_longest_log_election_min: np.ndarray
+    """bool (N,): ``loss_longest_log_election`` likewise."""
     isr: IsrTimeline = field(repr=False)
     """The committed ISR used (recorded, or simulated for ``acks=all@lag=...``)."""
 
@@ -326,6 +336,8 @@ _OUTCOME_COLUMNS = (
     "full_replication_us",
     "loss_kafka_election",
     "loss_longest_log_election",
+    "loss_kafka_election_min",
+    "loss_longest_log_election_min",
 )
 
 
@@ -413,6 +425,7 @@ class _Epoch:
         self.cum = [np.maximum.accumulate(o) if o.size else o for o in inp.leo_offsets]
         self._deadline: np.ndarray | None = None
         self._arrivals: list[np.ndarray] | None = None
+        self._sent: list[np.ndarray] | None = None
         self._stats: list[np.ndarray] | None = None
         self._by_offset: np.ndarray | None | bool = False  # False: not computed yet
         self._by_time: np.ndarray | None | bool = False
@@ -425,6 +438,7 @@ class _Epoch:
         # faults comparable to the arithmetic done in it.
         self.scratch = np.empty(self.n, dtype=bool)
         self.holds = [np.empty(self.n, dtype=bool) for _ in range(self.f)]
+        self.holds_sent = [np.empty(self.n, dtype=bool) for _ in range(self.f)]
         self.float_scratch = np.empty(self.n, dtype=np.float64)
 
     @property
@@ -487,6 +501,40 @@ class _Epoch:
         if not self.all_appended:
             arrival[~self.inp.appended] = NEVER
         return arrival
+
+    @property
+    def sent(self) -> list[np.ndarray]:
+        """S_f(b) per follower (int64, NEVER if never; NEVER for produces not appended)."""
+        if self._sent is None:
+            perm = self.by_offset
+            b = self.inp.base_offset if perm is None else self.inp.base_offset[perm]
+            tld = self.tld if perm is None else self.tld[perm]
+            self._sent = [self._sent_at(j, b, tld, perm) for j in range(self.f)]
+        return self._sent
+
+    def _sent_at(self, j: int, b: np.ndarray, tld: np.ndarray, perm: np.ndarray | None) -> np.ndarray:
+        times = self.inp.leo_times[j]
+        if times.size == 0:
+            return np.full(self.n, NEVER, dtype=_I64)
+        idx = np.searchsorted(self.cum[j], b, side="right")
+        previous = np.empty(times.size + 1, dtype=_I64)
+        previous[0] = _MIN  # held before the first FETCH of the data: sent when appended
+        previous[1:] = times
+        sent = np.maximum(previous.take(idx), tld)
+        unreported = idx == times.size
+        if unreported.any():
+            # the last FETCH waited for the first batch appended after it, at most
+            later = tld > times[-1]
+            if not self.all_appended:
+                later &= self.inp.appended if perm is None else self.inp.appended[perm]
+            first = tld[later].min() if later.any() else NEVER
+            sent[unreported & (tld > first)] = NEVER
+        out = sent if perm is None else np.empty(self.n, dtype=_I64)
+        if perm is not None:
+            out[perm] = sent
+        if not self.all_appended:
+            out[~self.inp.appended] = NEVER
+        return out
 
     @property
     def stats(self) -> list[np.ndarray]:
@@ -701,6 +749,8 @@ class _Outputs:
         self.full_replication_us = np.empty((p, n), dtype=np.float64)
         self.loss_kafka_election = np.ones((p, n), dtype=bool)
         self.loss_longest_log_election = np.ones((p, n), dtype=bool)
+        self.loss_kafka_election_min = np.ones((p, n), dtype=bool)
+        self.loss_longest_log_election_min = np.ones((p, n), dtype=bool)
 
     def row(self, policy: str) -> dict[str, np.ndarray]:
         i = self.policies.index(policy)
@@ -738,7 +788,6 @@ def _finalize(ep: _Epoch, t_ack: np.ndarray, outcome: np.ndarray, reject: np.nda
 
 def _durability(ep: _Epoch, row: dict[str, np.ndarray], isr: IsrTimeline) -> None:
     """Fill copies_at_ack, exposure, full replication and loss flags of one policy's row."""
-    n, f = ep.n, ep.f
     t_ack = row["t_ack"]
     holds = [np.less_equal(a, t_ack, out=ep.holds[j]) for j, a in enumerate(ep.arrivals)]
     copies = row["copies_at_ack"]  # ones on entry
@@ -754,23 +803,13 @@ def _durability(ep: _Epoch, row: dict[str, np.ndarray], isr: IsrTimeline) -> Non
     np.maximum(full, 0.0, out=full)
 
     # Kafka's election: the first follower in assignment order in the committed ISR at t_ack.
-    loss_kafka, loss_longest = row["loss_kafka_election"], row["loss_longest_log_election"]  # ones
-    if isr.change_times.size == 0:
-        members = np.flatnonzero(isr.membership[0])
-        if members.size:
-            np.logical_not(holds[members[0]], out=loss_kafka)
-            for j in members:
-                loss_longest &= ~holds[j]
-    else:
-        rows = isr.rows_at(t_ack)
-        undecided = np.ones(n, dtype=bool)
-        loss_kafka[:] = False
-        for j in range(f):
-            in_isr = isr.membership[:, j].take(rows)
-            loss_kafka |= undecided & in_isr & ~holds[j]
-            undecided &= ~in_isr
-            loss_longest &= ~(in_isr & holds[j])
-        loss_kafka |= undecided
+    sent = [np.less_equal(s, t_ack, out=ep.holds_sent[j]) for j, s in enumerate(ep.sent)]
+    rows = None if isr.change_times.size == 0 else isr.rows_at(t_ack)
+    for held, kafka, longest in (
+        (holds, row["loss_kafka_election"], row["loss_longest_log_election"]),
+        (sent, row["loss_kafka_election_min"], row["loss_longest_log_election_min"]),
+    ):
+        _loss_flags(isr, rows, held, kafka, longest)
 
     acked = np.equal(row["outcome"], Outcome.ACKED, out=ep.scratch)
     if not acked.all():
@@ -778,12 +817,34 @@ def _durability(ep: _Epoch, row: dict[str, np.ndarray], isr: IsrTimeline) -> Non
         copies[not_acked] = 0
         exposure[not_acked] = np.nan
         full[not_acked] = np.nan
-        loss_kafka[not_acked] = False
-        loss_longest[not_acked] = False
+        for name in ("loss_kafka_election", "loss_longest_log_election", "loss_kafka_election_min",
+                     "loss_longest_log_election_min"):
+            row[name][not_acked] = False
     if not ep.all_appended:
         no_offset = ~ep.inp.appended
         exposure[no_offset] = np.nan
         full[no_offset] = np.nan
+
+
+def _loss_flags(isr: IsrTimeline, rows: np.ndarray | None, holds: list[np.ndarray], loss_kafka: np.ndarray,
+                loss_longest: np.ndarray) -> None:
+    """Fill the two loss flags (ones on entry) from which follower holds the batch at the ack (`holds`);
+    `rows`: the ISR row at each ack (None: the ISR never changes)."""
+    if rows is None:
+        members = np.flatnonzero(isr.membership[0])
+        if members.size:
+            np.logical_not(holds[members[0]], out=loss_kafka)
+            for j in members:
+                loss_longest &= ~holds[j]
+        return
+    undecided = np.ones(loss_kafka.size, dtype=bool)
+    loss_kafka[:] = False
+    for j in range(len(holds)):
+        in_isr = isr.membership[:, j].take(rows)
+        loss_kafka |= undecided & in_isr & ~holds[j]
+        undecided &= ~in_isr
+        loss_longest &= ~(in_isr & holds[j])
+    loss_kafka |= undecided
 
 
 def _interval_acks(ep: _Epoch, intervals: list[_Interval], need_all: bool, strict: bool, raw: np.ndarray) -> np.ndarray | None:

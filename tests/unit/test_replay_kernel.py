@@ -123,6 +123,31 @@ def test_election_picks_the_first_isr_member_in_assignment_order():
     assert r["quorum=2"].loss_longest_log_election.tolist() == [True]
 
 
+def test_loss_as_a_range_a_follower_holds_a_batch_from_when_it_was_sent_to_it():
+    """Batch 0 appended at 100. Follower 2's FETCH at 105 (offset 0) carries it, its FETCH at 130 reports
+    it; follower 3 reports it at 110. quorum=2 acks at 110; Kafka elects follower 2: lost at most (the
+    leader learns only at 130 that follower 2 holds it), not at least (it was sent at 105). acks=1 acks
+    at 100, before anything was sent: lost either way. A follower that never reports past the batch was
+    sent it only by its last FETCH, if that was waiting for it (the first batch appended after it)."""
+    r = replay_epoch(epoch([(0, 100)], [[(90, 0), (105, 0), (130, 10)], [(108, 0), (110, 10)]]))
+    check(r, "quorum=2", [ACKED], [110], copies=[2])
+    two, one = r["quorum=2"], r["acks=1"]
+    assert (two.loss_kafka_election.tolist(), two.loss_kafka_election_min.tolist()) == ([True], [False])
+    assert (two.loss_longest_log_election.tolist(), two.loss_longest_log_election_min.tolist()) == ([False], [False])
+    assert (one.loss_kafka_election.tolist(), one.loss_kafka_election_min.tolist()) == ([True], [True])
+    # follower 2 stops after its FETCH at 105: batch 0 (appended at 100) and batch 10 (the first after
+    # 105) were sent by it, batch 20 never; acks=1 acks each at its append, so only later ones count
+    r = replay_epoch(epoch([(0, 100), (10, 107), (20, 109)], [[(90, 0), (105, 0)], [(200, 30)]], m=1))
+    one = r["acks=1"]
+    assert one.loss_kafka_election.tolist() == [True, True, True]
+    # batch 10: the waiting FETCH was answered at its append (107), the instant acks=1 acked it
+    assert one.loss_kafka_election_min.tolist() == [True, False, True]
+    two = r["quorum=2"]  # acks all three at 200, when follower 3 reports them; Kafka elects follower 2
+    check(r, "quorum=2", [ACKED] * 3, [200] * 3, copies=[2] * 3)
+    assert two.loss_kafka_election.tolist() == [True, True, True]  # follower 2 never reported them
+    assert two.loss_kafka_election_min.tolist() == [False, False, True]
+
+
 def test_acks_all_isr_shrink_mid_wait():
     # follower 3 never gets batch 0; the shrink removing it commits at 300
     r = replay_epoch(epoch([(0, 100)], [[(150, 10)], [(120, 0), (400, 0)]], isr_times=[300], isr_rows=[[1, 1], [1, 0]]))
@@ -318,7 +343,7 @@ def test_input_validation():
 # ------------------------------------------------------------------------------------------------
 
 
-def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, list, list, list, list, list, list]]:
+def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, ...]]:
     f_count = inputs.follower_ids.size
     rf = f_count + 1
     m_eff = min(inputs.min_insync_replicas, rf)
@@ -336,6 +361,24 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, l
             if best > b:
                 return t
         return NEVER
+
+    def sent(f, i):
+        """When the leader can first have sent produce i's batch to follower f: in the response to the FETCH
+        before the one that reported past it, not before it was appended; after the last FETCH, only the
+        first batch appended after it (that FETCH waited for it)."""
+        if not inputs.appended[i]:
+            return NEVER
+        b, tld = int(inputs.base_offset[i]), int(inputs.t_local_done[i])
+        best = -1
+        for k, (_, o) in enumerate(events[f]):
+            best = max(best, o)
+            if best > b:
+                return tld if k == 0 else max(events[f][k - 1][0], tld)
+        if not events[f]:
+            return NEVER
+        last = events[f][-1][0]
+        later = [int(t) for t, a in zip(inputs.t_local_done, inputs.appended, strict=True) if a and t > last]
+        return max(last, tld) if not later or tld <= min(later) else NEVER
 
     def finish(i, raw, reject, under=False):
         tld, deadline, end = int(inputs.t_local_done[i]), int(inputs.t_local_done[i] + inputs.timeout_us[i]), inputs.epoch_end
@@ -368,7 +411,7 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, l
 
     out = {}
     for pid in policy_ids(inputs):
-        cols = [[] for _ in range(7)]
+        cols = [[] for _ in range(9)]
         for i in range(inputs.n_produces):
             tld = int(inputs.t_local_done[i])
             b = int(inputs.base_offset[i])
@@ -405,11 +448,17 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, l
             cols[4].append(duration(t_all))
             cols[5].append(acked and (not members or not holds[members[0]]))
             cols[6].append(acked and not any(holds[f] for f in members))
+            was_sent = [sent(f, i) <= t_ack for f in range(f_count)]
+            cols[7].append(acked and (not members or not was_sent[members[0]]))
+            cols[8].append(acked and not any(was_sent[f] for f in members))
         out[pid] = tuple(cols)
     return out
 
 
-_NAMES = ("outcome", "t_ack", "copies_at_ack", "exposure_us", "full_replication_us", "loss_kafka_election", "loss_longest_log_election")
+_NAMES = (
+    "outcome", "t_ack", "copies_at_ack", "exposure_us", "full_replication_us", "loss_kafka_election",
+    "loss_longest_log_election", "loss_kafka_election_min", "loss_longest_log_election_min",
+)  # fmt: skip
 
 
 @st.composite
