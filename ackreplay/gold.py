@@ -71,6 +71,7 @@ SUMMARY_COLUMNS = (
     ("1-copy acks", "single_copy_acks", "{:,}"),
     ("loss kafka", "loss_kafka_election", "{:,}"),
     ("loss longest", "loss_longest_log_election", "{:,}"),
+    ("offline acks", "offline_at_failure_acks", "{:,}"),
     ("all-replicas p99 ms", "full_replication_p99_ms", "{:,.1f}"),
     ("all-replicas max ms", "full_replication_max_ms", "{:,.1f}"),
     ("never all", "never_full_replication_acks", "{:,}"),
@@ -115,6 +116,8 @@ def format_summary(rows: list[dict]) -> list[str]:
             f"  {cluster} / {topic}  (n: acked produces; p99, p999: producer-visible, per record, send() to ack;"
             " broker p999: the broker's view per produce;"
             " HOL: waiting behind earlier responses on the connection; Δ and × against the replayed acks=all;"
+            " loss: acked batches a leader failure at the ack loses, least–most; offline: acked with no"
+            " follower in the ISR, a failure leaves the partition without a leader;"
             " '-': too few samples, or for <minISR s (partition·s under min ISR) an ISR not stored: acks=all@lag)"
         )
         verdict = block[0].get("self_check") or ""

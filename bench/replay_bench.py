@@ -121,6 +121,7 @@ def generate(n_produces: int, partitions: int, out: Path, seed: int = 11, hot_sh
             "partition_error_code": pa.array(np.zeros(m), pa.int32()),
             "diverging_epoch": pa.array(np.zeros(m, bool)),
             "remote_time_ms": pa.array(np.zeros(m)),
+            "max_wait_ms": pa.array(np.full(m, 500), pa.int32()),
             # every fetch lists its partition (no incremental-session carry-over)
             "carried_requests": pa.array(np.zeros(m), pa.int32()),
             "carried_until": pa.nulls(m, pa.timestamp("us", tz="UTC")),
@@ -219,6 +220,10 @@ WITH ev AS (
   FROM read_parquet('{fetches}')
   WHERE coalesce(partition_error_code, 0) = 0 AND NOT diverging_epoch
 ), first_leo AS (SELECT partition, follower_id, leo, min(t) AS t FROM ev GROUP BY ALL),
+-- when the leader can first have sent a batch to a follower (ackreplay.replay.kernel, "Loss as a range"):
+-- the last event at or below the batch (the FETCH whose answer carried it), not before the append
+last_leo AS (SELECT partition, follower_id, leo, max(t) AS t FROM ev GROUP BY ALL),
+last_fetch AS (SELECT partition, follower_id, max(t) AS t FROM ev GROUP BY ALL),
 -- no state-change.log in the bench data: a partition's leader epoch starts at its first follower FETCH
 epoch AS (SELECT cluster, topic, partition, min(epoch_us(t_dequeue)) AS epoch_start FROM read_parquet('{fetches}') GROUP BY ALL),
 p AS (
@@ -235,13 +240,39 @@ b AS (
   SELECT a.*, CASE WHEN e.t IS NULL THEN {never} ELSE greatest(e.t, a.tld) END AS tb FROM a ASOF LEFT JOIN first_leo e
   ON e.partition = a.partition AND e.follower_id = a.fb AND e.leo > a.base_offset
 ),
+pa_ AS (
+  SELECT b.*, e.t AS prev_a FROM b ASOF LEFT JOIN last_leo e
+  ON e.partition = b.partition AND e.follower_id = b.fa AND e.leo <= b.base_offset
+),
+pb_ AS (
+  SELECT pa_.*, e.t AS prev_b FROM pa_ ASOF LEFT JOIN last_leo e
+  ON e.partition = pa_.partition AND e.follower_id = pa_.fb AND e.leo <= pa_.base_offset
+),
+-- after a follower's last FETCH only the first batch appended after it was sent (the FETCH waited for it)
+after_last AS (
+  SELECT l.partition, l.follower_id, l.t AS last_t, min(p.tld) AS first_after
+  FROM last_fetch l LEFT JOIN p ON p.partition = l.partition AND p.tld > l.t GROUP BY ALL
+),
+s AS (
+  SELECT pb_.*,
+         CASE WHEN ta != {never} THEN greatest(coalesce(prev_a, tld), tld)
+              WHEN xa.last_t IS NOT NULL AND (xa.first_after IS NULL OR tld <= xa.first_after)
+                THEN greatest(xa.last_t, tld)
+              ELSE {never} END AS sa,
+         CASE WHEN tb != {never} THEN greatest(coalesce(prev_b, tld), tld)
+              WHEN xb.last_t IS NOT NULL AND (xb.first_after IS NULL OR tld <= xb.first_after)
+                THEN greatest(xb.last_t, tld)
+              ELSE {never} END AS sb
+  FROM pb_ LEFT JOIN after_last xa ON xa.partition = pb_.partition AND xa.follower_id = pb_.fa
+           LEFT JOIN after_last xb ON xb.partition = pb_.partition AND xb.follower_id = pb_.fb
+),
 raw AS (
-  SELECT b.*, pol.policy,
+  SELECT s.*, pol.policy,
          CASE pol.policy WHEN 'acks=1' THEN tld
                          WHEN 'acks=all' THEN greatest(ta, tb) WHEN 'quorum=3' THEN greatest(ta, tb)
                          ELSE least(ta, tb) END AS t_raw,  -- min.insync (m=2) and quorum=2: the first follower
          tld + timeout_ms * 1000::BIGINT AS deadline
-  FROM b CROSS JOIN (VALUES ('acks=1'), ('acks=all'), ('min.insync'), ('quorum=2'), ('quorum=3')) pol(policy)
+  FROM s CROSS JOIN (VALUES ('acks=1'), ('acks=all'), ('min.insync'), ('quorum=2'), ('quorum=3')) pol(policy)
 ),
 acked AS (SELECT raw.*, t_raw <= deadline AS ok, least(t_raw, deadline) AS t_ack_us FROM raw)
 SELECT cluster, topic, partition, 0 AS leader_epoch, base_offset, broker_id, records_size_bytes AS bytes, NULL::INTEGER AS records,
@@ -260,6 +291,8 @@ SELECT cluster, topic, partition, 0 AS leader_epoch, base_offset, broker_id, rec
        CASE WHEN NOT ok THEN NULL WHEN greatest(ta, tb) = {never} THEN 'inf'::DOUBLE
             ELSE greatest(0, greatest(ta, tb) - t_ack_us) / 1000.0 END AS full_replication_ms,
        ok AND ta > t_ack_us AS loss_kafka_election, ok AND least(ta, tb) > t_ack_us AS loss_longest_log_election,
+       ok AND sa > t_ack_us AS loss_kafka_election_min, ok AND least(sa, sb) > t_ack_us AS loss_longest_log_election_min,
+       false AS offline_at_failure,
        'assumed_full' AS isr_source, 'follower_fetches' AS leo_source, source_file, line_number, event_date,
        '{run_id}' AS replay_run_id
 FROM acked

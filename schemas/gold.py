@@ -72,6 +72,7 @@ RISK_EXPOSURE = _schema(
     ("loss_longest_log_election", LongType(), False),
     ("loss_kafka_election_min", LongType(), False),
     ("loss_longest_log_election_min", LongType(), False),
+    ("offline_at_failure_acks", LongType(), False),  # acked with no follower in the ISR: offline, not lost
     # time from the ack until on all assigned replicas, over the acked batches that got there (exact p99)
     ("full_replication_p99_ms", DoubleType(), True),  # null when no acked batch got there
     ("full_replication_max_ms", DoubleType(), True),
@@ -138,6 +139,7 @@ POLICY_SUMMARY = _schema(
     ("loss_longest_log_election", LongType(), False),
     ("loss_kafka_election_min", LongType(), False),
     ("loss_longest_log_election_min", LongType(), False),
+    ("offline_at_failure_acks", LongType(), False),  # acked with no follower in the ISR: offline, not lost
     ("not_enough_replicas", LongType(), False),
     ("timeouts", LongType(), False),
     ("not_leader", LongType(), False),

@@ -47,6 +47,8 @@ _VALUES = [
     # only once the leader knew): the least a leader failure at t_ack loses (README, "Loss as a range")
     StructField("loss_kafka_election_min", BooleanType(), False),
     StructField("loss_longest_log_election_min", BooleanType(), False),
+    # no follower in the ISR at t_ack: a leader failure then leaves the partition offline (no loss flag set)
+    StructField("offline_at_failure", BooleanType(), False),
     StructField("isr_source", StringType(), False),  # logs | assumed_full | simulated
     # where the follower LEO timeline came from: follower_fetches (request log, ms) | jmx_metrics (scrapes, ~1 s)
     StructField("leo_source", StringType(), False),

@@ -216,6 +216,7 @@ def _risk_aggs() -> list[Column]:
         _count_if(acked & F.col("loss_longest_log_election")).alias("loss_longest_log_election"),
         _count_if(acked & F.col("loss_kafka_election_min")).alias("loss_kafka_election_min"),
         _count_if(acked & F.col("loss_longest_log_election_min")).alias("loss_longest_log_election_min"),
+        _count_if(acked & F.col("offline_at_failure")).alias("offline_at_failure_acks"),
         *_full_replication_aggs(),
     ]
 

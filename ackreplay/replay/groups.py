@@ -280,7 +280,8 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         "copies_at_ack": np.zeros((p, n), np.int8), "exposure_us": np.empty((p, n), np.float64),
         "full_replication_us": np.empty((p, n), np.float64), "loss_kafka_election": np.zeros((p, n), bool),
         "loss_longest_log_election": np.zeros((p, n), bool), "loss_kafka_election_min": np.zeros((p, n), bool),
-        "loss_longest_log_election_min": np.zeros((p, n), bool), "isr_source": np.empty((p, n), np.int8),
+        "loss_longest_log_election_min": np.zeros((p, n), bool), "offline_at_failure": np.zeros((p, n), bool),
+        "isr_source": np.empty((p, n), np.int8),
     }  # fmt: skip
     lag_policy = np.array(["@lag=" in policy for policy in policies])
     leader_epoch = np.empty(n, np.int32)
@@ -327,6 +328,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             result["loss_longest_log_election"][i, s:e] = res.loss_longest_log_election
             result["loss_kafka_election_min"][i, s:e] = res.loss_kafka_election_min
             result["loss_longest_log_election_min"][i, s:e] = res.loss_longest_log_election_min
+            result["offline_at_failure"][i, s:e] = res.offline_at_failure
         result["isr_source"][:, s:e] = np.where(
             lag_policy, ISR_SOURCES.index("simulated"), ISR_SOURCES.index(isr_source)
         )[:, None]
@@ -475,6 +477,7 @@ def _long_table(ctx: ReplayContext, r: _Replayed, columns: Sequence[str]) -> pa.
         "loss_longest_log_election": lambda: pa.array(res["loss_longest_log_election"].reshape(-1)),
         "loss_kafka_election_min": lambda: pa.array(res["loss_kafka_election_min"].reshape(-1)),
         "loss_longest_log_election_min": lambda: pa.array(res["loss_longest_log_election_min"].reshape(-1)),
+        "offline_at_failure": lambda: pa.array(res["offline_at_failure"].reshape(-1)),
         "isr_source": lambda: _dictionary(res["isr_source"].reshape(-1), ISR_SOURCES),
         "leo_source": lambda: _dictionary(tile(pr["cluster"]), leo),
         "source_file": lambda: _dictionary(

@@ -43,7 +43,11 @@ a follower as holding b from ``S_f(b)``, when the leader can first have sent it 
 the one that reported past b carried it (a follower has one FETCH in flight per leader), at the
 earliest when b was appended (``max(T_prev, t_local_done)``); after the follower's last FETCH only the
 first batch appended after it (a waiting FETCH is answered at the first append, ``DelayedFetch``).
-The least a failure can lose; the truth lies between (README, "Loss as a range").
+The least a failure can lose; the truth lies between (README, "Loss as a range"). With no follower
+in the committed ISR at ``t_ack`` a leader failure leaves the partition without an electable leader
+(``PartitionChangeBuilder.electAnyLeader``: the first live ISR member in assignment order, else
+``NO_LEADER`` with unclean election off): ``offline_at_failure``, and not a loss (the old leader keeps
+its log and leads again when it returns). Eligible leader replicas (KIP-966, 4.x) are not modelled.
 
 Produces that the broker did not append (``appended`` false, e.g. error 19) have no offset. They get
 a policy's rejection when it applies and ``acks=1`` (or any ack that needs no follower) as usual;
@@ -320,6 +324,9 @@ class PolicyOutcome:
     """bool (N,): ``loss_kafka_election`` with a follower holding b from when b was sent to it."""
     loss_longest_log_election_min: np.ndarray
     """bool (N,): ``loss_longest_log_election`` likewise."""
+    offline_at_failure: np.ndarray
+    """bool (N,): acked while no follower was in the committed ISR: a leader failure at ``t_ack`` leaves the
+    partition offline (no loss flag set)."""
     isr: IsrTimeline = field(repr=False)
     """The committed ISR used (recorded, or simulated for ``acks=all@lag=...``)."""
 
@@ -338,6 +345,7 @@ _OUTCOME_COLUMNS = (
     "loss_longest_log_election",
     "loss_kafka_election_min",
     "loss_longest_log_election_min",
+    "offline_at_failure",
 )
 
 
@@ -751,6 +759,7 @@ class _Outputs:
         self.loss_longest_log_election = np.ones((p, n), dtype=bool)
         self.loss_kafka_election_min = np.ones((p, n), dtype=bool)
         self.loss_longest_log_election_min = np.ones((p, n), dtype=bool)
+        self.offline_at_failure = np.zeros((p, n), dtype=bool)
 
     def row(self, policy: str) -> dict[str, np.ndarray]:
         i = self.policies.index(policy)
@@ -805,11 +814,12 @@ def _durability(ep: _Epoch, row: dict[str, np.ndarray], isr: IsrTimeline) -> Non
     # Kafka's election: the first follower in assignment order in the committed ISR at t_ack.
     sent = [np.less_equal(s, t_ack, out=ep.holds_sent[j]) for j, s in enumerate(ep.sent)]
     rows = None if isr.change_times.size == 0 else isr.rows_at(t_ack)
+    offline = row["offline_at_failure"]  # zeros on entry
     for held, kafka, longest in (
         (holds, row["loss_kafka_election"], row["loss_longest_log_election"]),
         (sent, row["loss_kafka_election_min"], row["loss_longest_log_election_min"]),
     ):
-        _loss_flags(isr, rows, held, kafka, longest)
+        _loss_flags(isr, rows, held, kafka, longest, offline)
 
     acked = np.equal(row["outcome"], Outcome.ACKED, out=ep.scratch)
     if not acked.all():
@@ -818,7 +828,7 @@ def _durability(ep: _Epoch, row: dict[str, np.ndarray], isr: IsrTimeline) -> Non
         exposure[not_acked] = np.nan
         full[not_acked] = np.nan
         for name in ("loss_kafka_election", "loss_longest_log_election", "loss_kafka_election_min",
-                     "loss_longest_log_election_min"):
+                     "loss_longest_log_election_min", "offline_at_failure"):
             row[name][not_acked] = False
     if not ep.all_appended:
         no_offset = ~ep.inp.appended
@@ -827,15 +837,20 @@ def _durability(ep: _Epoch, row: dict[str, np.ndarray], isr: IsrTimeline) -> Non
 
 
 def _loss_flags(isr: IsrTimeline, rows: np.ndarray | None, holds: list[np.ndarray], loss_kafka: np.ndarray,
-                loss_longest: np.ndarray) -> None:
-    """Fill the two loss flags (ones on entry) from which follower holds the batch at the ack (`holds`);
-    `rows`: the ISR row at each ack (None: the ISR never changes)."""
+                loss_longest: np.ndarray, offline: np.ndarray) -> None:
+    """Fill the two loss flags (ones on entry) from which follower holds the batch at the ack (`holds`),
+    and `offline` (no follower in the ISR: no election, no loss); `rows`: the ISR row at each ack (None:
+    the ISR never changes)."""
     if rows is None:
         members = np.flatnonzero(isr.membership[0])
         if members.size:
             np.logical_not(holds[members[0]], out=loss_kafka)
             for j in members:
                 loss_longest &= ~holds[j]
+        else:
+            offline[:] = True
+            loss_kafka[:] = False
+            loss_longest[:] = False
         return
     undecided = np.ones(loss_kafka.size, dtype=bool)
     loss_kafka[:] = False
@@ -844,7 +859,8 @@ def _loss_flags(isr: IsrTimeline, rows: np.ndarray | None, holds: list[np.ndarra
         loss_kafka |= undecided & in_isr & ~holds[j]
         undecided &= ~in_isr
         loss_longest &= ~(in_isr & holds[j])
-    loss_kafka |= undecided
+    offline |= undecided
+    loss_longest &= ~undecided
 
 
 def _interval_acks(ep: _Epoch, intervals: list[_Interval], need_all: bool, strict: bool, raw: np.ndarray) -> np.ndarray | None:

@@ -35,7 +35,7 @@ T11 = dt.datetime(2026, 11, 20, 11, 0, 0)
 
 def _row(policy="acks=all", outcome="acked", latency=1.0, t=T10, partition=0, copies=3, exposure=0.0,
          nbytes=100, loss_k=False, loss_l=False, topic="orders", cluster="c1", full=None, loss_k_min=None,
-         loss_l_min=None):
+         loss_l_min=None, offline=False):
     return {
         "cluster": cluster, "topic": topic, "partition": partition, "leader_epoch": 0, "base_offset": 0,
         "broker_id": 1, "bytes": nbytes, "records": None, "recorded_acks": -1, "policy": policy, "outcome": outcome,
@@ -46,7 +46,8 @@ def _row(policy="acks=all", outcome="acked", latency=1.0, t=T10, partition=0, co
         "full_replication_ms": full if outcome == "acked" else None,
         "loss_kafka_election": loss_k, "loss_longest_log_election": loss_l,
         "loss_kafka_election_min": loss_k if loss_k_min is None else loss_k_min,
-        "loss_longest_log_election_min": loss_l if loss_l_min is None else loss_l_min, "isr_source": "logs",
+        "loss_longest_log_election_min": loss_l if loss_l_min is None else loss_l_min,
+        "offline_at_failure": offline, "isr_source": "logs",
         "leo_source": "follower_fetches",
         "source_file": "f", "line_number": 1, "event_date": t.date(), "replay_run_id": "r",
     }
@@ -166,14 +167,14 @@ RISK_COLUMNS = [
     "under_min_isr_bytes", "min_isr_unknown_acks", "exposure_byte_ms", "max_exposure_ms",
     "never_min_isr_acks", "never_min_isr_bytes", "single_copy_acks", "loss_kafka_election",
     "loss_longest_log_election", "loss_kafka_election_min", "loss_longest_log_election_min",
-    "full_replication_p99_ms", "full_replication_max_ms", "never_full_replication_acks",
+    "offline_at_failure_acks", "full_replication_p99_ms", "full_replication_max_ms", "never_full_replication_acks",
 ]
 RISK_DDL = (
     "policy string, window_start timestamp, produces bigint, acked_batches bigint, acked_bytes bigint, "
     "under_min_isr_acks bigint, under_min_isr_bytes bigint, min_isr_unknown_acks bigint, "
     "exposure_byte_ms double, max_exposure_ms double, never_min_isr_acks bigint, never_min_isr_bytes bigint, "
     "single_copy_acks bigint, loss_kafka_election bigint, loss_longest_log_election bigint, "
-    "loss_kafka_election_min bigint, loss_longest_log_election_min bigint, "
+    "loss_kafka_election_min bigint, loss_longest_log_election_min bigint, offline_at_failure_acks bigint, "
     "full_replication_p99_ms double, full_replication_max_ms double, never_full_replication_acks bigint"
 )
 
@@ -188,7 +189,8 @@ def test_risk_exposure(spark):
             # lost at most under both elections; at least under Kafka's only (sent to the longest-log pick)
             _row(policy="acks=1", copies=1, exposure=INF, nbytes=50, loss_k=True, loss_l=True, full=INF,
                  loss_l_min=False),
-            _row(policy="acks=1", partition=1, copies=1, exposure=2.0, nbytes=10, full=2.0),  # min ISR unknown
+            # min ISR unknown; acked while no follower was in the ISR: offline at a failure, not lost
+            _row(policy="acks=1", partition=1, copies=1, exposure=2.0, nbytes=10, full=2.0, offline=True),
             _row(policy="acks=1", outcome="timeout", nbytes=1000),  # not acked: no risk
             _row(policy="acks=all", outcome="not_enough_replicas", nbytes=70),  # all-rejected window
             _row(policy="acks=all", t=T11, copies=3, exposure=0.0, nbytes=None, full=0.0),  # single produce, no bytes
@@ -200,9 +202,9 @@ def test_risk_exposure(spark):
         [
             # exposure byte·ms = 100 * 5 + 200 * 0 + 10 * 2 = 520 (the inf batch is counted apart);
             # full replication of the finite [2, 10, 40]: p99 h = 2 * 0.99 = 1.98 -> 10 + 0.98 * 30 = 39.4
-            ("acks=1", T10, 5, 4, 360, 2, 150, 1, 520.0, 5.0, 1, 50, 3, 2, 1, 2, 0, 39.4, 40.0, 1),
-            ("acks=all", T10, 1, 0, 0, 0, 0, 0, 0.0, None, 0, 0, 0, 0, 0, 0, 0, None, None, 0),
-            ("acks=all", T11, 1, 1, 0, 0, 0, 0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0),
+            ("acks=1", T10, 5, 4, 360, 2, 150, 1, 520.0, 5.0, 1, 50, 3, 2, 1, 2, 0, 1, 39.4, 40.0, 1),
+            ("acks=all", T10, 1, 0, 0, 0, 0, 0, 0.0, None, 0, 0, 0, 0, 0, 0, 0, 0, None, None, 0),
+            ("acks=all", T11, 1, 1, 0, 0, 0, 0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0),
         ],
         RISK_DDL,
     )

@@ -117,10 +117,13 @@ def test_election_picks_the_first_isr_member_in_assignment_order():
     # with follower 2 out of the ISR the election picks follower 3
     r = replay_epoch(epoch(produces, followers, isr_rows=[[False, True]]))
     assert r["quorum=2"].loss_kafka_election.tolist() == [False]
-    # no follower in the ISR: a leader failure loses everything
+    # no follower in the ISR: a leader failure elects nobody (unclean election off), the partition is
+    # offline until the leader returns with its log: not a loss
     r = replay_epoch(epoch(produces, followers, isr_rows=[[False, False]], m=1))
-    assert r["quorum=2"].loss_kafka_election.tolist() == [True]
-    assert r["quorum=2"].loss_longest_log_election.tolist() == [True]
+    assert r["quorum=2"].loss_kafka_election.tolist() == [False]
+    assert r["quorum=2"].loss_longest_log_election.tolist() == [False]
+    assert r["quorum=2"].offline_at_failure.tolist() == [True]
+    assert r["quorum=2"].loss_kafka_election_min.tolist() == [False]
 
 
 def test_loss_as_a_range_a_follower_holds_a_batch_from_when_it_was_sent_to_it():
@@ -278,7 +281,9 @@ def test_replication_factor_one():
     check(r, "acks=all", [ACKED], [100], copies=[1])  # effective min ISR = min(2, RF) = 1
     check(r, "min.insync", [ACKED], [100])
     check(r, "quorum=2", [NER], [100])
-    assert r["acks=all"].loss_kafka_election.tolist() == [True]
+    # no other replica: a leader failure leaves the partition offline until it returns, nothing is elected
+    assert r["acks=all"].loss_kafka_election.tolist() == [False]
+    assert r["acks=all"].offline_at_failure.tolist() == [True]
 
 
 def test_simulate_isr_shrink_and_readd():
@@ -411,7 +416,7 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, .
 
     out = {}
     for pid in policy_ids(inputs):
-        cols = [[] for _ in range(9)]
+        cols = [[] for _ in range(10)]
         for i in range(inputs.n_produces):
             tld = int(inputs.t_local_done[i])
             b = int(inputs.base_offset[i])
@@ -446,18 +451,20 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, .
             cols[2].append(1 + sum(holds) if acked else 0)
             cols[3].append(duration(t_min))
             cols[4].append(duration(t_all))
-            cols[5].append(acked and (not members or not holds[members[0]]))
-            cols[6].append(acked and not any(holds[f] for f in members))
+            # no follower in the ISR: no election, the partition is offline (not a loss)
+            cols[5].append(acked and bool(members) and not holds[members[0]])
+            cols[6].append(acked and bool(members) and not any(holds[f] for f in members))
             was_sent = [sent(f, i) <= t_ack for f in range(f_count)]
-            cols[7].append(acked and (not members or not was_sent[members[0]]))
-            cols[8].append(acked and not any(was_sent[f] for f in members))
+            cols[7].append(acked and bool(members) and not was_sent[members[0]])
+            cols[8].append(acked and bool(members) and not any(was_sent[f] for f in members))
+            cols[9].append(acked and not members)
         out[pid] = tuple(cols)
     return out
 
 
 _NAMES = (
     "outcome", "t_ack", "copies_at_ack", "exposure_us", "full_replication_us", "loss_kafka_election",
-    "loss_longest_log_election", "loss_kafka_election_min", "loss_longest_log_election_min",
+    "loss_longest_log_election", "loss_kafka_election_min", "loss_longest_log_election_min", "offline_at_failure",
 )  # fmt: skip
 
 
