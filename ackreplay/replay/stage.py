@@ -94,8 +94,8 @@ class ReplayReport:
         if self.failovers:
             out.append(
                 "  leader changes that cut acknowledged records (the new leader's start offset in the brokers' logs;"
-                " the replay's follower timeline: at least what the old leader's last FETCH response to the new"
-                " leader carried, at most what the new leader had reported):"
+                " the replay's follower timeline: lost at least, had the new leader appended the old leader's last"
+                " FETCH answer, at most, had it held only what it had reported):"
             )
             for f in self.failovers:
                 replayed = (

@@ -121,3 +121,23 @@ def test_without_a_fetch_from_the_new_leader_in_the_old_epoch_the_timeline_canno
          r["acked_batches_replayed_lost_min"], r["acked_batches_replayed_lost_max"])
         for r in got
     ] == [(None, None, 1, None, None)]  # fmt: skip
+
+
+def test_the_replay_summary_prints_each_failover_with_the_replays_range():
+    from ackreplay.replay.stage import ReplayReport
+
+    change = {
+        "cluster": "c", "topic": "t", "partition": 0, "old_epoch": 0, "new_epoch": 1, "old_leader": 1, "new_leader": 2,
+        "t_new_epoch": _at(1000), "new_start_offset": 11_195, "replayed_held_offset": 11_194,
+        "replayed_sent_until": _at(52.1), "acked_batches_truncated": 24, "acked_all_batches_truncated": 0,
+        "acked_batches_replayed_lost_min": 24, "acked_batches_replayed_lost_max": 25, "acked_records_truncated": 30,
+    }  # fmt: skip
+    unknown = {**change, "replayed_held_offset": None, "replayed_sent_until": None,
+               "acked_batches_replayed_lost_min": None, "acked_batches_replayed_lost_max": None}  # fmt: skip
+    lines = ReplayReport("r", failovers=[change, unknown]).summary_lines()
+    assert lines[-2:] == [
+        "    c t-0 epoch 0->1 (broker 1->2, 01:33:01): 24 acks=1 batches acknowledged and lost (the log restarts at "
+        "offset 11,195); the replay's timeline: 24 to 25 (reported offset 11,194, last response at 01:33:00.052100)",
+        "    c t-0 epoch 0->1 (broker 1->2, 01:33:01): 24 acks=1 batches acknowledged and lost (the log restarts at "
+        "offset 11,195); the replay's timeline: unknown: no FETCH from it in that epoch",
+    ]
