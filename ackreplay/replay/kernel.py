@@ -434,6 +434,7 @@ class _Epoch:
         self._deadline: np.ndarray | None = None
         self._arrivals: list[np.ndarray] | None = None
         self._sent: list[np.ndarray] | None = None
+        self._offset_rank: dict[int, np.ndarray] = {}  # per follower: its first LEO event above each batch
         self._stats: list[np.ndarray] | None = None
         self._by_offset: np.ndarray | None | bool = False  # False: not computed yet
         self._by_time: np.ndarray | None | bool = False
@@ -496,8 +497,7 @@ class _Epoch:
         times = self.inp.leo_times[j]
         if times.size == 0:
             return np.full(self.n, NEVER, dtype=_I64)
-        # Searching offset-sorted batches keeps the binary searches cache-friendly (10x faster).
-        idx = np.searchsorted(self.cum[j], b, side="right")
+        idx = self._rank(j, b)
         ext = np.empty(times.size + 1, dtype=_I64)
         ext[:-1] = times
         ext[-1] = NEVER
@@ -520,11 +520,18 @@ class _Epoch:
             self._sent = [self._sent_at(j, b, tld, perm) for j in range(self.f)]
         return self._sent
 
+    def _rank(self, j: int, b: np.ndarray) -> np.ndarray:
+        """Index of follower j's first LEO event above each batch of `b` (offset-sorted base offsets)."""
+        if j not in self._offset_rank:
+            # Searching offset-sorted batches keeps the binary searches cache-friendly (10x faster).
+            self._offset_rank[j] = np.searchsorted(self.cum[j], b, side="right")
+        return self._offset_rank[j]
+
     def _sent_at(self, j: int, b: np.ndarray, tld: np.ndarray, perm: np.ndarray | None) -> np.ndarray:
         times = self.inp.leo_times[j]
         if times.size == 0:
             return np.full(self.n, NEVER, dtype=_I64)
-        idx = np.searchsorted(self.cum[j], b, side="right")
+        idx = self._rank(j, b)
         previous = np.empty(times.size + 1, dtype=_I64)
         previous[0] = _MIN  # held before the first FETCH of the data: sent when appended
         previous[1:] = times
