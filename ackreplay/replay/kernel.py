@@ -820,13 +820,22 @@ def _durability(ep: _Epoch, row: dict[str, np.ndarray], isr: IsrTimeline) -> Non
 
     # Kafka's election: the first follower in assignment order in the committed ISR at t_ack.
     sent = [np.less_equal(s, t_ack, out=ep.holds_sent[j]) for j, s in enumerate(ep.sent)]
-    rows = None if isr.change_times.size == 0 else isr.rows_at(t_ack)
-    offline = row["offline_at_failure"]  # zeros on entry
+    if isr.change_times.size == 0:
+        in_isr: list = [bool(m) for m in isr.membership[0]]
+    else:
+        rows = isr.rows_at(t_ack)
+        in_isr = [isr.membership[:, j].take(rows) for j in range(ep.f)]
+    # no follower in the ISR: nobody is elected, the partition is offline (neither loss flag)
+    offline = row["offline_at_failure"]
+    offline[:] = True
+    for member in in_isr:
+        if member is not False:
+            offline &= np.logical_not(member)
     for held, kafka, longest in (
         (holds, row["loss_kafka_election"], row["loss_longest_log_election"]),
         (sent, row["loss_kafka_election_min"], row["loss_longest_log_election_min"]),
     ):
-        _loss_flags(isr, rows, held, kafka, longest, offline)
+        _loss_flags(in_isr, held, kafka, longest, offline)
 
     acked = np.equal(row["outcome"], Outcome.ACKED, out=ep.scratch)
     if not acked.all():
@@ -843,31 +852,30 @@ def _durability(ep: _Epoch, row: dict[str, np.ndarray], isr: IsrTimeline) -> Non
         full[no_offset] = np.nan
 
 
-def _loss_flags(isr: IsrTimeline, rows: np.ndarray | None, holds: list[np.ndarray], loss_kafka: np.ndarray,
-                loss_longest: np.ndarray, offline: np.ndarray) -> None:
-    """Fill the two loss flags (ones on entry) from which follower holds the batch at the ack (`holds`),
-    and `offline` (no follower in the ISR: no election, no loss); `rows`: the ISR row at each ack (None:
-    the ISR never changes)."""
-    if rows is None:
-        members = np.flatnonzero(isr.membership[0])
-        if members.size:
-            np.logical_not(holds[members[0]], out=loss_kafka)
-            for j in members:
-                loss_longest &= ~holds[j]
-        else:
-            offline[:] = True
+def _loss_flags(in_isr: list, holds: list[np.ndarray], loss_kafka: np.ndarray, loss_longest: np.ndarray,
+                offline: np.ndarray) -> None:
+    """Fill the two loss flags (ones on entry) from which follower holds the batch at the ack (`holds`) and
+    which is in the ISR then (`in_isr`: per follower, a bool when the ISR never changes, else per ack)."""
+    if all(isinstance(member, bool) for member in in_isr):  # one ISR for every ack: fewer array passes
+        members = [j for j, member in enumerate(in_isr) if member]
+        if not members:
             loss_kafka[:] = False
             loss_longest[:] = False
+            return
+        np.logical_not(holds[members[0]], out=loss_kafka)
+        for j in members:
+            loss_longest &= ~holds[j]
         return
     undecided = np.ones(loss_kafka.size, dtype=bool)
     loss_kafka[:] = False
-    for j in range(len(holds)):
-        in_isr = isr.membership[:, j].take(rows)
-        loss_kafka |= undecided & in_isr & ~holds[j]
-        undecided &= ~in_isr
-        loss_longest &= ~(in_isr & holds[j])
-    offline |= undecided
-    loss_longest &= ~undecided
+    for member, held in zip(in_isr, holds, strict=True):
+        if member is False:
+            continue
+        loss_kafka |= undecided & member & ~held
+        undecided &= np.logical_not(member)
+        loss_longest &= ~(member & held)
+    loss_kafka &= ~offline
+    loss_longest &= ~offline
 
 
 def _interval_acks(ep: _Epoch, intervals: list[_Interval], need_all: bool, strict: bool, raw: np.ndarray) -> np.ndarray | None:
