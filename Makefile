@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 LAKEHOUSE ?= lakehouse
 SAMPLES ?= $(sort $(wildcard data/samples/*/))
 
-.PHONY: setup sample test test-fast test-lab test-cluster dist bench-ingest bench-kernel bench-replay bench-replay-hot bench-peers bench-e2e bench-scaling synth clean
+.PHONY: setup sample test test-fast test-lab test-cluster corpus dist bench-ingest bench-kernel bench-replay bench-replay-hot bench-peers bench-e2e bench-scaling synth clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,9 @@ test-lab: setup  ## runs a real 3-broker Kafka cluster for about a minute
 test-cluster: setup  ## the pipeline under spark-submit on a Spark standalone master and two workers (127.0.0.1)
 	$(BIN)/pytest -m cluster
 
+corpus: setup  ## record every trace of data/samples and data/corpus again into $(CORPUS_OUT)/<trace> (about 5 min each; never over the committed ones)
+	$(BIN)/python -m lab.record_corpus --out $(CORPUS_OUT)
+
 # Spark puts --py-files on the executors' sys.path only for .zip/.egg/.jar names; a pure-Python wheel
 # is a zip of the packages, so the same file is shipped as dist/ackreplay.zip.
 dist: setup  ## dist/ackreplay-*.whl (pip, Databricks) and dist/ackreplay.zip (spark-submit --py-files)
@@ -48,6 +51,7 @@ bench-kernel: setup  ## replay kernel alone: produces/s on one core
 	taskset -c 0 $(BIN)/python -m bench.kernel_bench --repeat 7
 
 PRODUCES ?= 1000000
+CORPUS_OUT ?= corpus-recorded
 
 bench-replay: setup  ## replay stage next to DuckDB and pandas on $(PRODUCES) produces (synthetic silver tables)
 	$(BIN)/python -m bench.replay_bench --produces $(PRODUCES)

@@ -1,5 +1,5 @@
 """The broker-log step of the ingest stage: `server.log*` + `state-change.log*` -> silver `isr_changes`,
-`leader_epochs`, and their unparseable lines -> bronze `quarantine` (stages `server_log`, `state_change_log`).
+`leader_epochs`, `follower_starts`, and their unparseable lines -> bronze `quarantine` (stages `server_log`, `state_change_log`).
 
 These logs are mostly other messages: they are counted (`unused`) but not kept, unlike the request
 log's lines, which all go to bronze. Like the request-log step, a run replaces exactly the rows that
@@ -26,8 +26,9 @@ from ackreplay.lakehouse import (
 )
 from ackreplay.line_reader import read_lines
 from schemas import tables
-from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
+from schemas.broker_logs import FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
 from transforms.broker_logs import (
+    FOLLOWER_START,
     ISR_SHRINK,
     ISR_UPDATE,
     LEADER_SKIP,
@@ -35,6 +36,7 @@ from transforms.broker_logs import (
     SERVER_LOG,
     STATE_CHANGE_LOG,
     UNKNOWN_FORMAT,
+    build_follower_starts,
     build_isr_changes,
     build_leader_epochs,
     isr_commit_events,
@@ -45,6 +47,9 @@ from transforms.common import conform
 from transforms.request_log import with_event_time, with_log_fields
 
 log = logging.getLogger(__name__)
+
+# The silver tables this stage writes (with quarantine rows): created empty when there are no files.
+BROKER_LOG_TABLES = (("isr_changes", ISR_CHANGES), ("leader_epochs", LEADER_EPOCHS), ("follower_starts", FOLLOWER_STARTS))
 
 STAGES = (SERVER_LOG, STATE_CHANGE_LOG)
 _STAGE_NAMES = {SERVER_LOG: "server.log", STATE_CHANGE_LOG: "state-change.log"}
@@ -82,7 +87,7 @@ class BrokerLogReport:
     parsed_detail: dict[str, int] = field(default_factory=dict)  # line kind -> lines
     unused_detail: dict[tuple[str, str], int] = field(default_factory=dict)  # (stage, what) -> lines
     quarantine_reasons: dict[tuple[str, str], int] = field(default_factory=dict)  # (stage, reason) -> lines
-    rows_written: dict[str, int] = field(default_factory=dict)  # isr_changes, leader_epochs, quarantine
+    rows_written: dict[str, int] = field(default_factory=dict)  # isr_changes, leader_epochs, follower_starts, quarantine
     isr_changes_by_kind: dict[tuple[str | None, str], int] = field(default_factory=dict)  # (change_kind, source)
     duplicate_commits: int = 0  # commit lines dropped because the other log had the same commit earlier
     shrinks_without_commit: int = 0  # "Shrinking ISR" proposals no committed ISR carried out
@@ -171,7 +176,7 @@ def ingest_broker_logs(
     )
     if not files:
         # Nothing to replace; still create the (empty) tables so that readers find them.
-        for table, schema in (("isr_changes", ISR_CHANGES), ("leader_epochs", LEADER_EPOCHS)):
+        for table, schema in BROKER_LOG_TABLES:
             if not table_exists(spark, lakehouse, table):
                 replace_rows(spark.createDataFrame([], schema), lakehouse, table, "false", run_id)
         return report
@@ -216,6 +221,10 @@ def ingest_broker_logs(
         log.info("writing leader_epochs")
         report.rows_written["leader_epochs"] = replace_rows(
             build_leader_epochs(classified), lakehouse, "leader_epochs", predicate, run_id
+        )
+        log.info("writing follower_starts")
+        report.rows_written["follower_starts"] = replace_rows(
+            build_follower_starts(classified), lakehouse, "follower_starts", predicate, run_id
         )
 
         per_file = (
@@ -305,6 +314,7 @@ def _reconcile(report: BrokerLogReport, incomplete_files: list, commit_lines: in
         "quarantine": report.server_log.quarantined + report.state_change_log.quarantined,
         "isr_changes": commit_lines - report.duplicate_commits,
         "leader_epochs": parsed.get(LEADER_START, 0),
+        "follower_starts": parsed.get(FOLLOWER_START, 0),
     }
     for table, n in expected.items():
         if report.rows_written.get(table) != n:

@@ -236,7 +236,7 @@ def perf_test_args(args, bootstrap: str) -> list[str]:
         "--topic", TOPIC, "--num-records", str(warmup + int(args.rate * args.duration_s)),
         "--throughput", str(args.rate), "--record-size", str(args.size), "--warmup-records", str(warmup),
         "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={'1' if args.acks1_share == 1 else 'all'}",
-        f"linger.ms={args.linger_ms}", f"client.id={PERF_TEST_CLIENT_ID}",
+        f"linger.ms={args.linger_ms}", f"compression.type={args.compression}", f"client.id={PERF_TEST_CLIENT_ID}",
     ]  # fmt: skip
 
 
@@ -383,6 +383,11 @@ def parse_args(argv=None):
     p.add_argument("--size", type=int, default=512, help="mean value size in bytes (uniform size/2..3size/2)")
     p.add_argument("--keys", type=int, default=1000)
     p.add_argument("--linger-ms", type=int, default=5)
+    p.add_argument("--compression", default="none", choices=("none", "gzip", "snappy", "lz4", "zstd"),
+                   help="the producers' compression.type (the payload is random bytes: the broker still decompresses "
+                        "and validates every batch, LogValidator)")
+    p.add_argument("--min-insync-replicas", type=int, default=2, choices=(1, 2, 3),
+                   help="the lab topic's and the brokers' min.insync.replicas")
     p.add_argument("--partitions", type=int, default=6)
     p.add_argument("--no-consumer", action="store_true")
     p.add_argument("--client", choices=("lab", "perf-test"), default="lab",
@@ -464,7 +469,8 @@ def run(args) -> dict:
                        replica_lag_time_max_ms=args.replica_lag_ms,
                        broker_session_timeout_ms=args.session_timeout_ms,
                        replica_fetch_wait_max_ms=args.replica_fetch_wait_max_ms,
-                       jmx_exporter=not args.no_metrics, log_stamp=args.log_stamp)
+                       jmx_exporter=not args.no_metrics, log_stamp=args.log_stamp,
+                       min_insync_replicas=args.min_insync_replicas)
     schedule = make_schedule(args, list(range(1, spec.brokers + 1)))
     work = Path(tempfile.mkdtemp(prefix="ackreplay-lab-", dir=args.work_dir))
     try:
@@ -480,7 +486,7 @@ def run(args) -> dict:
         log(f"work dir {work}; ports {cluster.controller_port}..{max(cluster.metrics_ports.values())}")
         cluster.start()
         log("cluster started")
-        cluster.create_topic(TOPIC, args.partitions, 3, {"min.insync.replicas": 2})
+        cluster.create_topic(TOPIC, args.partitions, 3, {"min.insync.replicas": args.min_insync_replicas})
         desc_start = cluster.describe()
         if not args.no_metrics:
             scraper = Scraper(cluster, cdir / "metrics", args.scrape_interval_s)
@@ -503,7 +509,7 @@ def run(args) -> dict:
                 "--bootstrap", cluster.bootstrap, "--topic", TOPIC, "--duration-s", str(args.duration_s),
                 "--warmup-s", str(args.warmup_s),
                 "--rate", str(args.rate), "--acks1-share", str(args.acks1_share), "--size", str(args.size),
-                "--keys", str(args.keys), "--linger-ms", str(args.linger_ms),
+                "--keys", str(args.keys), "--linger-ms", str(args.linger_ms), "--compression", args.compression,
                 "--consumer", "false" if args.no_consumer else "true", "--out", str(client_dir),
             ], work / "workload.out")
             log_warmup(args)
@@ -687,7 +693,7 @@ def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summ
         "configs": {
             "broker": spec.broker_props_that_matter(),
             "topic": {"name": TOPIC, "partitions": args.partitions, "replication_factor": 3,
-                      "min.insync.replicas": 2},
+                      "min.insync.replicas": args.min_insync_replicas},
             "broker_properties_broker_1": {k: str(v) for k, v in cluster.broker_props(1).items()},
             "controller_properties": {k: str(v) for k, v in cluster.controller_props().items()},
             "broker_jvm": {"heap": spec.heap, "gc": "G1, MaxGCPauseMillis=20",
@@ -722,7 +728,7 @@ def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summ
                 PERF_TEST_CLIENT_ID: {"acks": p["acks"], "enable.idempotence": "default"}
                 for p in summary["producers"] if args.client == "perf-test"
             },
-            "producer_configs": {"linger.ms": args.linger_ms, "compression.type": "none",
+            "producer_configs": {"linger.ms": args.linger_ms, "compression.type": args.compression,
                                  "request.timeout.ms": 30000, "delivery.timeout.ms": 120000},
             "value_size_bytes": {"mean": args.size, "min": args.size // 2, "max": args.size + args.size // 2},
             "keys": args.keys,

@@ -71,3 +71,25 @@ LEADER_EPOCHS = _schema(
     ("t_log", TimestampType(), False),
     *_LINE_ORIGIN,
 )
+
+# A broker becoming a follower of a partition ("Follower <tp> starts at leader epoch N ..." in its
+# state-change.log). `Partition.makeFollower` logs it under the partition's write lock after switching
+# the leader, and appends take that lock to read the leader: so when the broker led the partition before,
+# this is when it stopped leading (it appended and acknowledged produces until then, on its own clock),
+# and `log_end_offset` says how far its log reached past the new leader's epoch start (offsets the new
+# epoch cuts). The line's "Previous leader ... previous leader epoch" repeat the new values (printed
+# after the update), so they are not kept.
+FOLLOWER_STARTS = _schema(
+    ("cluster", StringType(), False),
+    ("topic", StringType(), False),
+    ("partition", IntegerType(), False),
+    ("broker_id", IntegerType(), False),  # the broker that became a follower
+    ("leader_epoch", IntegerType(), False),  # the epoch it follows from now on
+    ("log_end_offset", LongType(), False),  # "from offset N": its own log end at that moment
+    ("partition_epoch", IntegerType(), True),
+    ("high_watermark", LongType(), False),
+    ("leader", IntegerType(), True),  # "Current leader is N"; null for -1 (no leader)
+    ("t_log", TimestampType(), False),
+    *_LINE_ORIGIN,
+)
+

@@ -149,6 +149,9 @@ BATCH_SEND_TIMES = _schema(
     ("partition", IntegerType(), False),
     ("base_offset", LongType(), False),
     ("records", IntegerType(), True),
+    # the epoch of the leader that appended it (kafka-dump-log's partitionLeaderEpoch); null: client logs.
+    # After a truncation the next epoch reuses the offsets: the batch matches produces of this epoch only.
+    ("leader_epoch", IntegerType(), True),
     ("t_send", TimestampType(), False),
     ("source", StringType(), False),  # create_time (kafka-dump-log) | client_log
     # when each record was sent: ms after t_send, with how many records share that ms, in time order (the

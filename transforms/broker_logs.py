@@ -26,7 +26,10 @@ state-change.log (state.change.logger), from Partition.makeLeader:
         it is already the leader with leader epoch 0. Current high watermark 1446, ISR [2,3], adding
         replicas [] and removing replicas [].                                           (4.2+)
 
-The other three lines have the same text in 3.6 to 4.4; from 4.2 the server.log lines list the ISR in
+    Follower <tp> starts at leader epoch 1 from offset 14457 with partition epoch 1 and high watermark 14452.
+        Current leader is 3. Previous leader Some(3) and previous leader epoch was 1.   (Partition.makeFollower)
+
+The other four lines have the same text in 3.6 to 4.4; from 4.2 the server.log lines list the ISR in
 an immutable java.util.Set's order, which changes from one broker start to the next. docs/kafka-versions.md
 has each version's source.
 
@@ -45,13 +48,14 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
+from schemas.broker_logs import FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
 from transforms.common import conform
 
 SERVER_LOG, STATE_CHANGE_LOG = "server_log", "state_change_log"
 
 # Line kinds (the `detail` of a parsed line).
 ISR_SHRINK, ISR_UPDATE, LEADER_START, LEADER_SKIP = "isr_shrink", "isr_update", "leader_start", "leader_skip"
+FOLLOWER_START = "follower_start"
 
 # The message between `[time] LEVEL ` and ` (logger)`; a line cut short has no logger suffix.
 _MESSAGE = r"^\[[^\]]*\] [A-Z]+ (.*) \([\w.$]+\)$"
@@ -101,16 +105,29 @@ _SKIP_GROUPS = (
     "leader_epoch", "high_watermark", "isr",
 )
 
+# Partition.makeFollower; "with partition epoch" and "Current leader is" since 2.8/3.0, optional here. Its
+# "Previous leader ... epoch" print the values just set (the new leader and epoch): read, not kept.
+_FOLLOWER = (
+    rf"^\[Broker id=({_ID})\] Follower (\S+)-({_ID}) starts at leader epoch ({_INT}) from offset ({_LONG}) "
+    rf"with (?:partition epoch ({_INT}) and )?high watermark ({_LONG})\.(?: Current leader is ({_INT})\.)? "
+    rf"Previous leader (?:(?:None|Some\({_INT}\)) and previous leader )?epoch was {_INT}\.$"
+)
+_FOLLOWER_GROUPS = ("line_broker", "topic", "partition", "leader_epoch", "log_end_offset", "partition_epoch",
+                    "high_watermark", "leader")  # fmt: skip
+
 # The quarantine reason of a used line without a readable stamp (either layout `with_log_fields` reads).
 NO_LOG_TIME = "no readable log4j time '[yyyy-MM-dd HH:mm:ss,SSS]' (or ',SSSSSS') at the start of the line"
 # The quarantine reason of a line of a kind the replay reads whose text no pattern matches.
 UNKNOWN_FORMAT = "line in no known format (cut short?)"
-_PATTERNS = {ISR_SHRINK: _SHRINK, ISR_UPDATE: _UPDATE, LEADER_START: _LEADER, LEADER_SKIP: _SKIP}
+_PATTERNS = {
+    ISR_SHRINK: _SHRINK, ISR_UPDATE: _UPDATE, LEADER_START: _LEADER, LEADER_SKIP: _SKIP, FOLLOWER_START: _FOLLOWER
+}
 _LABELS = {
     ISR_SHRINK: "Shrinking ISR",
     ISR_UPDATE: "ISR updated to",
     LEADER_START: "Leader ... starts at leader epoch",
     LEADER_SKIP: "Skipped the become-leader",
+    FOLLOWER_START: "Follower ... starts at leader epoch",
 }
 # "Skipped the become-leader" lines that change nothing (stale partition epoch, already a local leader,
 # storage error): known messages, not a commit.
@@ -134,6 +151,7 @@ def _line_kind(stage: Column, line: Column) -> Column:
         F.when((stage == SERVER_LOG) & line.contains("Shrinking ISR from"), F.lit(ISR_SHRINK))
         .when((stage == SERVER_LOG) & line.rlike(r"ISR updated (from AlterIsr )?to"), F.lit(ISR_UPDATE))
         .when((stage == STATE_CHANGE_LOG) & line.rlike(r"\[Broker id=\d+\] Leader \S"), F.lit(LEADER_START))
+        .when((stage == STATE_CHANGE_LOG) & line.rlike(r"\[Broker id=\d+\] Follower \S+ starts at leader epoch"), F.lit(FOLLOWER_START))
         .when(
             (stage == STATE_CHANGE_LOG)
             & line.contains("Skipped the become-leader state change for ")
@@ -167,11 +185,6 @@ def with_broker_line_status(df: DataFrame) -> DataFrame:
         # A file that could not be read to its end loses lines nobody can classify: say so.
         (F.col("read_error").startswith("file unreadable"), quarantined, F.col("read_error")),
         (no_prefix, unused, F.lit("no log4j prefix (continuation line: stack trace, config dump)")),
-        (
-            (stage == STATE_CHANGE_LOG) & line.rlike(r"\[Broker id=\d+\] Follower \S+ starts at leader epoch"),
-            unused,
-            F.lit("follower start"),
-        ),
         (
             (stage == STATE_CHANGE_LOG) & line.contains("Skipped the become-leader state change for "),
             unused,
@@ -278,6 +291,28 @@ def parse_leader_starts(lines_df: DataFrame) -> DataFrame:
 def build_leader_epochs(lines_df: DataFrame) -> DataFrame:
     """Classified state-change.log lines -> one row per leadership start (`leader_epochs` contract)."""
     return conform(parse_leader_starts(lines_df), LEADER_EPOCHS)
+
+
+def build_follower_starts(lines_df: DataFrame) -> DataFrame:
+    """Classified state-change.log lines -> one row per "Follower ... starts at leader epoch" line
+    (`follower_starts` contract)."""
+    g = _groups(F.col("message"), _FOLLOWER, _FOLLOWER_GROUPS)
+    leader = F.nullif(g["leader"], F.lit("")).cast("int")
+    return conform(
+        _parsed(lines_df, FOLLOWER_START).select(
+            "cluster",
+            g["topic"].alias("topic"),
+            g["partition"].cast("int").alias("partition"),
+            "broker_id",
+            g["leader_epoch"].cast("int").alias("leader_epoch"),
+            g["log_end_offset"].cast("bigint").alias("log_end_offset"),
+            F.nullif(g["partition_epoch"], F.lit("")).cast("int").alias("partition_epoch"),
+            g["high_watermark"].cast("bigint").alias("high_watermark"),
+            F.when(leader >= 0, leader).alias("leader"),
+            *_ORIGIN,
+        ),
+        FOLLOWER_STARTS,
+    )
 
 
 def _shrink_proposals(lines_df: DataFrame) -> DataFrame:

@@ -101,12 +101,14 @@ BATCH_KEY = ["cluster", "topic", "partition", "base_offset"]
 
 
 def record_sends_by_batch(send_times: DataFrame) -> DataFrame:
-    """(cluster, topic, partition, base_offset, record_sends): the batches of silver `batch_send_times`
-    whose records each have a send time, once each (the earliest listing when dumped from several replicas)."""
+    """(cluster, topic, partition, base_offset, record_sends, send_leader_epoch): the batches of silver
+    `batch_send_times` whose records each have a send time, once each (the earliest listing when dumped
+    from several replicas), with the epoch that appended them (null: unknown)."""
+    listing = F.min_by(F.struct("record_sends", F.col("leader_epoch").alias("epoch")), "t_send")
     return (
         send_times.where(F.col("topic").isNotNull() & F.col("record_sends").isNotNull())
         .groupBy(*BATCH_KEY)
-        .agg(F.min_by("record_sends", "t_send").alias("record_sends"))
+        .agg(listing["record_sends"].alias("record_sends"), listing["epoch"].alias("send_leader_epoch"))
     )
 
 
@@ -116,7 +118,13 @@ def record_latencies(replay: DataFrame, record_sends: DataFrame | None = None) -
     their send time). `record_sends`: the output of :func:`record_sends_by_batch`, None when there is none."""
     acked = replay.where(_acked())
     if record_sends is not None:
-        acked = acked.join(record_sends, BATCH_KEY, "left")
+        # a listing of another epoch's batch at this offset (reused after a truncation) is not this one's
+        other_epoch = F.coalesce(F.col("send_leader_epoch") != F.col("leader_epoch"), F.lit(False))
+        acked = (
+            acked.join(record_sends, BATCH_KEY, "left")
+            .withColumn("record_sends", F.when(~other_epoch, F.col("record_sends")))
+            .drop("send_leader_epoch")
+        )
     else:
         acked = acked.withColumn("record_sends", F.lit(None).cast(RECORD_SENDS))
     sends = acked.select(

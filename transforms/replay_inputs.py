@@ -49,8 +49,11 @@ def fetched_epochs(follower_fetches_df: DataFrame) -> DataFrame:
     ).agg(F.min_by("broker_id", "t_dequeue").alias("leader_id"), F.min(_micros("t_dequeue")).alias("epoch_start_us"))
 
 
-def build_epochs(leader_epochs_df: DataFrame, fetched_epochs_df: DataFrame) -> DataFrame:
-    """Leadership spans: (cluster, topic, partition, leader_epoch, leader_id, epoch_start_us, epoch_end_us, start_isr).
+def build_epochs(
+    leader_epochs_df: DataFrame, fetched_epochs_df: DataFrame, follower_starts_df: DataFrame | None = None
+) -> DataFrame:
+    """Leadership spans: (cluster, topic, partition, leader_epoch, leader_id, epoch_start_us, epoch_end_us,
+    leader_until_us, start_isr).
 
     From `leader_epochs` (state-change.log); epochs seen only in follower fetches (`fetched_epochs`: their
     `currentLeaderEpoch`, e.g. when state-change.log was rotated away) start at their first fetch and
@@ -89,9 +92,39 @@ def build_epochs(leader_epochs_df: DataFrame, fetched_epochs_df: DataFrame) -> D
         .drop("rank")
     )
     following = Window.partitionBy("cluster", "topic", "partition").orderBy("epoch_start_us", "leader_epoch")
-    return epochs.withColumn(
+    epochs = epochs.withColumn(
         "epoch_end_us", F.coalesce(F.lead("epoch_start_us").over(following), F.lit(EPOCH_END_NEVER))
     )
+    return with_leader_until(epochs, follower_starts_df)
+
+
+def with_leader_until(epochs_df: DataFrame, follower_starts_df: DataFrame | None) -> DataFrame:
+    """`leader_until_us`: until when the epoch's leader led it, on its own clock: its first "Follower ...
+    starts" line for the partition after the epoch's start (`follower_starts`), or its own next epoch's
+    start, whichever comes first; without either, the next epoch's start (`epoch_end_us`).
+
+    Kafka's old leader appends and acknowledges produces until it applies the change itself
+    (`Partition.makeFollower` switches the leader under the partition's write lock, and
+    `Partition.appendRecordsToLeader` reads the leader under its read lock), which can be after the new
+    leader logged its start on its own clock: a controlled shutdown's last acks=1 batches are appended
+    there, and cut by the new epoch."""
+    same_leader = Window.partitionBy("cluster", "topic", "partition", "leader_id").orderBy("epoch_start_us")
+    epochs = epochs_df.withColumn("_next_own_start", F.lead("epoch_start_us").over(same_leader))
+    keys = ["cluster", "topic", "partition"]
+    if follower_starts_df is not None:
+        f = follower_starts_df.select(*keys, F.col("broker_id").alias("_follower"), _micros("t_log").alias("_t_follower"))
+        resigned = (
+            epochs.select(*keys, "leader_epoch", "leader_id", "epoch_start_us")
+            .join(f, keys)
+            .where((F.col("_follower") == F.col("leader_id")) & (F.col("_t_follower") > F.col("epoch_start_us")))
+            .groupBy(*keys, "leader_epoch")
+            .agg(F.min("_t_follower").alias("_resigned"))
+        )
+        epochs = epochs.join(resigned, [*keys, "leader_epoch"], "left")
+    else:
+        epochs = epochs.withColumn("_resigned", F.lit(None).cast("bigint"))
+    own = F.least("_resigned", "_next_own_start")  # least skips nulls
+    return epochs.withColumn("leader_until_us", F.coalesce(own, F.col("epoch_end_us"))).drop("_next_own_start", "_resigned")
 
 
 def with_leader_epoch(df: DataFrame, epochs_df: DataFrame, time_us: F.Column) -> DataFrame:
@@ -156,23 +189,32 @@ def produce_side(produces_df: DataFrame, bucket_us: int) -> DataFrame:
         (_micros("t_log") if "t_log" in produces_df.columns else F.lit(0).cast("long")).alias("t_log_us"),
         t_send.alias("t_send_us"),
         (F.col("records") if "records" in produces_df.columns else F.lit(None)).cast("int").alias("records"),
+        (F.col("send_leader_epoch") if "send_leader_epoch" in produces_df.columns else F.lit(None))
+        .cast("int")
+        .alias("send_leader_epoch"),
     )
 
 
 def with_send_times(produces_df: DataFrame, send_times_df: DataFrame) -> DataFrame:
     """Produces with `t_send` and `records`: the send time and record count of their batch, from
     `batch_send_times` rows keyed by topic (kafka-dump-log) or, for client logs without topics, by client
-    id. The earliest wins when a batch is listed twice (a segment dumped twice, a client log copied)."""
+    id. The earliest wins when a batch is listed twice (a segment dumped twice, a client log copied).
+    `send_leader_epoch`: the epoch that appended the listed batch (null: unknown); the replay, which places
+    each produce in its epoch, keeps the send time only for a produce of that epoch (offsets are reused
+    after a truncation)."""
     keys = ["cluster", "partition", "base_offset"]
 
-    def earliest(where: Column, key: str, name: str) -> DataFrame:  # (t_send, records) of the earliest listing
-        return send_times_df.where(where).groupBy(*keys, key).agg(F.min(F.struct("t_send", "records")).alias(name))
+    def earliest(where: Column, key: str, name: str) -> DataFrame:  # (t_send, records, epoch) of the earliest listing
+        listing = F.struct("t_send", "records", F.col("leader_epoch").alias("epoch"))
+        return send_times_df.where(where).groupBy(*keys, key).agg(F.min(listing).alias(name))
 
     by_topic = earliest(F.col("topic").isNotNull(), "topic", "_by_topic")
     by_client = earliest(F.col("topic").isNull(), "client_id", "_by_client")
     joined = produces_df.join(by_topic, [*keys, "topic"], "left").join(by_client, [*keys, "client_id"], "left")
     batch = F.coalesce("_by_topic", "_by_client")
-    return joined.withColumns({"t_send": batch["t_send"], "records": batch["records"]}).drop("_by_topic", "_by_client")
+    return joined.withColumns(
+        {"t_send": batch["t_send"], "records": batch["records"], "send_leader_epoch": batch["epoch"]}
+    ).drop("_by_topic", "_by_client")
 
 
 def leo_evidence(fetches_df: DataFrame) -> DataFrame:

@@ -51,6 +51,10 @@ CLIENT_BATCHES = "client_batches"
 _DUMPING = r"^Dumping (.+)$"
 _SEGMENT_PARTITION = r"([^/\\]+)-(\d{1,9})[/\\][^/\\]+$"
 _BATCH = r"^baseOffset: (\d{1,19}) lastOffset: (\d{1,19}) .*? (CreateTime|LogAppendTime|NoTimestampType): (-?\d{1,19})"
+# The epoch of the leader that appended the batch (v2 batches; -1 or absent: unknown). After a leader
+# change truncates a log, the next epoch reuses the offsets, so (partition, base offset) names one
+# batch per epoch: this tells the replay which one the dump holds.
+_BATCH_EPOCH = r"^baseOffset: .*? partitionLeaderEpoch: (-?\d{1,9}) "
 _RECORD = r"^\| offset: (\d{1,19}) (CreateTime|LogAppendTime|NoTimestampType): (-?\d{1,19})"
 _CLIENT_COLUMNS = ("client_id", "partition", "base_offset", "first_send_us")
 # Plausible send times, in ms since the epoch (2000-01-01 .. 2100-01-01): rejects seconds or microseconds.
@@ -84,6 +88,7 @@ def classify_dump_lines(lines: DataFrame) -> DataFrame:
         (last - base + 1).try_cast("int").alias("records"),
         batch_type.alias("batch_type"),
         batch_ms.alias("batch_ms"),
+        _extract(line, _BATCH_EPOCH, 1).try_cast("int").alias("batch_epoch"),
         # the next line: a batch's first record, with --deep-iteration
         F.lead(record_offset).over(by_file).alias("next_offset"),
         F.lead(record_type).over(by_file).alias("next_type"),
@@ -119,6 +124,7 @@ def classify_dump_lines(lines: DataFrame) -> DataFrame:
         F.when(F.col("read_error").isNotNull(), F.col("read_error")).when(~is_batch & F.col("is_record"), "record")
         .when(~is_batch, "other").when(reason.isNotNull(), reason).alias("detail"),
         "topic", F.lit(None).cast("string").alias("client_id"), "partition", "base_offset", "records",
+        F.when(F.col("batch_epoch") >= 0, F.col("batch_epoch")).alias("leader_epoch"),
         _ms_time(send_ms).alias("t_send"), F.lit("create_time").alias("source"),
         F.when(
             F.col("_sent_records") == F.col("records"),
@@ -186,8 +192,8 @@ def classify_client_lines(lines: DataFrame) -> DataFrame:
         "cluster", "source_file", "line_number", "line",
         F.when(unused, "unused").when(reason.isNull(), "parsed").otherwise("quarantined").alias("status"),
         F.when(F.col("line_number") == 1, "header").when(unused, "blank").otherwise(reason).alias("detail"),
-        "topic", "client_id", "partition", "base_offset", "records", "t_send",
-        F.lit("client_log").alias("source"), F.lit(None).cast(RECORD_SENDS).alias("record_sends"),
+        "topic", "client_id", "partition", "base_offset", "records", F.lit(None).cast("int").alias("leader_epoch"),
+        "t_send", F.lit("client_log").alias("source"), F.lit(None).cast(RECORD_SENDS).alias("record_sends"),
     )  # fmt: skip
 
 

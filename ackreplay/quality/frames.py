@@ -11,7 +11,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
+from schemas.broker_logs import FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
 from schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE
 from schemas.metrics import FOLLOWER_LEO_SAMPLES
 from schemas.replay import PRODUCE_REPLAY
@@ -32,6 +32,7 @@ CONTRACTS: dict[str, StructType] = {
     "partitions": PARTITIONS,
     "isr_changes": ISR_CHANGES,
     "leader_epochs": LEADER_EPOCHS,
+    "follower_starts": FOLLOWER_STARTS,
     "follower_leo_samples": FOLLOWER_LEO_SAMPLES,
     "batch_send_times": BATCH_SEND_TIMES,
     "produce_replay": PRODUCE_REPLAY,

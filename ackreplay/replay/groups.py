@@ -136,6 +136,24 @@ class PartitionEpochs:
     start_us: np.ndarray  # int64 (E,), sorted
     end_us: np.ndarray  # int64 (E,): the next epoch's start, or EPOCH_END_NEVER
     start_isr: tuple  # per epoch: the ISR at its start (state-change.log), or None
+    # int64 (E,): until when the leader led the epoch on its own clock (replay_inputs.with_leader_until);
+    # None: the next epoch's start
+    leader_until_us: np.ndarray | None = None
+
+    @property
+    def until_us(self) -> np.ndarray:
+        """Until when each epoch's leader led it (its appends, acks and answered FETCHes end there)."""
+        return self.end_us if self.leader_until_us is None else self.leader_until_us
+
+
+def _leadership_end(part: PartitionEpochs, k: int, last_row_us: int) -> int:
+    """When epoch k's leader stopped acknowledging, for the kernel: its own follower line when it was
+    running after the next epoch began (it appended or answered a FETCH then: a controlled shutdown, a
+    resumed pause), else the next epoch's start or its follower line, whichever came first. A crashed
+    leader logs its follower line only when it restarts, after a gap in which it ran nothing: its acks
+    end when the next epoch begins, not at its restart."""
+    end, until = int(part.end_us[k]), int(part.until_us[k])
+    return until if last_row_us >= end else min(until, end)
 
 
 @dataclass(frozen=True)
@@ -190,6 +208,10 @@ def _request_max(values: np.ndarray, *request_key: np.ndarray) -> np.ndarray:
     return out
 
 
+# How many epochs back a row's broker may still be leading (epochs started by others in the meantime).
+_LOOK_BACK_EPOCHS = 3
+
+
 def _place_in_epochs(
     ctx: ReplayContext, pkey: np.ndarray, broker: np.ndarray, t: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -205,10 +227,17 @@ def _place_in_epochs(
         part = ctx.partitions.get(int(pkey[s]))
         if part is None:
             continue
-        idx = np.searchsorted(part.start_us, t[s:e], side="right") - 1
-        safe = np.maximum(idx, 0)
-        ok = (idx >= 0) & (t[s:e] < part.end_us[safe]) & (part.leader[safe] == broker[s:e])
-        epoch[s:e] = np.where(ok, idx, -1)
+        until = part.until_us
+        candidate = np.searchsorted(part.start_us, t[s:e], side="right") - 1
+        placed = np.full(e - s, -1, np.int64)
+        # An old leader keeps leading on its own clock after the next epoch started (until its own
+        # follower line): look back past the epochs that started meanwhile.
+        for _ in range(_LOOK_BACK_EPOCHS):
+            safe = np.maximum(candidate, 0)
+            ok = (placed < 0) & (candidate >= 0) & (t[s:e] < until[safe]) & (part.leader[safe] == broker[s:e])
+            placed[ok] = candidate[ok]
+            candidate = candidate - 1
+        epoch[s:e] = placed
     return order, epoch
 
 
@@ -312,7 +341,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             start_isr=part.start_isr[k],
             min_insync_replicas=part.min_insync_replicas,
             epoch_start_us=int(part.start_us[k]),
-            epoch_end_us=int(part.end_us[k]),
+            epoch_end_us=_leadership_end(part, k, int(max(t[e - 1], f_t[fe - 1] if fe > fs else t[e - 1]))),
             quorum_sizes=ctx.quorum_sizes,
             lag_ms=ctx.lag_ms,
         )
@@ -333,6 +362,14 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             lag_policy, ISR_SOURCES.index("simulated"), ISR_SOURCES.index(isr_source)
         )[:, None]
     produce.update(leader_epoch=leader_epoch, cluster=cluster, topic=topic, partition=partition)
+    if "send_leader_epoch" in produces.column_names:
+        # A send time listed for another epoch's batch at this offset (offsets are reused after a
+        # truncation) is not this batch's: neither its send time nor its record count.
+        listed = produces.column("send_leader_epoch")
+        known = listed.is_valid().to_numpy(zero_copy_only=False)[rows]
+        other = known & (listed.fill_null(-1).to_numpy()[rows] != leader_epoch)
+        produce["has_send"] &= ~other
+        produce["records_known"] &= ~other
     # The broker answers a request when all its partitions are done: the client sees the latest t_ack.
     result["t_response"] = _request_max(result["t_ack"], produce["source_file_id"], produce["line_number"])
     result.update(_producer_view(ctx, produce, result["t_response"], result["t_ack"]))

@@ -35,7 +35,7 @@ from ackreplay.config import AppConfig
 from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path, table_spec
 from ackreplay.replay.groups import PRODUCE_REPLAY_ARROW, PartitionEpochs, ReplayContext, replay_group
 from ackreplay.replay.self_check import SelfCheck, ack_truth_columns, check_replay
-from schemas.broker_logs import ISR_CHANGES, LEADER_EPOCHS
+from schemas.broker_logs import FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
 from schemas.metrics import FOLLOWER_LEO_SAMPLES
 from schemas.replay import PRODUCE_REPLAY, REPLAY_CHECKS, WRITTEN_FILE
 from schemas.tables import BATCH_SEND_TIMES
@@ -259,7 +259,7 @@ def _partition_epochs(epochs: DataFrame, partitions: DataFrame) -> dict[int, Par
         epochs.join(F.broadcast(meta), ["cluster", "topic", "partition"], "inner")
         .select(
             partition_key().alias("pkey"), "cluster", "topic", "partition", "replicas", "min_insync_replicas",
-            "leader_epoch", "leader_id", "epoch_start_us", "epoch_end_us", "start_isr",
+            "leader_epoch", "leader_id", "epoch_start_us", "epoch_end_us", "leader_until_us", "start_isr",
         )
         .collect()  # one row per (partition, leader epoch)
     )  # fmt: skip
@@ -280,6 +280,7 @@ def _partition_epochs(epochs: DataFrame, partitions: DataFrame) -> dict[int, Par
             leader=np.array([r["leader_id"] for r in group], np.int32),
             start_us=np.array([r["epoch_start_us"] for r in group], np.int64),
             end_us=np.array([r["epoch_end_us"] for r in group], np.int64),
+            leader_until_us=np.array([r["leader_until_us"] for r in group], np.int64),
             start_isr=tuple(None if r["start_isr"] is None else tuple(r["start_isr"]) for r in group),
         )
     return out
@@ -330,6 +331,7 @@ def run_replay(
     partitions = read_table(spark, lakehouse, "partitions").filter(in_scope_clusters)
     leader_epochs = _read_or_empty(spark, lakehouse, "leader_epochs", LEADER_EPOCHS).filter(in_scope_clusters)
     isr_changes = _read_or_empty(spark, lakehouse, "isr_changes", ISR_CHANGES).filter(in_scope_clusters)
+    follower_starts = _read_or_empty(spark, lakehouse, "follower_starts", FOLLOWER_STARTS).filter(in_scope_clusters)
     writer_kind = choose_writer(settings.writer, lakehouse)
     phases: dict[str, float] = {}
     mark = time.monotonic()
@@ -347,7 +349,7 @@ def run_replay(
         )
 
     fetched = fetched_epochs(fetches).cache()  # small: a row per partition and leader epoch
-    epochs = build_epochs(leader_epochs, fetched).cache()
+    epochs = build_epochs(leader_epochs, fetched, follower_starts).cache()
     # A cluster without follower FETCH lines (request log at INFO on the brokers) is replayed from the
     # followers' LEO scrapes instead: coarse (scrape interval), flagged in `leo_source`.
     fetch_clusters = {r["cluster"] for r in fetched.select("cluster").distinct().collect()}  # one row per cluster

@@ -2,7 +2,7 @@
 //
 // * one producer per acks setting (acks=all with idempotence, acks=1 without), each rate-limited,
 //   keyed records (hash partitioning, so one produce request usually carries several partitions),
-//   value sizes uniform in [size/2, 3*size/2], incompressible payload, no compression;
+//   value sizes uniform in [size/2, 3*size/2], incompressible payload, --compression (default none);
 // * one consumer in a group, reading the topic (real consumer FETCH traffic in the request logs);
 // * per acknowledged *batch* a CSV row with the batch's base offset, taken from the client's own
 //   produce result (FutureRecordMetadata.batchIndex, read by reflection): offset - batchIndex = the
@@ -208,7 +208,7 @@ public class LabWorkload {
         extra.put(ProducerConfig.LINGER_MS_CONFIG, a.getOrDefault("linger-ms", "5"));
         extra.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, a.getOrDefault("request-timeout-ms", "30000"));
         extra.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, a.getOrDefault("delivery-timeout-ms", "120000"));
-        extra.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "none");
+        extra.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, a.getOrDefault("compression", "none"));
 
         Runtime.getRuntime().addShutdownHook(new Thread(() -> stop.set(true)));
         Acks all = new Acks("lab-producer-acks-all", "all");

@@ -128,7 +128,7 @@ EXPECTED = {
 
 def _independent_counts(trace: Path) -> dict[str, int]:
     """Lines and marker counts of the brokers' logs, read with gzip (the pipeline's reader is not used)."""
-    out = dict.fromkeys(("server_lines", "state_lines", "shrink", "updated", "leader", "skipped"), 0)
+    out = dict.fromkeys(("server_lines", "state_lines", "shrink", "updated", "leader", "skipped", "follower"), 0)
     for path in sorted(trace.glob("*/broker-*/*.log*")):
         name = path.name.split(".log")[0]
         if name not in ("server", "state-change"):
@@ -144,6 +144,7 @@ def _independent_counts(trace: Path) -> dict[str, int]:
             out["state_lines"] += n
             out["leader"] += text.count("] Leader ")
             out["skipped"] += text.count("since it is already the leader with leader epoch")
+            out["follower"] += text.count("] Follower ")
     return out
 
 
@@ -174,6 +175,7 @@ def test_every_broker_log_line_is_accounted_for(ingested, name):
         "isr_update": manifest["counts"]["isr"]["updated_lines"],
         "leader_start": counts["leader"],
         "leader_skip": counts["skipped"],
+        "follower_start": counts["follower"],
     }
     assert counts["shrink"] == manifest["counts"]["isr"]["shrink_lines"]
     assert counts["updated"] == manifest["counts"]["isr"]["updated_lines"]
@@ -185,6 +187,7 @@ def test_every_broker_log_line_is_accounted_for(ingested, name):
         "quarantine": 0,
         "isr_changes": counts["updated"] + counts["skipped"] + counts["leader"] - duplicates,
         "leader_epochs": counts["leader"],
+        "follower_starts": counts["follower"],
     }
 
 
@@ -317,7 +320,7 @@ def test_unparseable_lines_go_to_quarantine_and_no_files_still_create_the_tables
     report = ingest_broker_logs(spark, config, files, lakehouse, "r1")
     assert (report.server_log.parsed, report.server_log.unused, report.server_log.quarantined) == (1, 1, 1)
     assert (report.state_change_log.parsed, report.state_change_log.unused, report.state_change_log.total) == (0, 1, 1)
-    assert report.rows_written == {"quarantine": 1, "isr_changes": 1, "leader_epochs": 0}
+    assert report.rows_written == {"quarantine": 1, "isr_changes": 1, "leader_epochs": 0, "follower_starts": 0}
     assert report.isr_changes_by_kind == {(None, "server_log"): 1}  # no earlier state of this leader was read
     quarantine = read_table(spark, lakehouse, "quarantine").collect()
     assert [(r["stage"], r["source_file"], r["line_number"], r["line"], r["reason"], str(r["event_date"])) for r in quarantine] == [

@@ -12,6 +12,9 @@ once with acks=1 (a what-if checked against a real run). perf-4.3.1-acks-all, pe
 with Kafka's ProducerPerformance as the client, whose printed percentiles are the ground truth.
 trace-4.2.2-tokyo, trace-4.4.0-utc: the oldest and newest release with the 4.2+ become-leader line, recorded
 like trace-4.3.1-newyork. trace-4.4.0-utc-micros: 4.4.0 again, its brokers logging to the microsecond.
+trace-3.7.2-utc: Kafka 3.7.2 (log4j 1), 12 partitions, replica.lag.time.max.ms 10 s, lz4 compression, an 18 s
+leader stall past the lag time and a controlled shutdown. trace-4.0.2-saopaulo: Kafka 4.0.2, 3 partitions,
+min ISR 1, replica.lag.time.max.ms 30 s (Kafka's default), a controlled shutdown and a leader crash.
 
 Line counts are taken with plain gzip + substring counts, independently of the pipeline.
 """
@@ -169,6 +172,8 @@ def _create_times(trace: Path) -> dict[tuple[int, int], int]:
 
 PERF_TEST = {"acks=all": REPO / "data/corpus/perf-4.3.1-acks-all", "acks=1": REPO / "data/corpus/perf-4.3.1-acks-1"}
 VERSION_TRACES = {
+    "lab-3.7.2": REPO / "data/corpus/trace-3.7.2-utc",
+    "lab-4.0.2": REPO / "data/corpus/trace-4.0.2-saopaulo",
     "lab-4.2.2": REPO / "data/corpus/trace-4.2.2-tokyo",
     "lab-4.4.0": REPO / "data/corpus/trace-4.4.0-utc",
     "lab-4.4.0-us": REPO / "data/corpus/trace-4.4.0-utc-micros",
@@ -286,12 +291,12 @@ def test_kafkas_producer_performance_measured_what_the_replay_predicts(corpus_ru
             assert abs(p99 / m99 - 1) <= tolerance and abs(p999 / m999 - 1) <= tolerance, (recorded, policy, p99, p999)
 
 
-def test_kafka_4_2_and_4_4_traces_pass_the_replays_ground_truth(spark, corpus_run):
-    """Real traces of the oldest and newest release with the 4.2+ become-leader line (lab.record_trace
-    --replica-lag-ms 5000 --long-stall-ms 8000 --leader-changes 2, manifest.json), one of them with the
-    brokers' log4j2 stamps to the microsecond (trace-4.4.0-utc-micros, --log-stamp us): every broker-log
-    line parses, and the replayed acks=all reproduces the brokers' own acks (the self-check's figures,
-    exactly, and its verdict). Reads the module's corpus run."""
+def test_every_kafka_version_trace_passes_the_replays_ground_truth(spark, corpus_run):
+    """Real traces of 3.7, 4.0 and of the oldest and newest release with the 4.2+ become-leader line
+    (manifest.json has each command), one of them with the brokers' log4j2 stamps to the microsecond
+    (trace-4.4.0-utc-micros, --log-stamp us): every broker-log line parses, and the replayed acks=all
+    reproduces the brokers' own acks (the self-check's figures, exactly, and its verdict). Reads the
+    module's corpus run."""
     quarantined = (
         read_table(spark, corpus_run.lakehouse, "quarantine")
         .where(F.col("cluster").isin(list(VERSION_TRACES)))
@@ -317,6 +322,8 @@ def test_kafka_4_2_and_4_4_traces_pass_the_replays_ground_truth(spark, corpus_ru
 
 # (n, within 2 ms, P999 of ack wait replayed and observed in ms, passed) per cluster, measured 2026-11-25
 EXPECTED_VERSION_FIGURES = {
+    "lab-3.7.2": (17_843, 0.9981, 47.0, 47.6, True),  # measured 2026-11-26
+    "lab-4.0.2": (11_029, 0.9979, 568.9, 569.0, True),  # measured 2026-11-26
     "lab-4.2.2": (24_682, 0.9973, 121.2, 120.5, True),
     "lab-4.4.0": (24_760, 0.9961, 73.3, 72.9, True),
     "lab-4.4.0-us": (18_193, 0.9965, 69.1, 69.1, True),  # measured 2026-11-26
@@ -327,6 +334,7 @@ EXPECTED_VERSION_FIGURES = {
 CLIENT_TRACES = {
     "pair-acks-all": PAIR["acks=all"],
     "pair-acks-1": PAIR["acks=1"],
+    "lab-3.7.2": VERSION_TRACES["lab-3.7.2"],
     "lab-4.2.2": VERSION_TRACES["lab-4.2.2"],
     "lab-4.4.0": VERSION_TRACES["lab-4.4.0"],
     "lab-4.4.0-us": VERSION_TRACES["lab-4.4.0-us"],
@@ -445,15 +453,20 @@ def test_every_trace_loses_the_acknowledged_batches_its_logs_say_within_the_repl
     shutdowns lose acks=1 batches too: the old leader appends and acknowledges until it learns it is no
     longer the leader, and the new leader starts from its own log end (trace-4.4.0-utc: 2 and 1 batches,
     where the range is 0 to 2 and 0 to 1: the new leader had stopped fetching before it appended the
-    last answer; pair-4.3.1-acks-1: 1 batch)."""
+    last answer; pair-4.3.1-acks-1: 1 batch; trace-4.0.2-saopaulo: 2, besides its crash's 43 and 26). The
+    old leader appends those after the new leader logged its epoch's start, until it logs its own
+    "Follower ... starts" line (Partition.makeFollower): placed by the new leader's line they fell
+    outside every epoch and the brokers' logs gave 69 of the 4.0.2 trace's 71."""
     traces = {
-        "pair-acks-1": PAIR["acks=1"], "pair-acks-all": PAIR["acks=all"], "lab-4.2.2": VERSION_TRACES["lab-4.2.2"],
+        "pair-acks-1": PAIR["acks=1"], "pair-acks-all": PAIR["acks=all"], "lab-3.7.2": VERSION_TRACES["lab-3.7.2"],
+        "lab-4.0.2": VERSION_TRACES["lab-4.0.2"], "lab-4.2.2": VERSION_TRACES["lab-4.2.2"],
         "lab-4.4.0": VERSION_TRACES["lab-4.4.0"], "lab-4.4.0-us": VERSION_TRACES["lab-4.4.0-us"],
         "lab-4.4.0-crash": CRASH_TRACE,
     }  # fmt: skip
     lost = {cluster: _client_batches_missing_from_the_log(trace) for cluster, trace in traces.items()}
     assert lost == {
-        "pair-acks-1": 1, "pair-acks-all": 0, "lab-4.2.2": 0, "lab-4.4.0": 3, "lab-4.4.0-us": 0, "lab-4.4.0-crash": 162
+        "pair-acks-1": 1, "pair-acks-all": 0, "lab-3.7.2": 0, "lab-4.0.2": 71, "lab-4.2.2": 0, "lab-4.4.0": 3,
+        "lab-4.4.0-us": 0, "lab-4.4.0-crash": 162,
     }  # fmt: skip
     from_logs = {cluster: 0 for cluster in traces}
     for f in corpus_run.failovers:  # the ProducerPerformance traces have no client logs: checked by the range only

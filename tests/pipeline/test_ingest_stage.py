@@ -76,7 +76,7 @@ def input_dir(tmp_path: Path) -> Path:
 
 
 INGEST_TABLES = ("request_log_lines", "quarantine", "produce_requests", "follower_fetches", "partitions",
-                 "isr_changes", "leader_epochs")
+                 "isr_changes", "leader_epochs", "follower_starts")
 
 
 def _snapshot(spark, lakehouse: str) -> dict:

@@ -15,7 +15,13 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from tests.helpers import lines_frame, micros
-from transforms.broker_logs import build_isr_changes, build_leader_epochs, with_broker_line_status, with_broker_message
+from transforms.broker_logs import (
+    build_follower_starts,
+    build_isr_changes,
+    build_leader_epochs,
+    with_broker_line_status,
+    with_broker_message,
+)
 from transforms.request_log import with_event_time, with_log_fields
 
 PARTITION = "(kafka.cluster.Partition)"
@@ -209,7 +215,7 @@ def test_every_line_gets_a_status_and_reason(spark):
             ("server_log", 14, "quarantined", "'ISR updated to' line in no known format (cut short?)"),
             ("state_change_log", 1, "parsed", "leader_start"),
             ("state_change_log", 2, "parsed", "leader_skip"),
-            ("state_change_log", 3, "unused", "follower start"),
+            ("state_change_log", 3, "parsed", "follower_start"),
             ("state_change_log", 4, "unused", "become-leader skipped without a state change"),
             ("state_change_log", 5, "quarantined", "'Skipped the become-leader' line in no known format (cut short?)"),
             ("state_change_log", 6, "quarantined", "'Leader ... starts at leader epoch' line in no known format (cut short?)"),
@@ -384,6 +390,39 @@ def test_leader_epochs_have_one_row_per_leadership_start(spark):
         "topic string, topic_id string, partition int, broker_id int, leader_epoch int, epoch_start_offset bigint, "
         "partition_epoch int, high_watermark bigint, isr array<int>, previous_leader int, previous_leader_epoch int, "
         "t_log timestamp, line_number bigint, event_date date",
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_follower_starts_say_when_a_broker_stopped_leading_and_how_far_its_log_reached(spark):
+    """Partition.makeFollower's line: the 4.0.2 lab trace's controlled shutdown of broker 2 (its log reached
+    14457, the new leader's epoch started at 14453), the 3.9.1 sample's line, a line without a leader (-1,
+    the lab's final shutdown), the pre-3.0 shape; a line cut short is quarantined, not guessed."""
+    state = [
+        "[2026-11-26 03:51:08,614516] INFO [Broker id=2] Follower ackreplay-lab-0 starts at leader epoch 1 from offset "
+        "14457 with partition epoch 1 and high watermark 14452. Current leader is 3. Previous leader Some(3) and "
+        "previous leader epoch was 1. " + STATE,
+        STATE_391[5],
+        "[2026-11-26 03:52:20,576288] INFO [Broker id=2] Follower ackreplay-lab-0 starts at leader epoch 4 from offset "
+        "18941 with partition epoch 7 and high watermark 18941. Current leader is -1. Previous leader Some(-1) and "
+        "previous leader epoch was 4. " + STATE,
+        "[2021-06-01 10:00:00,000] INFO [Broker id=1] Follower orders-0 starts at leader epoch 3 from offset 1200 with "
+        "high watermark 1190. Previous leader epoch was 2. " + STATE,
+        "[2026-11-26 03:51:08,614516] INFO [Broker id=2] Follower ackreplay-lab-0 starts at leader epoch 1 from offset 144",
+    ]
+    classified = classify(log_frame(spark, state, "state_change_log"))
+    statuses = [(r["line_number"], r["status"], r["detail"]) for r in classified.orderBy("line_number").collect()]
+    assert statuses[-1] == (5, "quarantined", "'Follower ... starts at leader epoch' line in no known format (cut short?)")
+    actual = build_follower_starts(classified).drop("cluster", "source_file", "ingest_run_id", "event_date")
+    expected = spark.createDataFrame(
+        [
+            ("ackreplay-lab", 0, 1, 1, 14457, 1, 14452, 3, ts("2026-11-26 03:51:08.614516"), 1),
+            ("ackreplay-lab", 0, 1, 1, 3162, 3, 3160, 3, ts("2026-11-22 02:43:48.495"), 2),
+            ("ackreplay-lab", 0, 1, 4, 18941, 7, 18941, None, ts("2026-11-26 03:52:20.576288"), 3),
+            ("orders", 0, 1, 3, 1200, None, 1190, None, ts("2021-06-01 10:00:00"), 4),
+        ],
+        "topic string, partition int, broker_id int, leader_epoch int, log_end_offset bigint, partition_epoch int, "
+        "high_watermark bigint, leader int, t_log timestamp, line_number bigint",
     )
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
 

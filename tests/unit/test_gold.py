@@ -397,10 +397,12 @@ def test_latency_is_counted_per_record_from_each_records_own_send(spark):
     replay = replay_frame(spark, rows)
     sends = spark.createDataFrame(
         [
-            ("c1", "orders", None, 0, 0, 4, T10, "create_time", [(0, 1), (40, 2), (90, 1)], "d1", 1, None, "i"),
+            ("c1", "orders", None, 0, 0, 4, 0, T10, "create_time", [(0, 1), (40, 2), (90, 1)], "d1", 1, None, "i"),
             # the same batch dumped from another replica: counted once
-            ("c1", "orders", None, 0, 0, 4, T10, "create_time", [(0, 1), (40, 2), (90, 1)], "d2", 1, None, "i"),
-            ("c1", "orders", None, 0, 4, 3, T10, "create_time", None, "d1", 5, None, "i"),
+            ("c1", "orders", None, 0, 0, 4, 0, T10, "create_time", [(0, 1), (40, 2), (90, 1)], "d2", 1, None, "i"),
+            ("c1", "orders", None, 0, 4, 3, None, T10, "create_time", None, "d1", 5, None, "i"),
+            # epoch 3's batch at offset 7, which reused the offset of the replayed (epoch 0) batch: not its records
+            ("c1", "orders", None, 0, 7, 2, 3, T10, "create_time", [(0, 1), (50, 1)], "d1", 9, None, "i"),
         ],
         BATCH_SEND_TIMES,
     )

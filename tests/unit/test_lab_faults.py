@@ -25,3 +25,18 @@ def test_followers_paused_past_the_lag_time_are_refused(capsys):
     with pytest.raises(SystemExit):
         _args("--crashes", "1", "--crash-followers-stall-ms", "6000", "--replica-lag-ms", "5000")
     assert "must be below --replica-lag-ms" in capsys.readouterr().err
+
+
+def test_the_producers_compression_and_the_topics_min_insync_reach_the_clients_and_the_manifest():
+    from lab.record_trace import perf_test_args
+
+    args = _args("--compression", "lz4", "--min-insync-replicas", "1", "--client", "perf-test", "--acks1-share", "0")
+    assert (args.compression, args.min_insync_replicas) == ("lz4", 1)
+    assert "compression.type=lz4" in perf_test_args(args, "127.0.0.1:1")
+    assert (_args().compression, _args().min_insync_replicas) == ("none", 2)  # the corpus' earlier traces
+
+
+def test_an_unknown_compression_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        _args("--compression", "brotli")
+    assert "invalid choice: 'brotli'" in capsys.readouterr().err

@@ -176,6 +176,30 @@ def test_a_produce_of_an_unknown_partition_or_outside_its_leaders_epochs_is_not_
     assert [(r["outcome"], ms_after_t0(r["t_ack"])) for r in rows_by(late, "acks=all")] == [("not_leader", 4.0)]
 
 
+def test_an_old_leader_appends_in_its_epoch_until_its_own_follower_line():
+    """Kafka 4.0.2 lab trace, a controlled shutdown: broker 2 (epoch 0) appended acks=1 batches at 14453 and
+    14456 until it logged "Follower ... starts at leader epoch 1" 28 ms after broker 3 had logged its epoch 1
+    from offset 14453 (Partition.makeFollower). Placed by the next epoch's start they fell outside every
+    epoch; with the old leader's own bound they are epoch 0's, acked under acks=1 and never under acks=all
+    (the followers follow broker 3 by then), and past that bound nothing is placed."""
+    start = T0 - 60_000 * MS
+    p = partition(101, epochs=((0, 2, start), (1, 3, T0)))
+    p = PartitionEpochs(**{**p.__dict__, "leader_until_us": np.array([T0 + 28 * MS, EPOCH_END_NEVER], np.int64)})
+    produces = produce_table(
+        [
+            {"pkey": 101, "broker_id": 2, "t_us": T0 + 1 * MS, "offset": 14453, "t_start_us": T0 - 94 * MS, "acks": 1, "line_number": 1},
+            {"pkey": 101, "broker_id": 2, "t_us": T0 + 25 * MS, "offset": 14456, "t_start_us": T0 + 20 * MS, "acks": 1, "line_number": 2},
+            {"pkey": 101, "broker_id": 2, "t_us": T0 + 29 * MS, "offset": 14457, "t_start_us": T0 + 27 * MS, "acks": 1, "line_number": 3},
+            {"pkey": 101, "broker_id": 3, "t_us": T0 + 30 * MS, "offset": 14453, "t_start_us": T0 + 29 * MS, "acks": 1, "line_number": 4},
+        ]
+    )  # fmt: skip
+    out = replay(context([p]), produces, event_table([fetch(101, 1, 31, 14454, leader=3), fetch(101, 2, 31, 14454, leader=3)]))
+    placed = sorted(set(zip(out.column("line_number").to_pylist(), out.column("leader_epoch").to_pylist())))
+    assert placed == [(1, 0), (2, 0), (4, 1)]
+    assert [(r["base_offset"], r["outcome"]) for r in rows_by(out, "acks=1")] == [(14453, "acked"), (14453, "acked"), (14456, "acked")]
+    assert [(r["leader_epoch"], r["outcome"]) for r in rows_by(out, "acks=all")] == [(0, "not_leader"), (1, "acked"), (0, "not_leader")]
+
+
 def test_events_count_only_in_the_epoch_their_leader_led():
     # Epoch 0 (leader 1) until 10 ms, then epoch 1 (leader 1 again, e.g. after a restart). The follower
     # fetches of epoch 0 past offset 5 must not ack epoch 1's batch at offset 5: only those of epoch 1 do.

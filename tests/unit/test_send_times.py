@@ -23,7 +23,8 @@ DUMP = [
     _BATCH.format(base=0, last=1, count=2, kind="CreateTime", ms=MS + 6),  # 4: max timestamp of the batch
     f"| offset: 0 CreateTime: {MS} keySize: -1 valueSize: 5 sequence: 0 headerKeys: []",  # 5
     f"| offset: 1 CreateTime: {MS + 6} keySize: -1 valueSize: 5 sequence: 1 headerKeys: []",  # 6
-    _BATCH.format(base=2, last=2, count=1, kind="CreateTime", ms=MS + 20),  # 7: one record, no record line
+    # 7: one record, no record line; appended by the leader of epoch 4
+    _BATCH.format(base=2, last=2, count=1, kind="CreateTime", ms=MS + 20).replace("LeaderEpoch: 0", "LeaderEpoch: 4"),
     _BATCH.format(base=3, last=4, count=2, kind="CreateTime", ms=MS + 30),  # 8: two records, no record line
     "Dumping /var/kafka/data/my-topic-10/00000000000000000000.log",  # 9
     _BATCH.format(base=7, last=7, count=1, kind="LogAppendTime", ms=MS + 40),  # 10
@@ -65,9 +66,9 @@ def test_dump_log_lines_give_each_batch_its_first_records_create_time(spark):
     ]
     expected = spark.createDataFrame(
         [
-            ("c1", "orders", None, 3, 0, 2, datetime(2026, 11, 22, 18, 31, 3, 6000), "create_time",
+            ("c1", "orders", None, 3, 0, 2, 0, datetime(2026, 11, 22, 18, 31, 3, 6000), "create_time",
              [(0, 1), (6, 1)], "c1/create-times/dump.txt", 4, date(2026, 11, 22), "run"),
-            ("c1", "orders", None, 3, 2, 1, datetime(2026, 11, 22, 18, 31, 3, 26000), "create_time", None,
+            ("c1", "orders", None, 3, 2, 1, 4, datetime(2026, 11, 22, 18, 31, 3, 26000), "create_time", None,
              "c1/create-times/dump.txt", 7, date(2026, 11, 22), "run"),
         ],
         BATCH_SEND_TIMES,
