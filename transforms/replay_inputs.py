@@ -101,7 +101,7 @@ def build_epochs(
 def with_leader_until(epochs_df: DataFrame, follower_starts_df: DataFrame | None) -> DataFrame:
     """`leader_until_us`: until when the epoch's leader led it, on its own clock: its first "Follower ...
     starts" line for the partition after the epoch's start (`follower_starts`), or its own next epoch's
-    start, whichever comes first; without either, the next epoch's start (`epoch_end_us`).
+    start if that comes first; without such a line, the next epoch's start (`epoch_end_us`).
 
     Kafka's old leader appends and acknowledges produces until it applies the change itself
     (`Partition.makeFollower` switches the leader under the partition's write lock, and
@@ -123,8 +123,9 @@ def with_leader_until(epochs_df: DataFrame, follower_starts_df: DataFrame | None
         epochs = epochs.join(resigned, [*keys, "leader_epoch"], "left")
     else:
         epochs = epochs.withColumn("_resigned", F.lit(None).cast("bigint"))
-    own = F.least("_resigned", "_next_own_start")  # least skips nulls
-    return epochs.withColumn("leader_until_us", F.coalesce(own, F.col("epoch_end_us"))).drop("_next_own_start", "_resigned")
+    resigned = F.least("_resigned", "_next_own_start")  # least skips nulls
+    until = F.when(F.col("_resigned").isNotNull(), resigned).otherwise(F.col("epoch_end_us"))
+    return epochs.withColumn("leader_until_us", until).drop("_next_own_start", "_resigned")
 
 
 def with_leader_epoch(df: DataFrame, epochs_df: DataFrame, time_us: F.Column) -> DataFrame:

@@ -1,0 +1,73 @@
+"""transforms.replay_inputs.build_epochs: until when each epoch's leader led it, on its own clock."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from schemas.broker_logs import FOLLOWER_STARTS, LEADER_EPOCHS
+from transforms.replay_inputs import EPOCH_END_NEVER, build_epochs
+
+T0 = dt.datetime(2026, 11, 26, 6, 51, 8)
+T0_US = int(T0.replace(tzinfo=dt.timezone.utc).timestamp() * 1_000_000)
+
+
+def _at(ms: float) -> dt.datetime:
+    return T0 + dt.timedelta(milliseconds=ms)
+
+
+def _leader_epochs(spark, rows):
+    """(partition, leader, epoch, start offset, at ms) as leader_epochs rows."""
+    return spark.createDataFrame(
+        [
+            ("c", "t", None, p, leader, epoch, start, None, start, [leader], None, -1, _at(ms), "f", i, T0.date(), "r")
+            for i, (p, leader, epoch, start, ms) in enumerate(rows)
+        ],
+        LEADER_EPOCHS,
+    )
+
+
+def _follower_starts(spark, rows):
+    """(partition, broker, epoch it follows, its log end, at ms) as follower_starts rows."""
+    return spark.createDataFrame(
+        [("c", "t", p, b, epoch, leo, None, leo, None, _at(ms), "f", i, T0.date(), "r") for i, (p, b, epoch, leo, ms) in enumerate(rows)],
+        FOLLOWER_STARTS,
+    )
+
+
+def _until(spark, epochs, follower_starts):
+    fetched = spark.createDataFrame([], "cluster string, topic string, partition int, leader_epoch int, leader_id int, epoch_start_us bigint")
+    out = build_epochs(epochs, fetched, follower_starts).orderBy("partition", "leader_epoch")
+    return [
+        (r["partition"], r["leader_epoch"], r["leader_id"], r["epoch_end_us"], r["leader_until_us"])
+        for r in out.select("partition", "leader_epoch", "leader_id", "epoch_end_us", "leader_until_us").collect()
+    ]
+
+
+def test_a_leader_leads_until_its_own_follower_line_or_its_own_next_epoch(spark):
+    """Partition 0: broker 2 leads epoch 0, broker 3 logs epoch 1 at 0 ms, broker 2 its follower line at 28 ms
+    (a controlled shutdown: later than the new leader's line); broker 3 logs its follower line at 9 s
+    (epoch 2 began on broker 2 at 8 s: earlier, a crash restart), broker 2's epoch 2 runs to the end.
+    Partition 1: broker 1 leads epochs 0 and 1 (an epoch bump, no follower line): epoch 0 ends at its own
+    epoch 1. Partition 2: no follower line at all: the next epoch's start. A follower line of another
+    partition or from before the epoch's start does not count."""
+    epochs = _leader_epochs(
+        spark,
+        [(0, 2, 0, 0, -60_000), (0, 3, 1, 14453, 0), (0, 2, 2, 15940, 8_000),
+         (1, 1, 0, 0, -60_000), (1, 1, 1, 500, 100),
+         (2, 1, 0, 0, -60_000), (2, 3, 1, 700, 200)],
+    )  # fmt: skip
+    follower = _follower_starts(
+        spark, [(0, 2, 1, 14457, 28), (0, 3, 2, 15990, 9_000), (0, 2, 0, 0, -70_000), (1, 2, 1, 500, 150)]
+    )
+    us = lambda ms: T0_US + int(ms * 1000)  # noqa: E731
+    assert _until(spark, epochs, follower) == [
+        (0, 0, 2, us(0), us(28)),
+        (0, 1, 3, us(8_000), us(9_000)),
+        (0, 2, 2, EPOCH_END_NEVER, EPOCH_END_NEVER),
+        (1, 0, 1, us(100), us(100)),
+        (1, 1, 1, EPOCH_END_NEVER, EPOCH_END_NEVER),
+        (2, 0, 1, us(200), us(200)),
+        (2, 1, 3, EPOCH_END_NEVER, EPOCH_END_NEVER),
+    ]
+    # Without the table (an older lakehouse): the next epoch's start, as before.
+    assert [row[4] for row in _until(spark, epochs, None)] == [row[3] for row in _until(spark, epochs, None)]
