@@ -41,7 +41,9 @@ def record_command(manifest: dict, out: Path) -> list[str]:
     command = shlex.split(manifest["command"])
     if command[:3] != ["python", "-m", "lab.record_trace"]:
         raise ValueError(f"not a lab recording: {manifest['command']!r}")
-    argv = _without_option(_without_option(_without_option(command[3:], "--out"), "--warmup-s"), "--log-stamp")
+    argv = command[3:]
+    for pinned in ("--out", "--warmup-s", "--log-stamp"):  # given below
+        argv = _without_option(argv, pinned)
     stamp = manifest.get("configs", {}).get("log_stamp", {}).get("option", "ms")
     warmup = manifest["workload"]["warmup_s"]
     return ["-m", "lab.record_trace", *argv, "--warmup-s", f"{warmup:g}", "--log-stamp", stamp, "--out", str(out)]

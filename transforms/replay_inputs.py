@@ -113,18 +113,18 @@ def with_leader_until(epochs_df: DataFrame, follower_starts_df: DataFrame | None
     keys = ["cluster", "topic", "partition"]
     if follower_starts_df is not None:
         f = follower_starts_df.select(*keys, F.col("broker_id").alias("_follower"), _micros("t_log").alias("_t_follower"))
-        resigned = (
+        first_follower_line = (
             epochs.select(*keys, "leader_epoch", "leader_id", "epoch_start_us")
             .join(f, keys)
             .where((F.col("_follower") == F.col("leader_id")) & (F.col("_t_follower") > F.col("epoch_start_us")))
             .groupBy(*keys, "leader_epoch")
             .agg(F.min("_t_follower").alias("_resigned"))
         )
-        epochs = epochs.join(resigned, [*keys, "leader_epoch"], "left")
+        epochs = epochs.join(first_follower_line, [*keys, "leader_epoch"], "left")
     else:
         epochs = epochs.withColumn("_resigned", F.lit(None).cast("bigint"))
-    resigned = F.least("_resigned", "_next_own_start")  # least skips nulls
-    until = F.when(F.col("_resigned").isNotNull(), resigned).otherwise(F.col("epoch_end_us"))
+    own_end = F.least("_resigned", "_next_own_start")  # least skips nulls
+    until = F.when(F.col("_resigned").isNotNull(), own_end).otherwise(F.col("epoch_end_us"))
     return epochs.withColumn("leader_until_us", until).drop("_next_own_start", "_resigned")
 
 

@@ -341,7 +341,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             start_isr=part.start_isr[k],
             min_insync_replicas=part.min_insync_replicas,
             epoch_start_us=int(part.start_us[k]),
-            epoch_end_us=_leadership_end(part, k, int(max(t[e - 1], f_t[fe - 1] if fe > fs else t[e - 1]))),
+            epoch_end_us=_leadership_end(part, k, int(t[e - 1] if fe == fs else max(t[e - 1], f_t[fe - 1]))),
             quorum_sizes=ctx.quorum_sizes,
             lag_ms=ctx.lag_ms,
         )

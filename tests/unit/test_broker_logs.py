@@ -496,3 +496,22 @@ def test_4_2_lines_of_a_leader_after_a_controlled_shutdown(spark):
         "topic string, " + ISR_DDL,
     )
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_the_console_breaks_each_logs_parsed_lines_down_by_kind_to_their_total():
+    """The 4.0.2 lab trace's state-change.log counts: the follower lines are parsed lines like the others."""
+    from ackreplay.broker_logs import BrokerLogReport, LineCounts
+
+    report = BrokerLogReport(
+        "r",
+        state_change_log_files=3,
+        state_change_log=LineCounts(parsed=266 + 121 + 434, unused=100),
+        parsed_detail={"leader_start": 266, "leader_skip": 121, "follower_start": 434},
+    )
+    lines = report.summary_lines()
+    state = lines.index("  state-change.log lines: 921 = parsed 821 + unused 100 + quarantined 0")
+    assert lines[state + 1 : state + 4] == [
+        "    parsed          266  leader_start",
+        "    parsed          121  leader_skip",
+        "    parsed          434  follower_start",
+    ]

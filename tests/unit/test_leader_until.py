@@ -15,6 +15,10 @@ def _at(ms: float) -> dt.datetime:
     return T0 + dt.timedelta(milliseconds=ms)
 
 
+def us(ms: float) -> int:
+    return T0_US + int(ms * 1000)
+
+
 def _leader_epochs(spark, rows):
     """(partition, leader, epoch, start offset, at ms) as leader_epochs rows."""
     return spark.createDataFrame(
@@ -59,7 +63,6 @@ def test_a_leader_leads_until_its_own_follower_line_or_its_own_next_epoch(spark)
     follower = _follower_starts(
         spark, [(0, 2, 1, 14457, 28), (0, 3, 2, 15990, 9_000), (0, 2, 0, 0, -70_000), (1, 2, 1, 500, 150)]
     )
-    us = lambda ms: T0_US + int(ms * 1000)  # noqa: E731
     assert _until(spark, epochs, follower) == [
         (0, 0, 2, us(0), us(28)),
         (0, 1, 3, us(8_000), us(9_000)),
@@ -70,4 +73,7 @@ def test_a_leader_leads_until_its_own_follower_line_or_its_own_next_epoch(spark)
         (2, 1, 3, EPOCH_END_NEVER, EPOCH_END_NEVER),
     ]
     # Without the table (an older lakehouse): the next epoch's start, as before.
-    assert [row[4] for row in _until(spark, epochs, None)] == [row[3] for row in _until(spark, epochs, None)]
+    assert [(row[3], row[4]) for row in _until(spark, epochs, None)] == [
+        (us(0), us(0)), (us(8_000), us(8_000)), (EPOCH_END_NEVER,) * 2, (us(100), us(100)), (EPOCH_END_NEVER,) * 2,
+        (us(200), us(200)), (EPOCH_END_NEVER,) * 2,
+    ]  # fmt: skip
