@@ -36,6 +36,14 @@ def appended() -> F.Column:
     return (F.col("acks") != 0) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0)
 
 
+def by_controller() -> F.Column:
+    """An `isr_changes` row the controller made alone: a shrink no leader proposed. KRaft's controller
+    takes a broker out of every ISR when it starts a controlled shutdown or is fenced
+    (`ReplicationControlManager.handleBrokerInControlledShutdown` / `handleBrokerFenced`); the leaders
+    learn it from the metadata log and print it in state-change.log only."""
+    return (F.col("change_kind") == "shrink") & F.col("proposed_at").isNull()
+
+
 def _micros(col: str) -> F.Column:
     return F.unix_micros(F.col(col))
 

@@ -89,12 +89,14 @@ def epoch_inputs(
     epoch_end_us: int,
     quorum_sizes: tuple[int, ...] = (2, 3),
     lag_ms: tuple[float, ...] = (),
+    change_by_controller: Sequence[bool] | None = None,
 ) -> tuple[EpochInputs, str]:
     """The kernel's inputs for one (partition, leader epoch) from plain arrays, and the ISR source.
 
-    Events must be sorted by time. The ISR re-simulation starts where this slice's request-log data
-    (produces, LEO events) starts when that is later than the epoch start (a bucket that starts
-    mid-epoch, or a request log recorded from some time after the leader was elected).
+    Events must be sorted by time. `change_by_controller[k]`: the change at `change_times[k]` was the
+    controller's alone (the kernel's `isr_change_by_controller`). The ISR re-simulation starts where this
+    slice's request-log data (produces, LEO events) starts when that is later than the epoch start (a
+    bucket that starts mid-epoch, or a request log recorded from some time after the leader was elected).
     """
     followers = [int(r) for r in replicas if int(r) != leader]
     change_t, membership, isr_source = isr_timeline(change_times, change_isrs, followers, start_isr)
@@ -113,6 +115,7 @@ def epoch_inputs(
         leo_offsets=tuple(event_offset[event_follower == f] for f in followers),
         isr_change_times=change_t,
         isr_membership=membership,
+        isr_change_by_controller=None if change_by_controller is None else np.asarray(change_by_controller, bool),
         min_insync_replicas=int(min_insync_replicas),
         epoch_end=int(epoch_end_us),
         quorum_sizes=quorum_sizes,
@@ -166,7 +169,8 @@ class ReplayContext:
     strict_min_isr: bool
     run_id: str
     partitions: Mapping[int, PartitionEpochs]  # pkey -> the partition's epochs
-    isr_changes: Mapping[tuple[int, int], tuple[np.ndarray, tuple]]  # (pkey, leader_epoch) -> (commit times, ISRs)
+    # (pkey, leader_epoch) -> (commit times, ISRs, whether the controller alone made the change)
+    isr_changes: Mapping[tuple[int, int], tuple[np.ndarray, tuple, np.ndarray]]
     source_files: Mapping[int, str]  # source_file_id -> source_file
     leo_sources: Mapping[str, str] = field(default_factory=dict)  # cluster -> jmx_metrics (default follower_fetches)
     writer: ArrowFileWriter | None = None  # write the rows as Delta data files here; None: return them to Spark
@@ -326,7 +330,9 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         topic[s:e] = topic_of.setdefault(part.topic, len(topic_of))
         partition[s:e] = part.partition
         fs, fe = fetch_runs.get((int(pkey[s]), k), (0, 0))
-        change_times, change_isrs = ctx.isr_changes.get((int(pkey[s]), number), (np.empty(0, np.int64), ()))
+        change_times, change_isrs, by_controller = ctx.isr_changes.get(
+            (int(pkey[s]), number), (np.empty(0, np.int64), (), np.empty(0, bool))
+        )
         inputs, isr_source = epoch_inputs(
             base_offset=produce["offset"][s:e],
             t_local_done=t[s:e],
@@ -338,6 +344,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             event_offset=f_offset[fs:fe],
             change_times=change_times,
             change_isrs=change_isrs,
+            change_by_controller=by_controller,
             start_isr=part.start_isr[k],
             min_insync_replicas=part.min_insync_replicas,
             epoch_start_us=int(part.start_us[k]),

@@ -35,6 +35,7 @@ from transforms.replay_inputs import (
     KIND_PRODUCE,
     appended,
     build_epochs,
+    by_controller,
     fetch_events,
     fetched_epochs,
     leo_evidence,
@@ -196,6 +197,7 @@ def epoch_rows(
     )
     isr = with_leader_epoch(table("isr_changes").drop("leader_epoch"), epochs, F.unix_micros("t_log")).select(
         *EPOCH_KEY, F.lit(KIND_ISR).cast("tinyint").alias("kind"), F.unix_micros("t_log").alias("t_us"), "isr",
+        by_controller().alias("by_controller"),
     )  # fmt: skip
     keys = produces.select(*EPOCH_KEY).distinct()
     return (
@@ -223,6 +225,7 @@ def compare_epoch(pdf: pd.DataFrame, lag_ms: float, window_ms: float, options: R
         event_offset=events["offset"].to_numpy(np.int64),
         change_times=changes["t_us"].to_numpy(np.int64),
         change_isrs=list(changes["isr"]),
+        change_by_controller=changes["by_controller"].to_numpy(bool),
         start_isr=first["start_isr"],
         min_insync_replicas=int(first["min_insync_replicas"]),
         epoch_start_us=int(first["epoch_start_us"]),

@@ -211,6 +211,10 @@ class EpochInputs:
     epoch_start: int | None = None
     """Start of the replayed span: leadership start, or where the data handed to the kernel starts.
     Only :func:`simulate_isr` uses it. None: the earliest produce or LEO event time."""
+    isr_change_by_controller: np.ndarray | None = None
+    """bool (K,): the change at ``isr_change_times[k]`` was the controller's alone, not a shrink the
+    leader proposed (a controlled shutdown or a fenced broker: state-change.log only). Only
+    :func:`simulate_isr` uses it. None: no such change."""
 
     def __post_init__(self) -> None:
         n = _i64(self.base_offset, "base_offset").size
@@ -248,6 +252,12 @@ class EpochInputs:
             raise ValueError(f"isr_membership has {isr.n_followers} columns, expected {f}")
         object.__setattr__(self, "isr_change_times", isr.change_times)
         object.__setattr__(self, "isr_membership", isr.membership)
+        by_controller = np.zeros(isr.change_times.size, dtype=bool)
+        if self.isr_change_by_controller is not None:
+            by_controller = np.ascontiguousarray(self.isr_change_by_controller, dtype=bool)
+            if by_controller.shape != isr.change_times.shape:
+                raise ValueError(f"isr_change_by_controller must have shape {isr.change_times.shape}")
+        object.__setattr__(self, "isr_change_by_controller", by_controller)
 
         if int(self.min_insync_replicas) < 1:
             raise ValueError("min_insync_replicas must be >= 1")
@@ -1111,6 +1121,30 @@ class _ExpiryChecks:
         self.undecided[k] = False
 
 
+def _controller_removals(inp: EpochInputs, window_us: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per follower: when the controller alone took it out of the ISR (``isr_change_by_controller``), and
+    from when the leader may re-add it after each removal.
+
+    KRaft's controller removes a broker from every ISR at once when it starts a controlled shutdown or
+    is fenced (``ReplicationControlManager.handleBrokerInControlledShutdown`` / ``handleBrokerFenced``),
+    whatever the lag rule says, and the leader does not re-add a shutting-down or fenced broker however
+    caught up its FETCHes are (``Partition.isReplicaIsrEligible``). When it is eligible again the logs
+    do not say; its recorded re-addition does, less the window in which the qualifying FETCH precedes
+    the commit (``isr_expand_window_us``). Not re-added within the epoch: never (``NEVER``).
+    """
+    times, members, flags = inp.isr_change_times, inp.isr_membership, inp.isr_change_by_controller
+    out = []
+    for j in range(members.shape[1]):
+        removed = np.flatnonzero(flags & members[:-1, j] & ~members[1:, j])
+        readded = np.flatnonzero(~members[:-1, j] & members[1:, j])
+        after = np.searchsorted(readded, removed, side="right")
+        eligible = np.full(removed.size, NEVER, dtype=_I64)
+        found = after < readded.size
+        eligible[found] = times[readded[after[found]]] - window_us
+        out.append((times[removed], np.maximum(eligible, times[removed])))
+    return out
+
+
 def _simulate_isr(ep: _Epoch, lag_ms: float) -> IsrTimeline:
     inp, opt = ep.inp, ep.opt
     f = ep.f
@@ -1147,11 +1181,17 @@ def _simulate_isr(ep: _Epoch, lag_ms: float) -> IsrTimeline:
     scanner = _RejoinScanner(ep)
     delay = int(opt.isr_commit_delay_us)
     ready = [_MIN] * f  # a removed follower is re-added by a FETCH after its removal committed
+    removals = _controller_removals(inp, int(opt.isr_expand_window_us))
+    # removals committed by the start are in the recorded membership the simulation starts from
+    next_removal = [int(np.searchsorted(r_t, start, side="right")) for r_t, _ in removals]
+    for j, (_, r_ready) in enumerate(removals):
+        if next_removal[j] and not member[j]:
+            ready[j] = int(r_ready[next_removal[j] - 1])
     now = start
     change_times: list[int] = []
     rows: list[np.ndarray] = [member.copy()]
     while True:
-        best_t, best_j = NEVER, -1
+        best_t, best_j, by_controller = NEVER, -1, False
         for j in range(f):
             if member[j]:
                 k = checks[j].next_out(int(np.searchsorted(grid, now, side="left")))
@@ -1162,12 +1202,26 @@ def _simulate_isr(ep: _Epoch, lag_ms: float) -> IsrTimeline:
                 others = sum(1 << g for g in range(f) if g != j and member[g])
                 i = scanner.next_index(j, others, i0)
                 t = int(times[i]) if i < times.size else NEVER
+            r_t = removals[j][0]
+            removal = next_removal[j] < r_t.size and int(r_t[next_removal[j]]) <= t
+            if removal:
+                t = int(r_t[next_removal[j]])
             if t < best_t:
-                best_t, best_j = t, j
+                best_t, best_j, by_controller = t, j, removal
         if best_j < 0 or best_t > horizon:
             break
-        member[best_j] = not member[best_j]
         now = best_t
+        if by_controller:
+            ready[best_j] = max(ready[best_j], int(removals[best_j][1][next_removal[best_j]]))
+            next_removal[best_j] += 1
+            if not member[best_j]:  # already out (lag): it only stays out longer
+                continue
+            member[best_j] = False
+            # the recorded time is the controller's commit; kept in order after a delayed lag change
+            change_times.append(max(best_t, change_times[-1]) if change_times else best_t)
+            rows.append(member.copy())
+            continue
+        member[best_j] = not member[best_j]
         if not member[best_j]:
             ready[best_j] = best_t + delay
         change_times.append(best_t + delay)
@@ -1195,6 +1249,9 @@ def simulate_isr(
     * A non-member is re-added at its first FETCH (after its removal committed) with
       ``fetchOffset >= HW``, HW estimated as min(leader LEO, LEO of the other current members).
     * Changes commit ``options.isr_commit_delay_us`` after the proposal.
+    * The controller's own removals (``inputs.isr_change_by_controller``: controlled shutdown,
+      fencing) apply at their recorded times, and the removed follower is not re-added before its
+      recorded re-addition's window (see :func:`_controller_removals`).
 
     Returns the committed timeline (same shape as the recorded one).
     """

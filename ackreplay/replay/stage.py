@@ -44,6 +44,7 @@ from transforms.failovers import failover_truncations
 from transforms.replay_inputs import (
     appended,
     build_epochs,
+    by_controller,
     event_side,
     fetch_events,
     fetched_epochs,
@@ -286,22 +287,31 @@ def _partition_epochs(epochs: DataFrame, partitions: DataFrame) -> dict[int, Par
     return out
 
 
-def _isr_changes(isr_changes: DataFrame, epochs: DataFrame) -> dict[tuple[int, int], tuple[np.ndarray, tuple]]:
-    """(pkey, leader epoch) -> the committed ISR changes (times, ISRs) the epoch's leader logged, by time.
+def _isr_changes(
+    isr_changes: DataFrame, epochs: DataFrame
+) -> dict[tuple[int, int], tuple[np.ndarray, tuple, np.ndarray]]:
+    """(pkey, leader epoch) -> the committed ISR changes the epoch's leader logged, by time: their times,
+    ISRs and whether the controller alone made them (`by_controller`).
 
     ISR lines from server.log carry no epoch: each is placed in the epoch its broker led at that time.
     """
     placed = with_leader_epoch(isr_changes.drop("leader_epoch"), epochs, F.unix_micros("t_log"))
     rows = placed.select(
-        partition_key().alias("pkey"), "leader_epoch", F.unix_micros("t_log").alias("t_us"), "isr"
+        partition_key().alias("pkey"), "leader_epoch", F.unix_micros("t_log").alias("t_us"), "isr",
+        by_controller().alias("by_controller"),
     ).collect()  # ISR changes are rare events: a few per partition and day
     by_epoch = defaultdict(list)
     for r in rows:
-        by_epoch[(int(r["pkey"]), int(r["leader_epoch"]))].append((int(r["t_us"]), tuple(r["isr"] or ())))
+        key = (int(r["pkey"]), int(r["leader_epoch"]))
+        by_epoch[key].append((int(r["t_us"]), tuple(r["isr"] or ()), bool(r["by_controller"])))
     out = {}
     for key, changes in by_epoch.items():
         changes.sort(key=lambda c: c[0])  # stable: lines of the same instant keep their order
-        out[key] = (np.array([t for t, _ in changes], np.int64), tuple(isr for _, isr in changes))
+        out[key] = (
+            np.array([t for t, _, _ in changes], np.int64),
+            tuple(isr for _, isr, _ in changes),
+            np.array([c for _, _, c in changes], bool),
+        )
     return out
 
 

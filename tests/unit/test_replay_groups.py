@@ -230,7 +230,7 @@ def test_rejected_produces_have_null_exposure_and_the_isr_source_is_kept():
 def test_isr_changes_apply_to_their_own_partition_and_epoch_only():
     # Follower 3 leaves partition 101's ISR at 2 ms (committed), so acks=all no longer waits for it;
     # the same change logged for partition 102 must not leak into 101, nor 101's into 102.
-    shrink = (np.array([T0 + 2 * MS], np.int64), ((1, 2),))
+    shrink = (np.array([T0 + 2 * MS], np.int64), ((1, 2),), np.array([False]))
     produces = produce_table(
         [{"pkey": pk, "t_us": T0, "offset": 0, "t_start_us": T0, "line_number": i} for i, pk in enumerate((101, 102))]
     )

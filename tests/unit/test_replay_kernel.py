@@ -307,6 +307,33 @@ def test_simulate_isr_shrink_and_readd():
     assert r["acks=all@lag=1000000000"].t_ack[i] == 3_201_000
 
 
+def test_simulate_isr_applies_the_controllers_removals():
+    # Follower 3's broker starts a controlled shutdown: the controller takes it out of the ISR at 1.0 s
+    # (state-change.log only), it keeps fetching, caught up, until it stops at 1.5 s, restarts and fetches
+    # again from 3.0 s; the leader re-adds it at 3.2 s. Follower 2 is healthy throughout.
+    produces = [(10 * i, 100_000 * i) for i in range(1, 51)]
+    f2 = [(100_000 * i + 1000, 10 * (i + 1)) for i in range(1, 51)]
+    f3 = [e for e in f2 if not 1_500_000 < e[0] < 3_000_000]
+    recorded = dict(isr_times=[1_000_000, 3_200_000], isr_rows=[[True, True], [True, False], [True, True]])
+    inputs = epoch(produces, [f2, f3], timeout=30_000_000, lags=(30_000,), epoch_start=0, **recorded)
+    by_controller = EpochInputs(**{**inputs.__dict__, "isr_change_by_controller": np.array([True, False])})
+    lag_only = simulate_isr(inputs, 30_000)
+    # the lag rule alone never shrinks (a 1.5 s silence against a 30 s lag)
+    assert lag_only.change_times.size == 0
+    isr = simulate_isr(by_controller, 30_000)
+    # out at the controller's commit; not re-added by its caught-up FETCHes until 1.5 s (it is shutting
+    # down), but by its first one inside the re-addition's window (3.2 s - 200 ms): 3.001 s
+    assert isr.change_times.tolist() == [1_000_000, 3_001_000]
+    assert isr.membership.tolist() == [[True, True], [True, False], [True, True]]
+    # recorded eligibility is the re-addition less the window: a wider window lets it back earlier
+    wide = simulate_isr(by_controller, 30_000, ReplayOptions(isr_expand_window_us=2_500_000))
+    assert wide.change_times.tolist() == [1_000_000, 1_001_000]
+    i = 19  # batch 200, appended at 2.0 s while follower 3 is down: only follower 2 must have it
+    assert replay_epoch(by_controller)["acks=all@lag=30000"].t_ack[i] == 2_001_000
+    assert replay_epoch(by_controller)["acks=all"].t_ack[i] == 2_001_000  # as under the recorded ISR
+    assert replay_epoch(inputs)["acks=all@lag=30000"].t_ack[i] == 3_001_000  # the lag rule alone waits
+
+
 def test_rows_in_any_order():
     produces = [(0, 100), (10, 200), (20, 300), (30, 250)]
     followers = [[(150, 10), (260, 30), (400, 40)], [(220, 20), (500, 40)]]
@@ -491,6 +518,7 @@ def epochs(draw, full_isr: bool = False, all_appended: bool = False):
         k = draw(st.integers(0, 4))
         isr_times = sorted(draw(st.lists(st.integers(0, 3000), min_size=k, max_size=k)))
         isr_rows = [draw(st.lists(st.booleans(), min_size=f_count, max_size=f_count)) for _ in range(k + 1)]
+    by_controller = draw(st.lists(st.booleans(), min_size=len(isr_times), max_size=len(isr_times)))
     m = draw(st.integers(1, f_count + 2))
     epoch_end = draw(st.one_of(st.just(NEVER), st.integers(0, 4000)))
     produces = [(int(base[i]), int(tld[i])) for i in order]
@@ -507,6 +535,7 @@ def epochs(draw, full_isr: bool = False, all_appended: bool = False):
         min_insync_replicas=m,
         epoch_end=epoch_end,
         quorum_sizes=tuple(range(1, f_count + 3)),
+        isr_change_by_controller=np.array(by_controller, dtype=bool),
     )
     return inputs
 
@@ -625,6 +654,7 @@ def test_outputs_follow_the_input_rows(inputs, rnd):
         epoch_end=inputs.epoch_end,
         quorum_sizes=inputs.quorum_sizes,
         replica_lag_time_max_ms=(1.0,),
+        isr_change_by_controller=inputs.isr_change_by_controller,
     )
     a = replay_epoch(EpochInputs(**{**inputs.__dict__, "replica_lag_time_max_ms": (1.0,)}))
     b = replay_epoch(shuffled)
@@ -638,7 +668,7 @@ def test_outputs_follow_the_input_rows(inputs, rnd):
 # ------------------------------------------------------------------------------------------------
 
 
-def _simulate_oracle(inputs: EpochInputs, lag_ms: float, delay: int = 0) -> IsrTimeline:
+def _simulate_oracle(inputs: EpochInputs, lag_ms: float, delay: int = 0, window: int = 200_000) -> IsrTimeline:
     f_count = inputs.follower_ids.size
     start = inputs.epoch_start
     lag = round(lag_ms * 1000)
@@ -668,16 +698,37 @@ def _simulate_oracle(inputs: EpochInputs, lag_ms: float, delay: int = 0) -> IsrT
         horizon = min(horizon, inputs.epoch_end)
     timeline = [(t, 1, f, o) for f, ev in enumerate(events) for t, o in ev]
     timeline += [(start + k * every, 2, -1, 0) for k in range(1, (horizon - start) // every + 1)]
+    # The controller's removals: at their recorded time, the follower then out until its next recorded
+    # re-addition less the window (never re-added: out for good).
+    changes, rec = inputs.isr_change_times.tolist(), inputs.isr_membership.tolist()
+    ready = [-(2**62)] * f_count
+    for k, t in enumerate(changes):
+        for f in range(f_count):
+            if inputs.isr_change_by_controller[k] and rec[k][f] and not rec[k + 1][f]:
+                readd = [changes[i] for i in range(k + 1, len(changes)) if not rec[i][f] and rec[i + 1][f]]
+                eligible = max(t, readd[0] - window if readd else NEVER)
+                if t > start:
+                    timeline.append((t, 0, f, eligible))
+                else:
+                    ready[f] = eligible
     # The recorded membership in force at the start (a change applies from its own time).
-    in_force = sum(1 for t in inputs.isr_change_times.tolist() if t <= start)
+    in_force = sum(1 for t in changes if t <= start)
     member = [bool(x) for x in inputs.isr_membership[in_force]]
+    ready = [r if not m else -(2**62) for r, m in zip(ready, member, strict=True)]
     lcu = [start if m else 0 for m in member]
     last_leader: list[int | None] = [None] * f_count
     last_time = [0] * f_count
-    ready = [-(2**62)] * f_count
     times, rows = [], [list(member)]
-    for t, kind, f, _ in sorted(timeline):
-        if kind == 1:  # FETCH of follower f at t
+    for t, kind, f, eligible in sorted(timeline):
+        if kind == 0:  # the controller removes follower f at t
+            if t > horizon:
+                continue
+            ready[f] = max(ready[f], eligible)
+            if member[f]:
+                member[f] = False
+                times.append(max([t, *times[-1:]]))
+                rows.append(list(member))
+        elif kind == 1:  # FETCH of follower f at t
             own = leo(f, t)
             lead = max(leader(t), own)
             if own >= lead:
@@ -713,7 +764,10 @@ def fetching_epochs(draw):
         times.append(np.array([8 * s + 2 * j + 1 for s in slots], dtype=np.int64))
         steps = draw(st.lists(st.integers(-2, 6), min_size=len(slots), max_size=len(slots)))
         offsets.append(np.maximum(np.cumsum(np.array(steps, dtype=np.int64)), 0) if slots else np.empty(0, np.int64))
-    return EpochInputs(**{**inputs.__dict__, "leo_times": tuple(times), "leo_offsets": tuple(offsets), "epoch_start": 0})
+    # even ISR change times: the controller's removals never tie with a FETCH
+    changes = 2 * inputs.isr_change_times
+    return EpochInputs(**{**inputs.__dict__, "leo_times": tuple(times), "leo_offsets": tuple(offsets), "epoch_start": 0,
+                          "isr_change_times": changes})
 
 
 _ISR_CHANGE_AT_THE_START = EpochInputs(
@@ -726,10 +780,10 @@ _ISR_CHANGE_AT_THE_START = EpochInputs(
 
 
 @_SETTINGS
-@given(fetching_epochs(), st.sampled_from([0.008, 0.016, 0.1, 0.5]), st.sampled_from([0, 2]))
-@example(_ISR_CHANGE_AT_THE_START, 0.008, 0)
-def test_simulate_isr_matches_a_sequential_simulation(inputs, lag_ms, delay):
-    got = simulate_isr(inputs, lag_ms, ReplayOptions(isr_commit_delay_us=delay))
-    want = _simulate_oracle(inputs, lag_ms, delay)
+@given(fetching_epochs(), st.sampled_from([0.008, 0.016, 0.1, 0.5]), st.sampled_from([0, 2]), st.sampled_from([0, 100, 200_000]))
+@example(_ISR_CHANGE_AT_THE_START, 0.008, 0, 200_000)
+def test_simulate_isr_matches_a_sequential_simulation(inputs, lag_ms, delay, window):
+    got = simulate_isr(inputs, lag_ms, ReplayOptions(isr_commit_delay_us=delay, isr_expand_window_us=window))
+    want = _simulate_oracle(inputs, lag_ms, delay, window)
     assert got.change_times.tolist() == want.change_times.tolist()
     assert got.membership.tolist() == want.membership.tolist()
