@@ -16,6 +16,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 EPOCH_END_NEVER = 2**62  # µs: "still leader at the end of the data"
+# A running leader logs its followers' FETCHes at least every replica.fetch.wait.max.ms (default 500 ms);
+# a longer silence after it lost its partition means it had stopped (with_leader_until).
+RUNNING_LEADER_MAX_SILENCE_US = 1_000_000
 KIND_PRODUCE, KIND_FETCH, KIND_ISR = 0, 1, 2  # row kinds of the ISR check's epoch rows (isr_check.epoch_rows)
 # What crosses into Python is numeric: groups as `gid`, partitions as `pkey`, source files as
 # `source_file_id` (64-bit hashes; the group function maps them back to names).
@@ -58,7 +61,10 @@ def fetched_epochs(follower_fetches_df: DataFrame) -> DataFrame:
 
 
 def build_epochs(
-    leader_epochs_df: DataFrame, fetched_epochs_df: DataFrame, follower_starts_df: DataFrame | None = None
+    leader_epochs_df: DataFrame,
+    fetched_epochs_df: DataFrame,
+    follower_starts_df: DataFrame | None = None,
+    request_lines_df: DataFrame | None = None,
 ) -> DataFrame:
     """Leadership spans: (cluster, topic, partition, leader_epoch, leader_id, epoch_start_us, epoch_end_us,
     leader_until_us, start_isr).
@@ -103,21 +109,38 @@ def build_epochs(
     epochs = epochs.withColumn(
         "epoch_end_us", F.coalesce(F.lead("epoch_start_us").over(following), F.lit(EPOCH_END_NEVER))
     )
-    return with_leader_until(epochs, follower_starts_df)
+    return with_leader_until(epochs, follower_starts_df, request_lines_df)
 
 
-def with_leader_until(epochs_df: DataFrame, follower_starts_df: DataFrame | None) -> DataFrame:
+def with_leader_until(
+    epochs_df: DataFrame, follower_starts_df: DataFrame | None, request_lines_df: DataFrame | None = None
+) -> DataFrame:
     """`leader_until_us`: until when the epoch's leader led it, on its own clock: its first "Follower ...
     starts" line for the partition after the epoch's start (`follower_starts`), or its own next epoch's
-    start if that comes first; without such a line, the next epoch's start (`epoch_end_us`).
+    start if that comes first; without such a line, the next epoch's start (`epoch_end_us`). Given
+    `request_lines` (cluster, broker_id, t_log of request-log lines), a leader that lost the partition to
+    another broker and then fell silent leads until just after its last line.
 
     Kafka's old leader appends and acknowledges produces until it applies the change itself
     (`Partition.makeFollower` switches the leader under the partition's write lock, and
     `Partition.appendRecordsToLeader` reads the leader under its read lock), which can be after the new
     leader logged its start on its own clock: a controlled shutdown's last acks=1 batches are appended
-    there, and cut by the new epoch."""
+    there, and cut by the new epoch.
+
+    A leader that lost the partition to another broker and then logged nothing (no request line, no
+    follower line: a crashed broker logs it when it restarts) for longer than a running leader is ever
+    silent did not hand over: it crashed or stopped running, and the controller fenced it (after
+    `broker.session.timeout.ms`) and elected the next leader. A running leader logs its followers' FETCHes
+    at least every `replica.fetch.wait.max.ms` (500 ms by default: `ReplicaManager.fetchMessages` answers a
+    FETCH with no new data when its wait expires; `RUNNING_LEADER_MAX_SILENCE_US` allows twice that), and
+    every acknowledgement is a response it would have logged, so it acknowledged nothing after its last
+    line. So its epoch ends there, not when the next one begins: a what-if that acknowledges later than
+    the recorded one must not be answered by a dead broker."""
     same_leader = Window.partitionBy("cluster", "topic", "partition", "leader_id").orderBy("epoch_start_us")
-    epochs = epochs_df.withColumn("_next_own_start", F.lead("epoch_start_us").over(same_leader))
+    following = Window.partitionBy("cluster", "topic", "partition").orderBy("epoch_start_us", "leader_epoch")
+    epochs = epochs_df.withColumn("_next_own_start", F.lead("epoch_start_us").over(same_leader)).withColumn(
+        "_next_leader", F.lead("leader_id").over(following)
+    )
     keys = ["cluster", "topic", "partition"]
     if follower_starts_df is not None:
         f = follower_starts_df.select(*keys, F.col("broker_id").alias("_follower"), _micros("t_log").alias("_t_follower"))
@@ -131,9 +154,45 @@ def with_leader_until(epochs_df: DataFrame, follower_starts_df: DataFrame | None
         epochs = epochs.join(first_follower_line, [*keys, "leader_epoch"], "left")
     else:
         epochs = epochs.withColumn("_resigned", F.lit(None).cast("bigint"))
+    if request_lines_df is not None:
+        lost = epochs.where(F.col("_next_leader") != F.col("leader_id"))
+        lines = request_lines_df.select(
+            F.col("cluster").alias("_cluster"), F.col("broker_id").alias("_broker"), _micros("t_log").alias("_t")
+        )
+        spans = lost.select(*keys, "leader_epoch", "leader_id", "epoch_start_us", "epoch_end_us", "_resigned")
+        during = F.col("_t") < F.col("epoch_end_us")
+        seen = (
+            lines.join(
+                F.broadcast(spans),
+                (F.col("_cluster") == F.col("cluster")) & (F.col("_broker") == F.col("leader_id"))
+                & (F.col("_t") >= F.col("epoch_start_us")) & (F.col("_t") <= F.greatest("epoch_end_us", "_resigned")),
+            )
+            .groupBy(*keys, "leader_epoch")
+            .agg(
+                F.max(F.when(during, F.col("_t"))).alias("_last_line"),
+                F.min(F.when(~during, F.col("_t"))).alias("_next_line"),
+            )
+        )  # fmt: skip
+        epochs = epochs.join(seen, [*keys, "leader_epoch"], "left")
+    else:
+        epochs = epochs.withColumn("_last_line", F.lit(None).cast("bigint")).withColumn(
+            "_next_line", F.lit(None).cast("bigint")
+        )
     own_end = F.least("_resigned", "_next_own_start")  # least skips nulls
-    until = F.when(F.col("_resigned").isNotNull(), own_end).otherwise(F.col("epoch_end_us"))
-    return epochs.withColumn("leader_until_us", until).drop("_next_own_start", "_resigned")
+    # lost to another broker, and its next sign of life (a request line, its follower line) is more than a
+    # running leader's longest silence after its last line before the next epoch: it crashed or stopped
+    next_sign = F.least("_next_line", "_resigned")
+    stopped = (F.col("_next_leader") != F.col("leader_id")) & F.col("_last_line").isNotNull() & (
+        next_sign.isNull() | (next_sign - F.col("_last_line") > F.lit(RUNNING_LEADER_MAX_SILENCE_US))
+    )
+    until = (
+        F.when(stopped, F.least("epoch_end_us", F.col("_last_line") + 1))
+        .when(F.col("_resigned").isNotNull(), own_end)
+        .otherwise(F.col("epoch_end_us"))
+    )
+    return epochs.withColumn("leader_until_us", until).drop(
+        "_next_own_start", "_next_leader", "_resigned", "_last_line", "_next_line"
+    )
 
 
 def with_leader_epoch(df: DataFrame, epochs_df: DataFrame, time_us: F.Column) -> DataFrame:

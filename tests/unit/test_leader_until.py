@@ -77,3 +77,32 @@ def test_a_leader_leads_until_its_own_follower_line_or_its_own_next_epoch(spark)
         (us(0), us(0)), (us(8_000), us(8_000)), (EPOCH_END_NEVER,) * 2, (us(100), us(100)), (EPOCH_END_NEVER,) * 2,
         (us(200), us(200)), (EPOCH_END_NEVER,) * 2,
     ]  # fmt: skip
+
+
+def test_a_leader_that_lost_its_partition_without_handing_over_leads_until_its_last_request_line(spark):
+    """Partition 0: broker 1 crashes after its last request-log line at 5 s; the controller fences it and
+    broker 2 leads epoch 1 from 18 s; broker 1's lines after its restart (20 s) belong to no epoch of its
+    own. Partition 1: broker 1 leads epochs 0 and 1 (an epoch bump, no follower line): it kept running, so
+    epoch 0 ends at epoch 1. Partition 2: broker 3 hands over with its follower line at 30 ms: that line
+    decides, not its request lines."""
+    epochs = _leader_epochs(
+        spark,
+        [(0, 1, 0, 0, -60_000), (0, 2, 1, 900, 18_000),
+         (1, 1, 0, 0, -60_000), (1, 1, 1, 500, 10_000),
+         (2, 3, 0, 0, -60_000), (2, 1, 1, 700, 0)],
+    )  # fmt: skip
+    follower = _follower_starts(spark, [(0, 1, 1, 880, 20_500), (2, 3, 1, 700, 30)])
+    lines = spark.createDataFrame(
+        [("c", 1, _at(ms)) for ms in (-1_000, 4_000, 5_000, 20_100)] + [("c", 3, _at(ms)) for ms in (10, 25, 40)],
+        "cluster string, broker_id int, t_log timestamp",
+    )
+    fetched = spark.createDataFrame([], "cluster string, topic string, partition int, leader_epoch int, leader_id int, epoch_start_us bigint")
+    out = build_epochs(epochs, fetched, follower, lines).orderBy("partition", "leader_epoch")
+    assert [(r["partition"], r["leader_epoch"], r["epoch_end_us"], r["leader_until_us"]) for r in out.collect()] == [
+        (0, 0, us(18_000), us(5_000) + 1),
+        (0, 1, EPOCH_END_NEVER, EPOCH_END_NEVER),
+        (1, 0, us(10_000), us(10_000)),
+        (1, 1, EPOCH_END_NEVER, EPOCH_END_NEVER),
+        (2, 0, us(0), us(30)),
+        (2, 1, EPOCH_END_NEVER, EPOCH_END_NEVER),
+    ]
