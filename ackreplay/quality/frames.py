@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
 from schemas.broker_logs import FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
 from schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE
@@ -121,3 +121,19 @@ def check_frame(table: str, df: DataFrame, partitions_df: DataFrame | None, poli
             total = total + F.col(name)
         df = df.withColumn("outcomes_total", total)
     return df
+
+
+def with_margins(df: DataFrame, names: list[str]) -> DataFrame:
+    """`df` with the margin columns `names` (`catalog.margin_column`: `<a>_minus_<b>` = a - b, timestamps in
+    microseconds) that its pair checks read."""
+    from ackreplay.quality.catalog import MARGIN
+
+    types = {f.name: f.dataType for f in df.schema.fields}
+
+    def value(column: str) -> Column:
+        timestamp = isinstance(types[column], (TimestampType, TimestampNTZType))
+        return F.unix_micros(F.col(column)) if timestamp else F.col(column)
+
+    # a margin of a missing column is left out: its check then fails with GX's "column not found"
+    present = [name for name in names if all(c in types for c in name.split(MARGIN))]
+    return df.withColumns({name: value(name.split(MARGIN)[0]) - value(name.split(MARGIN)[1]) for name in present})

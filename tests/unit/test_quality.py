@@ -82,7 +82,8 @@ def test_failed_checks_count_rows_and_sample_them_by_row_id(spark):
 
     rf_equal, replicas_distinct, rf_min, min_isr_min = by_check["partitions.replication"]
     assert (rf_equal.success, rf_equal.unexpected_count) == (False, 1)
-    assert rf_equal.expectation == "expect_column_pair_values_to_be_equal"
+    assert rf_equal.expectation == "expect_column_values_to_be_between"
+    assert rf_equal.arguments == {"column": "replication_factor_minus_replica_count", "min_value": 0, "max_value": 0}
     [row] = rf_equal.sample_rows
     assert (row["topic"], row["partition"], row["replication_factor"], row["replica_count"]) == ("orders", 1, 3, 2)
     assert replicas_distinct.success and rf_min.success and min_isr_min.success
@@ -103,7 +104,13 @@ def test_a_check_on_a_missing_column_fails_with_the_error(spark):
     broken = [o for o in outcomes if o.error]
     assert broken and all(not o.success for o in broken)
     # exactly the expectations that read the missing column could not run
-    reads_it = [o for o in outcomes if "min_insync_replicas" in (o.arguments.get("column"), o.arguments.get("column_B"))]
+    reads_it = [o for o in outcomes if "min_insync_replicas" in o.arguments.get("column", "").split("_minus_")]
+    # its type, min ISR >= 1, and min ISR <= RF (on their margin)
+    assert [(o.expectation, o.arguments["column"]) for o in reads_it] == [
+        ("expect_column_values_to_be_of_type", "min_insync_replicas"),
+        ("expect_column_values_to_be_between", "min_insync_replicas"),
+        ("expect_column_values_to_be_between", "replication_factor_minus_min_insync_replicas"),
+    ]
     assert {id(o) for o in broken} == {id(o) for o in reads_it}
 
 
