@@ -118,8 +118,9 @@ def with_leader_until(
     """`leader_until_us`: until when the epoch's leader led it, on its own clock: its first "Follower ...
     starts" line for the partition after the epoch's start (`follower_starts`), or its own next epoch's
     start if that comes first; without such a line, the next epoch's start (`epoch_end_us`). Given
-    `request_lines` (cluster, broker_id, t_log of request-log lines), a leader that lost the partition to
-    another broker and then fell silent leads until just after its last line.
+    `request_lines` (cluster, broker_id, t_local_done: when each request the broker logged was handled),
+    a leader that lost the partition to another broker and then fell silent leads until just after the
+    last of them.
 
     Kafka's old leader appends and acknowledges produces until it applies the change itself
     (`Partition.makeFollower` switches the leader under the partition's write lock, and
@@ -133,9 +134,10 @@ def with_leader_until(
     `broker.session.timeout.ms`) and elected the next leader. A running leader logs its followers' FETCHes
     at least every `replica.fetch.wait.max.ms` (500 ms by default: `ReplicaManager.fetchMessages` answers a
     FETCH with no new data when its wait expires; `RUNNING_LEADER_MAX_SILENCE_US` allows twice that), and
-    every acknowledgement is a response it would have logged, so it acknowledged nothing after its last
-    line. So its epoch ends there, not when the next one begins: a what-if that acknowledges later than
-    the recorded one must not be answered by a dead broker."""
+    every acknowledgement is made while it handles a request it logs (an acks=1 produce's append, the
+    follower FETCH that completes an acks=all one), so it acknowledged nothing after the last request it
+    handled (`t_local_done`). So its epoch ends there, not when the next one begins: a what-if that
+    acknowledges later than the recorded one must not be answered by a dead broker."""
     same_leader = Window.partitionBy("cluster", "topic", "partition", "leader_id").orderBy("epoch_start_us")
     following = Window.partitionBy("cluster", "topic", "partition").orderBy("epoch_start_us", "leader_epoch")
     epochs = epochs_df.withColumn("_next_own_start", F.lead("epoch_start_us").over(same_leader)).withColumn(
@@ -157,7 +159,7 @@ def with_leader_until(
     if request_lines_df is not None:
         lost = epochs.where(F.col("_next_leader") != F.col("leader_id"))
         lines = request_lines_df.select(
-            F.col("cluster").alias("_cluster"), F.col("broker_id").alias("_broker"), _micros("t_log").alias("_t")
+            F.col("cluster").alias("_cluster"), F.col("broker_id").alias("_broker"), _micros("t_local_done").alias("_t")
         )
         spans = lost.select(*keys, "leader_epoch", "leader_id", "epoch_start_us", "epoch_end_us", "_resigned")
         during = F.col("_t") < F.col("epoch_end_us")

@@ -360,7 +360,9 @@ def run_replay(
 
     fetched = fetched_epochs(fetches).cache()  # small: a row per partition and leader epoch
     # the leaders' request-log lines bound a crashed leader's epoch (replay_inputs.with_leader_until)
-    request_lines = produce.select("cluster", "broker_id", "t_log").unionByName(fetches.select("cluster", "broker_id", "t_log"))
+    request_lines = produce.select("cluster", "broker_id", "t_local_done").unionByName(
+        fetches.select("cluster", "broker_id", "t_local_done")
+    )
     epochs = build_epochs(leader_epochs, fetched, follower_starts, request_lines).cache()
     # A cluster without follower FETCH lines (request log at INFO on the brokers) is replayed from the
     # followers' LEO scrapes instead: coarse (scrape interval), flagged in `leo_source`.

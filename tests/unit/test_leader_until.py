@@ -94,7 +94,7 @@ def test_a_leader_that_lost_its_partition_without_handing_over_leads_until_its_l
     follower = _follower_starts(spark, [(0, 1, 1, 880, 20_500), (2, 3, 1, 700, 30)])
     lines = spark.createDataFrame(
         [("c", 1, _at(ms)) for ms in (-1_000, 4_000, 5_000, 20_100)] + [("c", 3, _at(ms)) for ms in (10, 25, 40)],
-        "cluster string, broker_id int, t_log timestamp",
+        "cluster string, broker_id int, t_local_done timestamp",
     )
     fetched = spark.createDataFrame([], "cluster string, topic string, partition int, leader_epoch int, leader_id int, epoch_start_us bigint")
     out = build_epochs(epochs, fetched, follower, lines).orderBy("partition", "leader_epoch")
