@@ -107,6 +107,11 @@ def margin_column(a: str, b: str) -> str:
     return f"{a}{MARGIN}{b}"
 
 
+def margin_sources(column: str) -> tuple[str, ...]:
+    """(a, b) of a margin column `margin_column(a, b)`; () for any other column."""
+    return tuple(column.split(MARGIN)) if MARGIN in column else ()
+
+
 def _ge(a: str, b: str, condition: str | None = None) -> tuple[str, dict]:
     """a >= b on every row where both are set. A single-column check on their margin, not GX's column-pair
     expectation: GX runs each pair expectation as ~4 Spark jobs of its own, while the single-column checks

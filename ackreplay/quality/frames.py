@@ -126,7 +126,7 @@ def check_frame(table: str, df: DataFrame, partitions_df: DataFrame | None, poli
 def with_margins(df: DataFrame, names: list[str]) -> DataFrame:
     """`df` with the margin columns `names` (`catalog.margin_column`: `<a>_minus_<b>` = a - b, timestamps in
     microseconds) that its pair checks read."""
-    from ackreplay.quality.catalog import MARGIN
+    from ackreplay.quality.catalog import margin_sources
 
     types = {f.name: f.dataType for f in df.schema.fields}
 
@@ -135,5 +135,5 @@ def with_margins(df: DataFrame, names: list[str]) -> DataFrame:
         return F.unix_micros(F.col(column)) if timestamp else F.col(column)
 
     # a margin of a missing column is left out: its check then fails with GX's "column not found"
-    present = [name for name in names if all(c in types for c in name.split(MARGIN))]
-    return df.withColumns({name: value(name.split(MARGIN)[0]) - value(name.split(MARGIN)[1]) for name in present})
+    pairs = {name: margin_sources(name) for name in names}
+    return df.withColumns({name: value(a) - value(b) for name, (a, b) in pairs.items() if a in types and b in types})

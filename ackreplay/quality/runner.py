@@ -25,7 +25,7 @@ from pyspark.sql.types import StructType
 
 from ackreplay.config import AppConfig
 from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists
-from ackreplay.quality.catalog import BLOCKING, MARGIN, ROW_IDS, STAGE_TABLES, WARNING, Check, plan_for
+from ackreplay.quality.catalog import BLOCKING, ROW_IDS, STAGE_TABLES, WARNING, Check, margin_sources, plan_for
 from ackreplay.quality.frames import CONTRACTS, check_frame, with_margins
 from ackreplay.quality.reconcile import STAGE_COUNTS, Count
 from schemas.dq import DQ_RESULTS
@@ -196,7 +196,7 @@ def check_table(
         outcomes.update({key: o for o, key in (_outcome(r, by_name, table) for r in result.results)})
     if value_exps:
         specs = [spec for check, _ in plan.checks if not check.schema for spec in check.expectations]
-        margins = sorted({kwargs["column"] for _, kwargs in specs if MARGIN in kwargs.get("column", "")})
+        margins = sorted({kwargs["column"] for _, kwargs in specs if margin_sources(kwargs.get("column", ""))})
         frame = with_margins(check_frame(table, df, partitions_df, policies), margins)
         # only what the checks read is cached (not the bronze line text, say)
         frame = frame.select(*_columns_read(specs, frame.columns, ROW_IDS.get(table, ()))).persist(
@@ -210,8 +210,7 @@ def check_table(
                 ids = [c for c in ROW_IDS.get(table, ()) if c in frame.columns]
                 # a failed pair check's rows show both columns, not only their margin
                 for key in failed:
-                    column = built[key][1].get("column", "")
-                    ids += [c for c in column.split(MARGIN) if MARGIN in column and c not in ids]
+                    ids += [c for c in margin_sources(built[key][1].get("column", "")) if c not in ids]
                 sample_format = {
                     "result_format": "SUMMARY",
                     "partial_unexpected_count": config.quality.sample_rows,
@@ -233,7 +232,7 @@ def _columns_read(specs: list[tuple[str, dict]], columns: list[str], row_ids: tu
     wanted = set(row_ids)
     for _, kwargs in specs:
         wanted.update(kwargs.get(k) for k in ("column", "column_A", "column_B"))
-        wanted.update(kwargs.get("column", "").split(MARGIN))  # a margin's columns, for its sample rows
+        wanted.update(margin_sources(kwargs.get("column", "")))  # a margin's columns, for its sample rows
         wanted.update(kwargs.get("column_list", ()))
         wanted.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", kwargs.get("row_condition") or ""))
     return [c for c in columns if c in wanted]
