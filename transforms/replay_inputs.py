@@ -197,6 +197,29 @@ def with_leader_until(
     )
 
 
+def broker_silences(request_lines_df: DataFrame) -> DataFrame:
+    """(cluster, broker_id, silent_from_us, resumed_us): the spans in which a broker logged no request line
+    for longer than a running leader is ever silent (`RUNNING_LEADER_MAX_SILENCE_US`), from its last line
+    before to its first after. A broker that leads a partition answers its followers' FETCHes at least
+    every `replica.fetch.wait.max.ms`, so it did not run then (a stopped JVM, a long GC pause); a broker
+    that leads nothing is silent too, and has no ISR to check.
+
+    `request_lines`: (cluster, broker_id, t_local_done). Lines are first reduced to the first and last of
+    each quarter of the threshold (a small aggregate: a few rows per broker and second), whose gaps are
+    exactly the gaps between consecutive lines longer than a quarter."""
+    bin_us = RUNNING_LEADER_MAX_SILENCE_US // 4
+    t = _micros("t_local_done")
+    bins = request_lines_df.groupBy("cluster", "broker_id", F.floor(t / F.lit(bin_us)).alias("_bin")).agg(
+        F.min(t).alias("_first"), F.max(t).alias("_last")
+    )
+    previous = F.lag("_last").over(Window.partitionBy("cluster", "broker_id").orderBy("_bin"))
+    return (
+        bins.withColumn("silent_from_us", previous)
+        .where(F.col("_first") - F.col("silent_from_us") > F.lit(RUNNING_LEADER_MAX_SILENCE_US))
+        .select("cluster", "broker_id", "silent_from_us", F.col("_first").alias("resumed_us"))
+    )
+
+
 def with_leader_epoch(df: DataFrame, epochs_df: DataFrame, time_us: F.Column) -> DataFrame:
     """Attach the leadership span in force at `time_us` on the row's broker (inner join: rows outside any
     known span of their broker are dropped; the caller counts them)."""

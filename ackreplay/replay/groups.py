@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -90,11 +90,13 @@ def epoch_inputs(
     quorum_sizes: tuple[int, ...] = (2, 3),
     lag_ms: tuple[float, ...] = (),
     change_by_controller: Sequence[bool] | None = None,
+    leader_silences: np.ndarray | None = None,
 ) -> tuple[EpochInputs, str]:
     """The kernel's inputs for one (partition, leader epoch) from plain arrays, and the ISR source.
 
     Events must be sorted by time. `change_by_controller[k]`: the change at `change_times[k]` was the
-    controller's alone (the kernel's `isr_change_by_controller`). The ISR re-simulation starts where this
+    controller's alone (the kernel's `isr_change_by_controller`). `leader_silences`: (S, 2) spans in
+    which the leader did not run (replay_inputs.broker_silences; the kernel's `leader_silences`). The ISR re-simulation starts where this
     slice's request-log data (produces, LEO events) starts when that is later than the epoch start (a
     bucket that starts mid-epoch, or a request log recorded from some time after the leader was elected).
     """
@@ -116,6 +118,7 @@ def epoch_inputs(
         isr_change_times=change_t,
         isr_membership=membership,
         isr_change_by_controller=None if change_by_controller is None else np.asarray(change_by_controller, bool),
+        leader_silences=leader_silences,
         min_insync_replicas=int(min_insync_replicas),
         epoch_end=int(epoch_end_us),
         quorum_sizes=quorum_sizes,
@@ -149,6 +152,31 @@ class PartitionEpochs:
         return self.end_us if self.leader_until_us is None else self.leader_until_us
 
 
+def resimulation_options(
+    ctx: ReplayContext, options: ReplayOptions, cluster: str, leader: int, inputs: EpochInputs
+) -> ReplayOptions:
+    """`options` with what the logs say of the leader's ISR checks: their phase."""
+    phase = isr_check_phase(ctx.isr_check_times.get((cluster, leader)), inputs.epoch_start) if ctx.lag_ms else None
+    return options if phase is None else replace(options, isr_check_phase_us=phase)
+
+
+def isr_check_phase(check_times: np.ndarray | None, t: int) -> int | None:
+    """A time at which the leader's isr-expiration task ran, for the ISR re-simulation from `t`: its logged
+    shrink proposal nearest to `t` (None: it logged none).
+
+    ReplicaManager schedules the task once, at broker start, at a fixed rate of replica.lag.time.max.ms / 2
+    (`scheduler.schedule("isr-expiration", ...)`, `ScheduledThreadPoolExecutor.scheduleAtFixedRate`, which
+    keeps its phase through a pause of the JVM), and it logs "Shrinking ISR" when it proposes a shrink: so
+    with the cluster's own lag the re-simulated checks fall where the real ones did. With another lag the
+    period differs and the broker's start is not known, so the phase is as good as any. The nearest
+    proposal, as a restarted broker starts a new phase."""
+    if check_times is None or check_times.size == 0:
+        return None
+    i = int(np.searchsorted(check_times, t))
+    candidates = check_times[max(i - 1, 0) : i + 1]
+    return int(candidates[np.argmin(np.abs(candidates - t))])
+
+
 def _leadership_end(part: PartitionEpochs, k: int, last_row_us: int) -> int:
     """When epoch k's leader stopped acknowledging, for the kernel: its own follower line when it was
     running after the next epoch began (it appended or answered a FETCH then: a controlled shutdown, a
@@ -172,6 +200,11 @@ class ReplayContext:
     # (pkey, leader_epoch) -> (commit times, ISRs, whether the controller alone made the change)
     isr_changes: Mapping[tuple[int, int], tuple[np.ndarray, tuple, np.ndarray]]
     source_files: Mapping[int, str]  # source_file_id -> source_file
+    # (cluster, broker_id) -> int64 (S, 2): when the broker did not run (replay_inputs.broker_silences)
+    leader_silences: Mapping[tuple[str, int], np.ndarray] = field(default_factory=dict)
+    # (cluster, broker_id) -> int64 sorted: when the broker's isr-expiration task proposed a shrink
+    # ("Shrinking ISR" lines): the times the task runs at (isr_check_phase)
+    isr_check_times: Mapping[tuple[str, int], np.ndarray] = field(default_factory=dict)
     leo_sources: Mapping[str, str] = field(default_factory=dict)  # cluster -> jmx_metrics (default follower_fetches)
     writer: ArrowFileWriter | None = None  # write the rows as Delta data files here; None: return them to Spark
     linger_us: int = 5_000  # replay.producer.linger_ms (connections.py)
@@ -345,6 +378,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             change_times=change_times,
             change_isrs=change_isrs,
             change_by_controller=by_controller,
+            leader_silences=ctx.leader_silences.get((part.cluster, int(part.leader[k]))),
             start_isr=part.start_isr[k],
             min_insync_replicas=part.min_insync_replicas,
             epoch_start_us=int(part.start_us[k]),
@@ -352,7 +386,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             quorum_sizes=ctx.quorum_sizes,
             lag_ms=ctx.lag_ms,
         )
-        outcomes = replay_epoch(inputs, options)
+        outcomes = replay_epoch(inputs, resimulation_options(ctx, options, part.cluster, int(part.leader[k]), inputs))
         for i, policy in enumerate(policies):
             res = outcomes[policy]
             result["outcome"][i, s:e] = res.outcome

@@ -18,7 +18,7 @@ partition). Run it on a lakehouse whose silver tables exist (`ackreplay run`, or
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
 from ackreplay.lakehouse import read_table
-from ackreplay.replay.groups import epoch_inputs
+from ackreplay.replay.groups import epoch_inputs, isr_check_phase
 from ackreplay.replay.kernel import IsrTimeline, ReplayOptions, simulate_isr
 from transforms.replay_inputs import (
     KIND_FETCH,
@@ -206,8 +206,17 @@ def epoch_rows(
     )
 
 
-def compare_epoch(pdf: pd.DataFrame, lag_ms: float, window_ms: float, options: ReplayOptions | None = None) -> EpochComparison:
-    """Simulate one partition-epoch's ISR and pair its events with the recorded ones (driver side)."""
+def compare_epoch(
+    pdf: pd.DataFrame,
+    lag_ms: float,
+    window_ms: float,
+    options: ReplayOptions | None = None,
+    silences: dict[tuple[str, int], np.ndarray] | None = None,
+    check_times: dict[tuple[str, int], np.ndarray] | None = None,
+) -> EpochComparison:
+    """Simulate one partition-epoch's ISR and pair its events with the recorded ones (driver side).
+    `silences`: when each broker did not run (stage.leader_silences); `check_times`: when each broker's
+    isr-expiration task proposed a shrink (stage.isr_check_times), the phase of its checks."""
     produces = pdf[pdf["kind"] == KIND_PRODUCE].sort_values("t_us", kind="stable")
     first = produces.iloc[0]
     leader = int(first["broker_id"])
@@ -226,12 +235,17 @@ def compare_epoch(pdf: pd.DataFrame, lag_ms: float, window_ms: float, options: R
         change_times=changes["t_us"].to_numpy(np.int64),
         change_isrs=list(changes["isr"]),
         change_by_controller=changes["by_controller"].to_numpy(bool),
+        leader_silences=(silences or {}).get((str(first["cluster"]), leader)),
         start_isr=first["start_isr"],
         min_insync_replicas=int(first["min_insync_replicas"]),
         epoch_start_us=int(first["epoch_start_us"]),
         epoch_end_us=int(first["epoch_end_us"]),
         lag_ms=(lag_ms,),
     )
+    options = options or ReplayOptions()
+    phase = isr_check_phase((check_times or {}).get((str(first["cluster"]), leader)), inputs.epoch_start)
+    if phase is not None:
+        options = replace(options, isr_check_phase_us=phase)
     simulated_tl = simulate_isr(inputs, lag_ms, options)
     recorded = follower_events(inputs.isr, followers)
     simulated = follower_events(simulated_tl, followers)
@@ -256,9 +270,20 @@ def compare_isr(
     Events of the same follower and kind are paired closest first, at most `window_ms` apart.
     Collects each epoch's rows to the driver: for the small lab traces only (see the module doc).
     """
+    from ackreplay.replay.stage import isr_check_times, leader_silences
+
     pdf = epoch_rows(spark, config, lakehouse, clusters).toPandas()
+    lines = [
+        read_table(spark, lakehouse, name).select("cluster", "broker_id", "t_local_done")
+        for name in ("produce_requests", "follower_fetches")
+    ]
+    if clusters is not None:
+        lines = [df.filter(F.col("cluster").isin(clusters)) for df in lines]
+    changes = read_table(spark, lakehouse, "isr_changes")
+    check_times = isr_check_times(changes if clusters is None else changes.filter(F.col("cluster").isin(clusters)))
+    silences = leader_silences(lines[0].unionByName(lines[1]), check_times)
     result = [
-        compare_epoch(group, lag_ms, window_ms, options)
+        compare_epoch(group, lag_ms, window_ms, options, silences, check_times)
         for _, group in sorted(pdf.groupby(EPOCH_KEY, sort=False), key=lambda kv: kv[0])
     ]
     return IsrComparison(lag_ms, window_ms, result)

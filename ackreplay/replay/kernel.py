@@ -215,6 +215,10 @@ class EpochInputs:
     """bool (K,): the change at ``isr_change_times[k]`` was the controller's alone, not a shrink the
     leader proposed (a controlled shutdown or a fenced broker: state-change.log only). Only
     :func:`simulate_isr` uses it. None: no such change."""
+    leader_silences: np.ndarray | None = None
+    """int64 (S, 2), sorted: spans in which the leader did not run (a stopped JVM, a long GC pause), from
+    its last request line before to its first isr-expiration check after. Only :func:`simulate_isr`
+    uses it. None: none."""
 
     def __post_init__(self) -> None:
         n = _i64(self.base_offset, "base_offset").size
@@ -258,6 +262,12 @@ class EpochInputs:
             if by_controller.shape != isr.change_times.shape:
                 raise ValueError(f"isr_change_by_controller must have shape {isr.change_times.shape}")
         object.__setattr__(self, "isr_change_by_controller", by_controller)
+        silences = np.empty((0, 2), _I64)
+        if self.leader_silences is not None:
+            silences = np.ascontiguousarray(self.leader_silences, dtype=_I64).reshape(-1, 2)
+            if np.any(silences[:, 1] <= silences[:, 0]) or not _is_sorted(silences[:, 0]):
+                raise ValueError("leader_silences must be sorted (start, end) spans with end > start")
+        object.__setattr__(self, "leader_silences", silences)
 
         if int(self.min_insync_replicas) < 1:
             raise ValueError("min_insync_replicas must be >= 1")
@@ -1145,6 +1155,23 @@ def _controller_removals(inp: EpochInputs, window_us: int) -> list[tuple[np.ndar
     return out
 
 
+def _resumed_checks(inp: EpochInputs, grid: np.ndarray, start: int, horizon: int) -> np.ndarray:
+    """The isr-expiration checks of a leader that did not run for a while: none while it was silent, one
+    when it resumed (``leader_silences``: from its last request line to that check).
+
+    ReplicaManager runs the check at a fixed rate (``scheduler.schedule("isr-expiration", ..., period =
+    replica.lag.time.max.ms / 2)``, a ``ScheduledThreadPoolExecutor.scheduleAtFixedRate``): a stopped
+    JVM runs none, and once resumed runs the overdue one at once.
+    """
+    if inp.leader_silences.size == 0:
+        return grid
+    keep = np.ones(grid.size, dtype=bool)
+    for silent_from, checked in inp.leader_silences.tolist():
+        keep &= (grid <= silent_from) | (grid >= checked)
+    checks = inp.leader_silences[:, 1]
+    return np.unique(np.concatenate([grid[keep], checks[(checks > start) & (checks <= horizon)]]))
+
+
 def _simulate_isr(ep: _Epoch, lag_ms: float) -> IsrTimeline:
     inp, opt = ep.inp, ep.opt
     f = ep.f
@@ -1170,7 +1197,8 @@ def _simulate_isr(ep: _Epoch, lag_ms: float) -> IsrTimeline:
     n_checks = 0 if first > horizon else (horizon - first) // check_every + 1
     if n_checks > _MAX_ISR_CHECKS:
         raise ValueError(f"{n_checks} isr-expiration checks for lag {lag_ms} ms: span too long for that lag")
-    grid = first + check_every * np.arange(n_checks, dtype=_I64)
+    grid = _resumed_checks(inp, first + check_every * np.arange(n_checks, dtype=_I64), start, horizon)
+    n_checks = grid.size
     leader_grid = ep.leader_leo_at(grid)
     checks = [
         # lastCaughtUp starts at the epoch start for ISR members, 0 otherwise (resetReplicaState)
@@ -1252,6 +1280,8 @@ def simulate_isr(
     * The controller's own removals (``inputs.isr_change_by_controller``: controlled shutdown,
       fencing) apply at their recorded times, and the removed follower is not re-added before its
       recorded re-addition's window (see :func:`_controller_removals`).
+    * A leader that did not run (``inputs.leader_silences``) makes no check while silent and one
+      when it resumes (see :func:`_resumed_checks`).
 
     Returns the committed timeline (same shape as the recorded one).
     """

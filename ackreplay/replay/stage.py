@@ -42,7 +42,9 @@ from schemas.tables import BATCH_SEND_TIMES
 from transforms.common import conform
 from transforms.failovers import failover_truncations
 from transforms.replay_inputs import (
+    RUNNING_LEADER_MAX_SILENCE_US,
     appended,
+    broker_silences,
     build_epochs,
     by_controller,
     event_side,
@@ -315,6 +317,48 @@ def _isr_changes(
     return out
 
 
+def leader_silences(
+    request_lines: DataFrame, check_times: dict[tuple[str, int], np.ndarray]
+) -> dict[tuple[str, int], np.ndarray]:
+    """(cluster, broker_id) -> int64 (S, 2), sorted: the spans in which the broker did not run
+    (replay_inputs.broker_silences), from its last request line to its first isr-expiration check after.
+    Rare events: a pause, a crash, a restart.
+
+    A resumed JVM runs the overdue check at once (fixed rate), while its request handlers work off the
+    requests that queued meanwhile; the logs order the two only when the check proposed a shrink
+    (`check_times`: "Shrinking ISR", within `RUNNING_LEADER_MAX_SILENCE_US` of the first line after the
+    silence: 1.4 ms after it on the 4.1.1 lab trace, 62 ms on 3.9.1). Without such a line it is taken to
+    have run before the first request after the silence was handled: on the 3.7.2 lab trace a leader
+    stalled for 18 s (lag 10 s) proposed no shrink, although any append before its check would have put
+    its followers out of sync."""
+    by_broker = defaultdict(list)
+    for r in broker_silences(request_lines).collect():
+        key = (r["cluster"], int(r["broker_id"]))
+        resumed = int(r["resumed_us"])
+        proposals = check_times.get(key, np.empty(0, np.int64))
+        i = int(np.searchsorted(proposals, resumed - 1))
+        checked = resumed - 1
+        if i < proposals.size and proposals[i] <= resumed + RUNNING_LEADER_MAX_SILENCE_US:
+            checked = int(proposals[i])
+        by_broker[key].append((int(r["silent_from_us"]), max(checked, int(r["silent_from_us"]) + 1)))
+    return {key: np.array(sorted(spans), np.int64).reshape(-1, 2) for key, spans in by_broker.items()}
+
+
+def isr_check_times(isr_changes: DataFrame) -> dict[tuple[str, int], np.ndarray]:
+    """(cluster, broker_id) -> int64, sorted: when the broker's isr-expiration task proposed a shrink
+    (`proposed_at`, "Shrinking ISR" in server.log). Rare events: a few per broker and day."""
+    rows = (
+        isr_changes.where(F.col("proposed_at").isNotNull())
+        .select("cluster", "broker_id", F.unix_micros("proposed_at").alias("t_us"))
+        .distinct()
+        .collect()
+    )
+    by_broker = defaultdict(list)
+    for r in rows:
+        by_broker[(r["cluster"], int(r["broker_id"]))].append(int(r["t_us"]))
+    return {key: np.array(sorted(times), np.int64) for key, times in by_broker.items()}
+
+
 def run_replay(
     spark: SparkSession,
     config: AppConfig,
@@ -380,6 +424,7 @@ def run_replay(
 
     target = table_path(lakehouse, "produce_replay")
     spec = table_spec("produce_replay")
+    check_times = isr_check_times(isr_changes)
     context = ReplayContext(
         quorum_sizes=tuple(settings.quorum_sizes),
         lag_ms=lag_ms,
@@ -390,6 +435,8 @@ def run_replay(
         run_id=run_id,
         partitions=_partition_epochs(epochs, partitions),
         isr_changes=_isr_changes(isr_changes, epochs),
+        leader_silences=leader_silences(request_lines, check_times),
+        isr_check_times=check_times,
         source_files=summary.source_files,
         leo_sources={c: "jmx_metrics" for c in metric_clusters},
         writer=ArrowFileWriter(

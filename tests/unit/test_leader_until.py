@@ -106,3 +106,22 @@ def test_a_leader_that_lost_its_partition_without_handing_over_leads_until_its_l
         (2, 0, us(0), us(30)),
         (2, 1, EPOCH_END_NEVER, EPOCH_END_NEVER),
     ]
+
+
+def test_a_broker_silent_for_longer_than_a_running_leader_ever_is_did_not_run(spark):
+    """Broker 1 logs every 400 ms, then nothing from 2.0 s to 8.5 s (a stopped JVM), then goes on; a gap of
+    exactly the threshold (1 s, from 10.0 s to 11.0 s) is not a silence, one of 1.0001 s is. Broker 2 logs
+    twice, 30 s apart; broker 1 of another cluster is a broker of its own. The spans run from the last line
+    before to the first after, to the microsecond, across the quarter-second bins the lines are reduced to."""
+    from chispa import assert_df_equality
+
+    from transforms.replay_inputs import broker_silences
+
+    times = [400 * i for i in range(6)] + [8_500.25, 9_000, 10_000, 11_000, 12_000.1]
+    rows = [("c", 1, _at(ms)) for ms in times] + [("c", 2, _at(0)), ("c", 2, _at(30_000)), ("d", 1, _at(40_000))]
+    lines = spark.createDataFrame(rows, "cluster string, broker_id int, t_local_done timestamp")
+    expected = spark.createDataFrame(
+        [("c", 1, us(2_000), us(8_500.25)), ("c", 1, us(11_000), us(12_000.1)), ("c", 2, us(0), us(30_000))],
+        "cluster string, broker_id int, silent_from_us bigint, resumed_us bigint",
+    )
+    assert_df_equality(broker_silences(lines), expected, ignore_row_order=True, ignore_nullable=True)

@@ -334,6 +334,40 @@ def test_simulate_isr_applies_the_controllers_removals():
     assert replay_epoch(inputs)["acks=all@lag=30000"].t_ack[i] == 3_001_000  # the lag rule alone waits
 
 
+def test_simulate_isr_checks_once_when_a_silent_leader_resumes():
+    # A produce every 100 ms, each fetched by both followers 1 ms later. The leader stops running from
+    # 1.001 s to 5.0 s (nothing appended, nothing fetched); when it resumes it appends at 5.0 s and the
+    # followers' first FETCHes come at 5.010 and 5.011 s.
+    produces = [(10 * i, 100_000 * i) for i in range(1, 11)] + [(10 * i, 5_000_000 + 100_000 * (i - 11)) for i in range(11, 21)]
+    f2 = [(t + 10_000 if t >= 5_000_000 else t + 1000, b + 10) for b, t in produces]
+    f3 = [(t + 1, o) for t, o in f2]
+    inputs = epoch(produces, [f2, f3], timeout=30_000_000, lags=(3000,), epoch_start=0)
+    # its overdue check ran at 5.005 s (a "Shrinking ISR" line says so)
+    paused = EpochInputs(**{**inputs.__dict__, "leader_silences": np.array([[1_001_001, 5_005_000]])})
+    # caught up when the leader stopped, and nothing appended during the silence: never out of sync
+    assert simulate_isr(inputs, 3000).change_times.size == 0
+    isr = simulate_isr(paused, 3000)
+    # the check at 5.005 s sees the append of 5.0 s, which the followers last fetched 4 s before: both
+    # out; each re-added by its first FETCH after the removal, which has everything
+    assert isr.change_times.tolist() == [5_005_000, 5_010_000, 5_010_001]
+    assert isr.membership.tolist() == [[True, True], [False, False], [True, False], [True, True]]
+    # a lag longer than the silence keeps them, and so does a check before the first append
+    assert simulate_isr(paused, 10_000).change_times.size == 0
+    early = EpochInputs(**{**inputs.__dict__, "leader_silences": np.array([[1_001_001, 4_999_999]])})
+    assert simulate_isr(early, 3000).change_times.size == 0
+    # followers that had not fetched the last batch before the silence (their last FETCH asked for 100):
+    # a running leader would drop them at its check of 4.5 s; this one runs no check until 5.005 s
+    stale = [[(t, 100 if t == 1_001_000 + j else o) for t, o in f] for j, f in enumerate((f2, f3))]
+    behind = epoch(produces, stale, timeout=30_000_000, lags=(3000,), epoch_start=0)
+    assert simulate_isr(behind, 3000).change_times.tolist() == [4_500_000, 5_010_000, 5_010_001]
+    silent = EpochInputs(**{**behind.__dict__, "leader_silences": np.array([[1_001_001, 5_005_000]])})
+    assert simulate_isr(silent, 3000).change_times.tolist() == [5_005_000, 5_010_000, 5_010_001]
+    r = replay_epoch(EpochInputs(**{**paused.__dict__, "replica_lag_time_max_ms": (3000,)}))
+    # the batch appended at 5.0 s: acked once follower 2 is back (the ISR is {2} then), not waiting for 3
+    assert r["acks=all@lag=3000"].t_ack[10] == 5_010_000
+    assert r["acks=all"].t_ack[10] == 5_010_001  # the recorded ISR is full
+
+
 def test_rows_in_any_order():
     produces = [(0, 100), (10, 200), (20, 300), (30, 250)]
     followers = [[(150, 10), (260, 30), (400, 40)], [(220, 20), (500, 40)]]
@@ -697,7 +731,12 @@ def _simulate_oracle(inputs: EpochInputs, lag_ms: float, delay: int = 0, window:
     if inputs.epoch_end != NEVER:
         horizon = min(horizon, inputs.epoch_end)
     timeline = [(t, 1, f, o) for f, ev in enumerate(events) for t, o in ev]
-    timeline += [(start + k * every, 2, -1, 0) for k in range(1, (horizon - start) // every + 1)]
+    # the regular checks, none while the leader was silent, and one where each silence ends
+    silences = inputs.leader_silences.tolist()
+    checks = [start + k * every for k in range(1, (horizon - start) // every + 1)]
+    checks = [c for c in checks if not any(a < c < b for a, b in silences)]
+    checks += [b for _, b in silences if start < b <= horizon]
+    timeline += [(c, 2, -1, 0) for c in sorted(set(checks))]
     # The controller's removals: at their recorded time, the follower then out until its next recorded
     # re-addition less the window (never re-added: out for good).
     changes, rec = inputs.isr_change_times.tolist(), inputs.isr_membership.tolist()
@@ -766,8 +805,11 @@ def fetching_epochs(draw):
         offsets.append(np.maximum(np.cumsum(np.array(steps, dtype=np.int64)), 0) if slots else np.empty(0, np.int64))
     # even ISR change times: the controller's removals never tie with a FETCH
     changes = 2 * inputs.isr_change_times
+    # spans in which the leader was silent, between even times
+    bounds = sorted(set(draw(st.lists(st.integers(1, 1700), max_size=4))))
+    silences = np.array([2 * x for x in bounds[: len(bounds) // 2 * 2]], dtype=np.int64).reshape(-1, 2)
     return EpochInputs(**{**inputs.__dict__, "leo_times": tuple(times), "leo_offsets": tuple(offsets), "epoch_start": 0,
-                          "isr_change_times": changes})
+                          "isr_change_times": changes, "leader_silences": silences})
 
 
 _ISR_CHANGE_AT_THE_START = EpochInputs(
