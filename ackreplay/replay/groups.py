@@ -155,9 +155,16 @@ class PartitionEpochs:
 def resimulation_options(
     ctx: ReplayContext, options: ReplayOptions, cluster: str, leader: int, inputs: EpochInputs
 ) -> ReplayOptions:
-    """`options` with what the logs say of the leader's ISR checks: their phase."""
-    phase = isr_check_phase(ctx.isr_check_times.get((cluster, leader)), inputs.epoch_start) if ctx.lag_ms else None
-    return options if phase is None else replace(options, isr_check_phase_us=phase)
+    """`options` with what the logs say of the leader's ISR checks: their phase and how long a change
+    took to commit."""
+    if not ctx.lag_ms:
+        return options
+    phase = isr_check_phase(ctx.isr_check_times.get((cluster, leader)), inputs.epoch_start)
+    return replace(
+        options,
+        isr_check_phase_us=options.isr_check_phase_us if phase is None else phase,
+        isr_commit_delays=ctx.isr_commit_delays.get((cluster, leader), options.isr_commit_delays),
+    )
 
 
 def isr_check_phase(check_times: np.ndarray | None, t: int) -> int | None:
@@ -205,6 +212,8 @@ class ReplayContext:
     # (cluster, broker_id) -> int64 sorted: when the broker's isr-expiration task proposed a shrink
     # ("Shrinking ISR" lines): the times the task runs at (isr_check_phase)
     isr_check_times: Mapping[tuple[str, int], np.ndarray] = field(default_factory=dict)
+    # (cluster, broker_id) -> (its "Shrinking ISR" times, how long each took to commit), µs
+    isr_commit_delays: Mapping[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     leo_sources: Mapping[str, str] = field(default_factory=dict)  # cluster -> jmx_metrics (default follower_fetches)
     writer: ArrowFileWriter | None = None  # write the rows as Delta data files here; None: return them to Spark
     linger_us: int = 5_000  # replay.producer.linger_ms (connections.py)

@@ -213,10 +213,12 @@ def compare_epoch(
     options: ReplayOptions | None = None,
     silences: dict[tuple[str, int], np.ndarray] | None = None,
     check_times: dict[tuple[str, int], np.ndarray] | None = None,
+    commit_delays: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> EpochComparison:
     """Simulate one partition-epoch's ISR and pair its events with the recorded ones (driver side).
     `silences`: when each broker did not run (stage.leader_silences); `check_times`: when each broker's
-    isr-expiration task proposed a shrink (stage.isr_check_times), the phase of its checks."""
+    isr-expiration task proposed a shrink (stage.isr_check_times), the phase of its checks;
+    `commit_delays`: how long each of those took to commit (stage.isr_commit_delays)."""
     produces = pdf[pdf["kind"] == KIND_PRODUCE].sort_values("t_us", kind="stable")
     first = produces.iloc[0]
     leader = int(first["broker_id"])
@@ -246,6 +248,9 @@ def compare_epoch(
     phase = isr_check_phase((check_times or {}).get((str(first["cluster"]), leader)), inputs.epoch_start)
     if phase is not None:
         options = replace(options, isr_check_phase_us=phase)
+    delays = (commit_delays or {}).get((str(first["cluster"]), leader))
+    if delays is not None:
+        options = replace(options, isr_commit_delays=delays)
     simulated_tl = simulate_isr(inputs, lag_ms, options)
     recorded = follower_events(inputs.isr, followers)
     simulated = follower_events(simulated_tl, followers)
@@ -270,7 +275,7 @@ def compare_isr(
     Events of the same follower and kind are paired closest first, at most `window_ms` apart.
     Collects each epoch's rows to the driver: for the small lab traces only (see the module doc).
     """
-    from ackreplay.replay.stage import isr_check_times, leader_silences
+    from ackreplay.replay.stage import isr_check_times, isr_commit_delays, leader_silences
 
     pdf = epoch_rows(spark, config, lakehouse, clusters).toPandas()
     lines = [
@@ -282,8 +287,9 @@ def compare_isr(
     changes = read_table(spark, lakehouse, "isr_changes")
     check_times = isr_check_times(changes if clusters is None else changes.filter(F.col("cluster").isin(clusters)))
     silences = leader_silences(lines[0].unionByName(lines[1]), check_times)
+    delays = isr_commit_delays(changes if clusters is None else changes.filter(F.col("cluster").isin(clusters)))
     result = [
-        compare_epoch(group, lag_ms, window_ms, options, silences, check_times)
+        compare_epoch(group, lag_ms, window_ms, options, silences, check_times, delays)
         for _, group in sorted(pdf.groupby(EPOCH_KEY, sort=False), key=lambda kv: kv[0])
     ]
     return IsrComparison(lag_ms, window_ms, result)

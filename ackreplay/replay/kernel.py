@@ -77,6 +77,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import cached_property
 
 import numpy as np
 
@@ -315,6 +316,10 @@ class ReplayOptions:
     """simulate_isr: a time at which the isr-expiration task runs (None: ``epoch_start``)."""
     isr_commit_delay_us: int = 0
     """simulate_isr: delay between an ISR change proposal and its commit (AlterPartition)."""
+    isr_commit_delays: tuple[np.ndarray, np.ndarray] | None = None
+    """simulate_isr: (proposal times, sorted; their commit delays), µs, as the leader's logs show them:
+    a change proposed at t commits after the delay of the logged proposal nearest to t (the
+    AlterPartition round trip of that time). None: ``isr_commit_delay_us``."""
 
 
 @dataclass(frozen=True)
@@ -634,6 +639,12 @@ class _Epoch:
             self._leader_steps = (times, values, int(bs[0]))
         return self._leader_steps
 
+    @cached_property
+    def first_append(self) -> int:
+        """When the first appended produce handed to the kernel was appended (``NEVER``: none)."""
+        appended = self.tld if self.all_appended else self.tld[self.inp.appended]
+        return int(appended.min()) if appended.size else NEVER
+
     def leader_leo_at(self, q) -> np.ndarray:
         """Leader LEO derived from the produces at times q (see leader_steps)."""
         times, values, before = self.leader_steps()
@@ -652,7 +663,10 @@ class _Epoch:
         """
         times, leo = self.inp.leo_times[j], self.cum[j]
         offsets = leo.take(idx)
-        ok = offsets >= self.leader_leo_at(times.take(idx))
+        at = times.take(idx)
+        # before the first append handed to the kernel the leader's LEO is not known (a bucket's look-back
+        # history): a fetch then counts as caught up, as the recorded ISR has it
+        ok = (offsets >= self.leader_leo_at(at)) | (at < self.first_append)
         prev = np.flatnonzero(with_previous & ~ok & (idx > 0))
         if prev.size:
             ok[prev] = offsets[prev] >= self.leader_leo_at(times.take(idx[prev] - 1))
@@ -1009,7 +1023,7 @@ def replay_epoch(inputs: EpochInputs, options: ReplayOptions | None = None) -> d
             lag = next(x for x in inputs.replica_lag_time_max_ms if lag_policy_id(x) == pid)
             isr = _simulate_isr(ep, lag)
             # Without a commit delay a simulated expansion commits at its qualifying fetch already.
-            maximal = options.maximal_isr and options.isr_commit_delay_us > 0
+            maximal = options.maximal_isr and (options.isr_commit_delay_us > 0 or options.isr_commit_delays is not None)
             _isr_policy(ep, row, isr, need_all=True, maximal=maximal)
         used[pid] = isr
     return {pid: PolicyOutcome(policy=pid, isr=used[pid], **out.row(pid)) for pid in policies}
@@ -1082,7 +1096,7 @@ class _ExpiryChecks:
         self.undecided = np.zeros(n_checks, dtype=bool)
         self.lo = self.hi = np.zeros(n_checks, dtype=_I64)  # window FETCHes of suspect checks
         if times.size == 0:
-            self.out = grid - init_lcu > lag_us
+            self.out = (grid - init_lcu > lag_us) & (leader_grid >= 0)
         else:
             last = np.searchsorted(times, grid, side="right") - 1  # latest FETCH at each check
             leo = np.where(last >= 0, ep.cum[j].take(np.maximum(last, 0)), -1)
@@ -1172,6 +1186,23 @@ def _resumed_checks(inp: EpochInputs, grid: np.ndarray, start: int, horizon: int
     return np.unique(np.concatenate([grid[keep], checks[(checks > start) & (checks <= horizon)]]))
 
 
+def _commit_delay(opt: ReplayOptions):
+    """t -> how long after a proposal at t its change commits (``isr_commit_delays``, else the constant)."""
+    if opt.isr_commit_delays is None or np.size(opt.isr_commit_delays[0]) == 0:
+        constant = int(opt.isr_commit_delay_us)
+        return lambda t: constant
+    times = np.asarray(opt.isr_commit_delays[0], dtype=_I64)
+    delays = np.maximum(np.asarray(opt.isr_commit_delays[1], dtype=_I64), 0)
+
+    def nearest(t: int) -> int:
+        i = int(np.searchsorted(times, t))
+        if i == times.size or (i > 0 and t - times[i - 1] <= times[i] - t):
+            i -= 1
+        return int(delays[i])
+
+    return nearest
+
+
 def _simulate_isr(ep: _Epoch, lag_ms: float) -> IsrTimeline:
     inp, opt = ep.inp, ep.opt
     f = ep.f
@@ -1199,7 +1230,8 @@ def _simulate_isr(ep: _Epoch, lag_ms: float) -> IsrTimeline:
         raise ValueError(f"{n_checks} isr-expiration checks for lag {lag_ms} ms: span too long for that lag")
     grid = _resumed_checks(inp, first + check_every * np.arange(n_checks, dtype=_I64), start, horizon)
     n_checks = grid.size
-    leader_grid = ep.leader_leo_at(grid)
+    # no check finds a follower behind before the first append: the leader's LEO is not known there
+    leader_grid = np.where(grid < ep.first_append, -1, ep.leader_leo_at(grid))
     checks = [
         # lastCaughtUp starts at the epoch start for ISR members, 0 otherwise (resetReplicaState)
         _ExpiryChecks(ep, j, grid, leader_grid, lag_us, start if member[j] else 0)
@@ -1207,7 +1239,7 @@ def _simulate_isr(ep: _Epoch, lag_ms: float) -> IsrTimeline:
     ]
 
     scanner = _RejoinScanner(ep)
-    delay = int(opt.isr_commit_delay_us)
+    delay = _commit_delay(opt)
     ready = [_MIN] * f  # a removed follower is re-added by a FETCH after its removal committed
     removals = _controller_removals(inp, int(opt.isr_expand_window_us))
     # removals committed by the start are in the recorded membership the simulation starts from
@@ -1250,9 +1282,11 @@ def _simulate_isr(ep: _Epoch, lag_ms: float) -> IsrTimeline:
             rows.append(member.copy())
             continue
         member[best_j] = not member[best_j]
+        committed = best_t + delay(best_t)
         if not member[best_j]:
-            ready[best_j] = best_t + delay
-        change_times.append(best_t + delay)
+            ready[best_j] = committed
+        # kept in order: a change proposed later may have committed sooner
+        change_times.append(max(committed, change_times[-1]) if change_times else committed)
         rows.append(member.copy())
     timeline = IsrTimeline(np.array(change_times, dtype=_I64), np.array(rows, dtype=bool).reshape(-1, f))
     return timeline.normalized()
@@ -1276,7 +1310,8 @@ def simulate_isr(
       ``now - lastCaughtUp > lag``.
     * A non-member is re-added at its first FETCH (after its removal committed) with
       ``fetchOffset >= HW``, HW estimated as min(leader LEO, LEO of the other current members).
-    * Changes commit ``options.isr_commit_delay_us`` after the proposal.
+    * Changes commit ``options.isr_commit_delay_us`` after the proposal, or the delay of the logged
+      proposal nearest in time (``options.isr_commit_delays``).
     * The controller's own removals (``inputs.isr_change_by_controller``: controlled shutdown,
       fencing) apply at their recorded times, and the removed follower is not re-added before its
       recorded re-addition's window (see :func:`_controller_removals`).

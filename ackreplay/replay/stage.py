@@ -359,6 +359,27 @@ def isr_check_times(isr_changes: DataFrame) -> dict[tuple[str, int], np.ndarray]
     return {key: np.array(sorted(times), np.int64) for key, times in by_broker.items()}
 
 
+def isr_commit_delays(isr_changes: DataFrame) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
+    """(cluster, broker_id) -> (proposal times, sorted; commit delays), µs: each "Shrinking ISR" the broker
+    logged and how long until its "ISR updated to" (the AlterPartition round trip to the controller,
+    longer while the controller is busy: at startup, after a pause). Rare events."""
+    rows = (
+        isr_changes.where(F.col("proposed_at").isNotNull())
+        .select(
+            "cluster", "broker_id", F.unix_micros("proposed_at").alias("t_us"),
+            (F.unix_micros("t_log") - F.unix_micros("proposed_at")).alias("delay_us"),
+        )
+        .collect()
+    )  # fmt: skip
+    by_broker = defaultdict(list)
+    for r in rows:
+        by_broker[(r["cluster"], int(r["broker_id"]))].append((int(r["t_us"]), max(int(r["delay_us"]), 0)))
+    return {
+        key: (np.array([t for t, _ in pairs], np.int64), np.array([d for _, d in pairs], np.int64))
+        for key, pairs in ((k, sorted(v)) for k, v in by_broker.items())
+    }
+
+
 def run_replay(
     spark: SparkSession,
     config: AppConfig,
@@ -437,6 +458,7 @@ def run_replay(
         isr_changes=_isr_changes(isr_changes, epochs),
         leader_silences=leader_silences(request_lines, check_times),
         isr_check_times=check_times,
+        isr_commit_delays=isr_commit_delays(isr_changes),
         source_files=summary.source_files,
         leo_sources={c: "jmx_metrics" for c in metric_clusters},
         writer=ArrowFileWriter(

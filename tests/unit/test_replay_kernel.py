@@ -307,6 +307,24 @@ def test_simulate_isr_shrink_and_readd():
     assert r["acks=all@lag=1000000000"].t_ack[i] == 3_201_000
 
 
+def test_simulate_isr_commits_after_the_round_trip_the_logs_show_nearest_in_time():
+    # test_simulate_isr_shrink_and_readd's follower 3 (out at the check of 2.5 s, back by its FETCH of
+    # 3.201 s), with the leader's logged proposals at 1 s (committed 40 ms later) and at 3.4 s (90 ms)
+    produces = [(10 * i, 100_000 * i) for i in range(1, 51)]
+    f2 = [(100_000 * i + 1000, 10 * (i + 1)) for i in range(1, 51)]
+    f3 = [e for e in f2 if not 1_001_000 < e[0] < 3_200_000]
+    inputs = epoch(produces, [f2, f3], timeout=30_000_000, lags=(1000,), epoch_start=0)
+    logged = ReplayOptions(isr_commit_delays=(np.array([1_000_000, 3_400_000]), np.array([40_000, 90_000])))
+    isr = simulate_isr(inputs, 1000, logged)
+    # the shrink proposed at 2.5 s is nearer 3.4 s than 1 s: +90 ms; the expansion at 3.201 s too
+    assert isr.change_times.tolist() == [2_590_000, 3_291_000]
+    early = ReplayOptions(isr_commit_delays=(np.array([2_400_000, 3_400_000]), np.array([40_000, 90_000])))
+    assert simulate_isr(inputs, 1000, early).change_times.tolist() == [2_540_000, 3_291_000]
+    # no logged proposal: the constant
+    none = ReplayOptions(isr_commit_delays=(np.empty(0, np.int64), np.empty(0, np.int64)), isr_commit_delay_us=7)
+    assert simulate_isr(inputs, 1000, none).change_times.tolist() == [2_500_007, 3_201_007]
+
+
 def test_simulate_isr_applies_the_controllers_removals():
     # Follower 3's broker starts a controlled shutdown: the controller takes it out of the ISR at 1.0 s
     # (state-change.log only), it keeps fetching, caught up, until it stops at 1.5 s, restarts and fetches
@@ -724,6 +742,9 @@ def _simulate_oracle(inputs: EpochInputs, lag_ms: float, delay: int = 0, window:
         before = batches[0][0] if batches else max_follower
         return max([before] + [e for tt, e in steps if tt <= t])
 
+    # before the first append the leader's LEO is not known: fetches count as caught up, checks find nothing
+    first_append = min((int(t) for t, a in zip(inputs.t_local_done, inputs.appended, strict=True) if a), default=NEVER)
+
     last = [ev[-1][0] for ev in events if ev]
     if inputs.n_produces:
         last.append(int((inputs.t_local_done + inputs.timeout_us).max()))
@@ -770,7 +791,7 @@ def _simulate_oracle(inputs: EpochInputs, lag_ms: float, delay: int = 0, window:
         elif kind == 1:  # FETCH of follower f at t
             own = leo(f, t)
             lead = max(leader(t), own)
-            if own >= lead:
+            if own >= lead or t < first_append:
                 lcu[f] = max(lcu[f], t)
             elif last_leader[f] is not None and own >= last_leader[f]:
                 lcu[f] = max(lcu[f], last_time[f])
@@ -781,7 +802,7 @@ def _simulate_oracle(inputs: EpochInputs, lag_ms: float, delay: int = 0, window:
                     member[f] = True
                     times.append(t + delay)
                     rows.append(list(member))
-        else:  # isr-expiration check
+        elif t >= first_append:  # isr-expiration check
             for g in range(f_count):
                 if member[g] and leo(g, t) < leader(t) and t - lcu[g] > lag:
                     member[g] = False
