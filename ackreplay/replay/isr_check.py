@@ -217,8 +217,8 @@ def compare_epoch(
 ) -> EpochComparison:
     """Simulate one partition-epoch's ISR and pair its events with the recorded ones (driver side).
     `silences`: when each broker did not run (stage.leader_silences); `check_times`: when each broker's
-    isr-expiration task proposed a shrink (stage.isr_check_times), the phase of its checks;
-    `commit_delays`: how long each of those took to commit (stage.isr_commit_delays)."""
+    isr-expiration task proposed a shrink (stage.isr_proposals), the phase of its checks;
+    `commit_delays`: those times and how long each took to commit (stage.isr_proposals)."""
     produces = pdf[pdf["kind"] == KIND_PRODUCE].sort_values("t_us", kind="stable")
     first = produces.iloc[0]
     leader = int(first["broker_id"])
@@ -275,7 +275,7 @@ def compare_isr(
     Events of the same follower and kind are paired closest first, at most `window_ms` apart.
     Collects each epoch's rows to the driver: for the small lab traces only (see the module doc).
     """
-    from ackreplay.replay.stage import isr_check_times, isr_commit_delays, leader_silences
+    from ackreplay.replay.stage import isr_proposals, leader_silences
 
     pdf = epoch_rows(spark, config, lakehouse, clusters).toPandas()
     lines = [
@@ -285,9 +285,9 @@ def compare_isr(
     if clusters is not None:
         lines = [df.filter(F.col("cluster").isin(clusters)) for df in lines]
     changes = read_table(spark, lakehouse, "isr_changes")
-    check_times = isr_check_times(changes if clusters is None else changes.filter(F.col("cluster").isin(clusters)))
+    delays = isr_proposals(changes if clusters is None else changes.filter(F.col("cluster").isin(clusters)))
+    check_times = {key: times for key, (times, _) in delays.items()}
     silences = leader_silences(lines[0].unionByName(lines[1]), check_times)
-    delays = isr_commit_delays(changes if clusters is None else changes.filter(F.col("cluster").isin(clusters)))
     result = [
         compare_epoch(group, lag_ms, window_ms, options, silences, check_times, delays)
         for _, group in sorted(pdf.groupby(EPOCH_KEY, sort=False), key=lambda kv: kv[0])

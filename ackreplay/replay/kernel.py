@@ -1023,7 +1023,8 @@ def replay_epoch(inputs: EpochInputs, options: ReplayOptions | None = None) -> d
             lag = next(x for x in inputs.replica_lag_time_max_ms if lag_policy_id(x) == pid)
             isr = _simulate_isr(ep, lag)
             # Without a commit delay a simulated expansion commits at its qualifying fetch already.
-            maximal = options.maximal_isr and (options.isr_commit_delay_us > 0 or options.isr_commit_delays is not None)
+            logged = options.isr_commit_delays is not None and np.size(options.isr_commit_delays[0]) > 0
+            maximal = options.maximal_isr and (options.isr_commit_delay_us > 0 or logged)
             _isr_policy(ep, row, isr, need_all=True, maximal=maximal)
         used[pid] = isr
     return {pid: PolicyOutcome(policy=pid, isr=used[pid], **out.row(pid)) for pid in policies}

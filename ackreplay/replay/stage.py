@@ -344,25 +344,11 @@ def leader_silences(
     return {key: np.array(sorted(spans), np.int64).reshape(-1, 2) for key, spans in by_broker.items()}
 
 
-def isr_check_times(isr_changes: DataFrame) -> dict[tuple[str, int], np.ndarray]:
-    """(cluster, broker_id) -> int64, sorted: when the broker's isr-expiration task proposed a shrink
-    (`proposed_at`, "Shrinking ISR" in server.log). Rare events: a few per broker and day."""
-    rows = (
-        isr_changes.where(F.col("proposed_at").isNotNull())
-        .select("cluster", "broker_id", F.unix_micros("proposed_at").alias("t_us"))
-        .distinct()
-        .collect()
-    )
-    by_broker = defaultdict(list)
-    for r in rows:
-        by_broker[(r["cluster"], int(r["broker_id"]))].append(int(r["t_us"]))
-    return {key: np.array(sorted(times), np.int64) for key, times in by_broker.items()}
-
-
-def isr_commit_delays(isr_changes: DataFrame) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
-    """(cluster, broker_id) -> (proposal times, sorted; commit delays), µs: each "Shrinking ISR" the broker
-    logged and how long until its "ISR updated to" (the AlterPartition round trip to the controller,
-    longer while the controller is busy: at startup, after a pause). Rare events."""
+def isr_proposals(isr_changes: DataFrame) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
+    """(cluster, broker_id) -> (times, sorted; commit delays), µs: each "Shrinking ISR" the broker's
+    isr-expiration task logged (`proposed_at`) and how long until its "ISR updated to" (the AlterPartition
+    round trip to the controller, longer while the controller is busy: at startup, after a pause).
+    Rare events: a few per broker and day."""
     rows = (
         isr_changes.where(F.col("proposed_at").isNotNull())
         .select(
@@ -445,7 +431,9 @@ def run_replay(
 
     target = table_path(lakehouse, "produce_replay")
     spec = table_spec("produce_replay")
-    check_times = isr_check_times(isr_changes)
+    # what the ISR re-simulation takes from the logs besides the LEO timelines (rare events, collected)
+    proposals = isr_proposals(isr_changes) if lag_ms else {}
+    check_times = {key: times for key, (times, _) in proposals.items()}
     context = ReplayContext(
         quorum_sizes=tuple(settings.quorum_sizes),
         lag_ms=lag_ms,
@@ -456,9 +444,9 @@ def run_replay(
         run_id=run_id,
         partitions=_partition_epochs(epochs, partitions),
         isr_changes=_isr_changes(isr_changes, epochs),
-        leader_silences=leader_silences(request_lines, check_times),
+        leader_silences=leader_silences(request_lines, check_times) if lag_ms else {},
         isr_check_times=check_times,
-        isr_commit_delays=isr_commit_delays(isr_changes),
+        isr_commit_delays=proposals,
         source_files=summary.source_files,
         leo_sources={c: "jmx_metrics" for c in metric_clusters},
         writer=ArrowFileWriter(
