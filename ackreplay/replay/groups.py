@@ -152,18 +152,18 @@ class PartitionEpochs:
         return self.end_us if self.leader_until_us is None else self.leader_until_us
 
 
-def resimulation_options(
-    ctx: ReplayContext, options: ReplayOptions, cluster: str, leader: int, inputs: EpochInputs
+def logged_isr_options(
+    options: ReplayOptions, proposals: tuple[np.ndarray, np.ndarray] | None, epoch_start: int
 ) -> ReplayOptions:
-    """`options` with what the logs say of the leader's ISR checks: their phase and how long a change
-    took to commit."""
-    if not ctx.lag_ms:
+    """`options` with what the leader's logs say of its ISR checks (`proposals`: its "Shrinking ISR" times
+    and their commit delays, stage.isr_proposals): their phase and how long a change took to commit."""
+    if proposals is None:
         return options
-    phase = isr_check_phase(ctx.isr_check_times.get((cluster, leader)), inputs.epoch_start)
+    phase = isr_check_phase(proposals[0], epoch_start)
     return replace(
         options,
         isr_check_phase_us=options.isr_check_phase_us if phase is None else phase,
-        isr_commit_delays=ctx.isr_commit_delays.get((cluster, leader), options.isr_commit_delays),
+        isr_commit_delays=proposals,
     )
 
 
@@ -209,11 +209,9 @@ class ReplayContext:
     source_files: Mapping[int, str]  # source_file_id -> source_file
     # (cluster, broker_id) -> int64 (S, 2): when the broker did not run (replay_inputs.broker_silences)
     leader_silences: Mapping[tuple[str, int], np.ndarray] = field(default_factory=dict)
-    # (cluster, broker_id) -> int64 sorted: when the broker's isr-expiration task proposed a shrink
-    # ("Shrinking ISR" lines): the times the task runs at (isr_check_phase)
-    isr_check_times: Mapping[tuple[str, int], np.ndarray] = field(default_factory=dict)
-    # (cluster, broker_id) -> (its "Shrinking ISR" times, how long each took to commit), µs
-    isr_commit_delays: Mapping[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    # (cluster, broker_id) -> (its "Shrinking ISR" times, sorted; how long each took to commit), µs: the
+    # phase and commit delays of its ISR checks (stage.isr_proposals, logged_isr_options)
+    isr_proposals: Mapping[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     leo_sources: Mapping[str, str] = field(default_factory=dict)  # cluster -> jmx_metrics (default follower_fetches)
     writer: ArrowFileWriter | None = None  # write the rows as Delta data files here; None: return them to Spark
     linger_us: int = 5_000  # replay.producer.linger_ms (connections.py)
@@ -395,7 +393,8 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             quorum_sizes=ctx.quorum_sizes,
             lag_ms=ctx.lag_ms,
         )
-        outcomes = replay_epoch(inputs, resimulation_options(ctx, options, part.cluster, int(part.leader[k]), inputs))
+        proposals = ctx.isr_proposals.get((part.cluster, int(part.leader[k]))) if ctx.lag_ms else None
+        outcomes = replay_epoch(inputs, logged_isr_options(options, proposals, inputs.epoch_start))
         for i, policy in enumerate(policies):
             res = outcomes[policy]
             result["outcome"][i, s:e] = res.outcome

@@ -18,7 +18,7 @@ partition). Run it on a lakehouse whose silver tables exist (`ackreplay run`, or
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
 from ackreplay.lakehouse import read_table
-from ackreplay.replay.groups import epoch_inputs, isr_check_phase
+from ackreplay.replay.groups import epoch_inputs, logged_isr_options
 from ackreplay.replay.kernel import IsrTimeline, ReplayOptions, simulate_isr
 from transforms.replay_inputs import (
     KIND_FETCH,
@@ -212,13 +212,11 @@ def compare_epoch(
     window_ms: float,
     options: ReplayOptions | None = None,
     silences: dict[tuple[str, int], np.ndarray] | None = None,
-    check_times: dict[tuple[str, int], np.ndarray] | None = None,
-    commit_delays: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] | None = None,
+    proposals: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> EpochComparison:
     """Simulate one partition-epoch's ISR and pair its events with the recorded ones (driver side).
-    `silences`: when each broker did not run (stage.leader_silences); `check_times`: when each broker's
-    isr-expiration task proposed a shrink (stage.isr_proposals), the phase of its checks;
-    `commit_delays`: those times and how long each took to commit (stage.isr_proposals)."""
+    `silences`: when each broker did not run (stage.leader_silences); `proposals`: when each broker's
+    isr-expiration task proposed a shrink and how long each took to commit (stage.isr_proposals)."""
     produces = pdf[pdf["kind"] == KIND_PRODUCE].sort_values("t_us", kind="stable")
     first = produces.iloc[0]
     leader = int(first["broker_id"])
@@ -244,14 +242,8 @@ def compare_epoch(
         epoch_end_us=int(first["epoch_end_us"]),
         lag_ms=(lag_ms,),
     )
-    options = options or ReplayOptions()
-    phase = isr_check_phase((check_times or {}).get((str(first["cluster"]), leader)), inputs.epoch_start)
-    if phase is not None:
-        options = replace(options, isr_check_phase_us=phase)
-    delays = (commit_delays or {}).get((str(first["cluster"]), leader))
-    if delays is not None:
-        options = replace(options, isr_commit_delays=delays)
-    simulated_tl = simulate_isr(inputs, lag_ms, options)
+    logged = (proposals or {}).get((str(first["cluster"]), leader))
+    simulated_tl = simulate_isr(inputs, lag_ms, logged_isr_options(options or ReplayOptions(), logged, inputs.epoch_start))
     recorded = follower_events(inputs.isr, followers)
     simulated = follower_events(simulated_tl, followers)
     pairs, missed, spurious = match_events(recorded, simulated, int(window_ms * 1000))
@@ -285,11 +277,10 @@ def compare_isr(
     if clusters is not None:
         lines = [df.filter(F.col("cluster").isin(clusters)) for df in lines]
     changes = read_table(spark, lakehouse, "isr_changes")
-    delays = isr_proposals(changes if clusters is None else changes.filter(F.col("cluster").isin(clusters)))
-    check_times = {key: times for key, (times, _) in delays.items()}
-    silences = leader_silences(lines[0].unionByName(lines[1]), check_times)
+    proposals = isr_proposals(changes if clusters is None else changes.filter(F.col("cluster").isin(clusters)))
+    silences = leader_silences(lines[0].unionByName(lines[1]), proposals)
     result = [
-        compare_epoch(group, lag_ms, window_ms, options, silences, check_times, delays)
+        compare_epoch(group, lag_ms, window_ms, options, silences, proposals)
         for _, group in sorted(pdf.groupby(EPOCH_KEY, sort=False), key=lambda kv: kv[0])
     ]
     return IsrComparison(lag_ms, window_ms, result)

@@ -318,7 +318,7 @@ def _isr_changes(
 
 
 def leader_silences(
-    request_lines: DataFrame, check_times: dict[tuple[str, int], np.ndarray]
+    request_lines: DataFrame, proposals: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]
 ) -> dict[tuple[str, int], np.ndarray]:
     """(cluster, broker_id) -> int64 (S, 2), sorted: the spans in which the broker did not run
     (replay_inputs.broker_silences), from its last request line to its first isr-expiration check after.
@@ -326,7 +326,7 @@ def leader_silences(
 
     A resumed JVM runs the overdue check at once (fixed rate), while its request handlers work off the
     requests that queued meanwhile; the logs order the two only when the check proposed a shrink
-    (`check_times`: "Shrinking ISR", within `RUNNING_LEADER_MAX_SILENCE_US` of the first line after the
+    (`proposals`, isr_proposals: "Shrinking ISR", within `RUNNING_LEADER_MAX_SILENCE_US` of the first line after the
     silence: 1.4 ms after it on the 4.1.1 lab trace, 62 ms on 3.9.1). Without such a line it is taken to
     have run before the first request after the silence was handled: on the 3.7.2 lab trace a leader
     stalled for 18 s (lag 10 s) proposed no shrink, although any append before its check would have put
@@ -335,11 +335,11 @@ def leader_silences(
     for r in broker_silences(request_lines).collect():
         key = (r["cluster"], int(r["broker_id"]))
         resumed = int(r["resumed_us"])
-        proposals = check_times.get(key, np.empty(0, np.int64))
-        i = int(np.searchsorted(proposals, resumed - 1))
+        times = proposals[key][0] if key in proposals else np.empty(0, np.int64)
+        i = int(np.searchsorted(times, resumed - 1))
         checked = resumed - 1
-        if i < proposals.size and proposals[i] <= resumed + RUNNING_LEADER_MAX_SILENCE_US:
-            checked = int(proposals[i])
+        if i < times.size and times[i] <= resumed + RUNNING_LEADER_MAX_SILENCE_US:
+            checked = int(times[i])
         by_broker[key].append((int(r["silent_from_us"]), max(checked, int(r["silent_from_us"]) + 1)))
     return {key: np.array(sorted(spans), np.int64).reshape(-1, 2) for key, spans in by_broker.items()}
 
@@ -433,7 +433,6 @@ def run_replay(
     spec = table_spec("produce_replay")
     # what the ISR re-simulation takes from the logs besides the LEO timelines (rare events, collected)
     proposals = isr_proposals(isr_changes) if lag_ms else {}
-    check_times = {key: times for key, (times, _) in proposals.items()}
     context = ReplayContext(
         quorum_sizes=tuple(settings.quorum_sizes),
         lag_ms=lag_ms,
@@ -444,9 +443,8 @@ def run_replay(
         run_id=run_id,
         partitions=_partition_epochs(epochs, partitions),
         isr_changes=_isr_changes(isr_changes, epochs),
-        leader_silences=leader_silences(request_lines, check_times) if lag_ms else {},
-        isr_check_times=check_times,
-        isr_commit_delays=proposals,
+        leader_silences=leader_silences(request_lines, proposals) if lag_ms else {},
+        isr_proposals=proposals,
         source_files=summary.source_files,
         leo_sources={c: "jmx_metrics" for c in metric_clusters},
         writer=ArrowFileWriter(
