@@ -242,3 +242,29 @@ def read_request_logs(
     ddl = "file_index int, line_number bigint, first_log_time string, " + PARSED_ROW_DDL
     columns = ["line_number", "first_log_time", *[name for name, _ in PARSED_ROW_FIELDS]]
     return _map_files(spark, files, read_file, ddl, columns)
+
+
+def read_dump_logs(spark: SparkSession, files: Sequence[InputFile], chunk_bytes: int, max_line_bytes: int) -> DataFrame:
+    """Every line of kafka-dump-log output `files`, classified in the reading task (one per file) by
+    `ackreplay.dump_log_parser`: the columns of `transforms.send_times.classify_dump_lines`' input
+    classified (`CLASSIFIED_DDL`), with the text of quarantined lines only."""
+    from ackreplay.dump_log_parser import CLASSIFIED_DDL, CLASSIFIED_FIELDS, DumpLogClassifier
+
+    def read_file(row: dict) -> Iterator[pa.RecordBatch]:
+        classifier = DumpLogClassifier()
+        index = pa.scalar(row["file_index"], pa.int32())
+
+        def with_file(part: pa.Table | None) -> Iterator[pa.RecordBatch]:
+            if part is not None and part.num_rows:
+                table = part.add_column(0, "file_index", pa.repeat(index, part.num_rows))
+                yield from table.to_batches()
+
+        for batch in iter_file_lines(row, chunk_bytes, max_line_bytes):
+            yield from with_file(
+                classifier.feed(batch.column("line_number"), batch.column("line"), batch.column("read_error"))
+            )
+        yield from with_file(classifier.finish())
+
+    ddl = "file_index int, line_number bigint, " + CLASSIFIED_DDL
+    columns = ["line_number", *[name for name, _ in CLASSIFIED_FIELDS]]
+    return _map_files(spark, files, read_file, ddl, columns)

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from ackreplay.config import AppConfig
 from ackreplay.inputs import InputFile
 from ackreplay.lakehouse import replace_rows, source_files_predicate, sql_string, table_exists
-from ackreplay.line_reader import read_lines
+from ackreplay.line_reader import read_dump_logs, read_lines
 from schemas import tables
 from transforms.common import conform
 from transforms.privacy import with_hashed_identities
@@ -28,7 +28,7 @@ from transforms.send_times import (
     SEND_TIMES,
     batch_send_times,
     classify_client_lines,
-    classify_dump_lines,
+    dump_lines_classified,
 )
 
 log = logging.getLogger(__name__)
@@ -72,11 +72,13 @@ def ingest_send_times(
             replace_rows(spark.createDataFrame([], tables.BATCH_SEND_TIMES), lakehouse, "batch_send_times", "false", run_id)
         return report
     parts = []
-    for kind, classify in ((CREATE_TIMES, classify_dump_lines), (CLIENT_BATCHES, classify_client_lines)):
-        of_kind = [f for f in files if f.kind == kind]
-        if of_kind:
-            lines = read_lines(spark, of_kind, config.ingest.read_chunk_bytes, config.ingest.max_line_bytes)
-            parts.append(classify(lines))
+    chunk_bytes, max_line_bytes = config.ingest.read_chunk_bytes, config.ingest.max_line_bytes
+    dumps = [f for f in files if f.kind == CREATE_TIMES]
+    if dumps:  # classified in the reading task, file by file
+        parts.append(dump_lines_classified(read_dump_logs(spark, dumps, chunk_bytes, max_line_bytes)))
+    client_logs = [f for f in files if f.kind == CLIENT_BATCHES]
+    if client_logs:
+        parts.append(classify_client_lines(read_lines(spark, client_logs, chunk_bytes, max_line_bytes)))
     classified = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     classified = classified.persist(StorageLevel.MEMORY_AND_DISK)
     try:

@@ -38,7 +38,7 @@ first record's line, a line that does not parse).
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from schemas.tables import BATCH_SEND_TIMES, RECORD_SENDS
@@ -48,106 +48,44 @@ SEND_TIMES = "send_times"  # the quarantine stage
 CREATE_TIMES = "create_times"
 CLIENT_BATCHES = "client_batches"
 
-_DUMPING = r"^Dumping (.+)$"
-_SEGMENT_PARTITION = r"([^/\\]+)-(\d{1,9})[/\\][^/\\]+$"
-_BATCH = r"^baseOffset: (\d{1,19}) lastOffset: (\d{1,19}) .*? (CreateTime|LogAppendTime|NoTimestampType): (-?\d{1,19})"
-# The epoch of the leader that appended the batch (v2 batches; -1 or absent: unknown). After a leader
-# change truncates a log, the next epoch reuses the offsets, so (partition, base offset) names one
-# batch per epoch: this tells the replay which one the dump holds.
-_BATCH_EPOCH = r"^baseOffset: .*? partitionLeaderEpoch: (-?\d{1,9}) "
-_RECORD = r"^\| offset: (\d{1,19}) (CreateTime|LogAppendTime|NoTimestampType): (-?\d{1,19})"
 _CLIENT_COLUMNS = ("client_id", "partition", "base_offset", "first_send_us")
 # Plausible send times, in ms since the epoch (2000-01-01 .. 2100-01-01): rejects seconds or microseconds.
-_MIN_MS, _MAX_MS = 946_684_800_000, 4_102_444_800_000
-
-
-def _extract(line: Column, pattern: str, group: int) -> Column:
-    value = F.regexp_extract(line, pattern, group)
-    return F.when(value != "", value)
-
-
-def _ms_time(ms: Column) -> Column:
-    return F.when(ms.between(_MIN_MS, _MAX_MS), F.timestamp_micros(ms * 1000))
+MIN_SEND_MS, MAX_SEND_MS = 946_684_800_000, 4_102_444_800_000
 
 
 def classify_dump_lines(lines: DataFrame) -> DataFrame:
     """Numbered lines of kafka-dump-log output -> every line with a status; parsed ones carry a batch's
-    (topic, partition, base_offset, records, t_send)."""
-    line = F.col("line")
-    by_file = Window.partitionBy("source_file").orderBy("line_number")
-    section = F.last(_extract(line, _DUMPING, 1), ignorenulls=True).over(by_file)
-    base, last = _extract(line, _BATCH, 1).try_cast("long"), _extract(line, _BATCH, 2).try_cast("long")
-    batch_type, batch_ms = _extract(line, _BATCH, 3), _extract(line, _BATCH, 4).try_cast("long")
-    record_offset, record_type = _extract(line, _RECORD, 1).try_cast("long"), _extract(line, _RECORD, 2)
-    record_ms = _extract(line, _RECORD, 3).try_cast("long")
-    numbered = lines.select(
-        "*",
-        _extract(section, _SEGMENT_PARTITION, 1).alias("topic"),
-        _extract(section, _SEGMENT_PARTITION, 2).try_cast("int").alias("partition"),
-        base.alias("base_offset"),
-        (last - base + 1).try_cast("int").alias("records"),
-        batch_type.alias("batch_type"),
-        batch_ms.alias("batch_ms"),
-        _extract(line, _BATCH_EPOCH, 1).try_cast("int").alias("batch_epoch"),
-        # the next line: a batch's first record, with --deep-iteration
-        F.lead(record_offset).over(by_file).alias("next_offset"),
-        F.lead(record_type).over(by_file).alias("next_type"),
-        F.lead(record_ms).over(by_file).alias("next_ms"),
-        record_offset.isNotNull().alias("is_record"),
-        # a record line belongs to the batch line above it when its offset is in that batch's range
-        F.when(
-            record_offset.between(F.last(base, True).over(by_file), F.last(last, True).over(by_file))
-            & (record_type == "CreateTime"),
-            F.last(F.when(base.isNotNull(), F.col("line_number")), True).over(by_file),
-        ).alias("batch_line"),
-        record_ms.alias("record_ms"),
+    (topic, partition, base_offset, records, t_send).
+
+    Each file's lines are classified in file order by `ackreplay.dump_log_parser` (the ingest does it in
+    the task that reads the file, `line_reader.read_dump_logs`; this takes any DataFrame of lines).
+    """
+    import pyarrow as pa
+
+    from ackreplay.dump_log_parser import CLASSIFIED_DDL, classify_file
+
+    def classify(table: pa.Table) -> pa.Table:
+        table = table.sort_by("line_number")
+        out = classify_file(table["line_number"], table["line"], table["read_error"])
+        origin = {c: pa.repeat(table[c][0], out.num_rows) for c in ("cluster", "source_file")}  # a group: one file
+        return pa.table({**origin, **{name: out[name] for name in out.column_names}})
+
+    ddl = "cluster string, source_file string, line_number bigint, " + CLASSIFIED_DDL
+    classified = (
+        lines.select("cluster", "source_file", "line_number", "line", "read_error")
+        .groupBy("source_file")
+        .applyInArrow(classify, ddl)
     )
-    numbered = numbered.join(_record_sends(numbered), ["source_file", "line_number"], "left")
-    is_batch = F.col("base_offset").isNotNull()
-    first_record = F.col("next_offset") == F.col("base_offset")
-    single = F.col("records") == 1
-    send_type = F.when(first_record, F.col("next_type")).when(single, F.col("batch_type"))
-    send_ms = F.when(first_record, F.col("next_ms")).when(single, F.col("batch_ms"))
-    reason = (
-        F.when(F.col("read_error").isNotNull(), F.col("read_error"))
-        .when(F.col("partition").isNull(), "a batch before any 'Dumping <segment>' line: partition unknown")
-        .when(send_type.isNull(), "a batch of several records without its first record's line: run kafka-dump-log "
-              "with --deep-iteration")
-        .when(send_type != "CreateTime", F.concat(F.lit("timestamps are "), send_type,
-                                                   F.lit(", not the producer's CreateTime")))
-        .when(_ms_time(send_ms).isNull(), "CreateTime outside 2000..2100 (not epoch milliseconds)")
-    )  # fmt: skip
-    return numbered.select(
-        "cluster", "source_file", "line_number", "line",
-        F.when(~is_batch & F.col("read_error").isNull(), "unused").when(reason.isNull(), "parsed")
-        .otherwise("quarantined").alias("status"),
-        F.when(F.col("read_error").isNotNull(), F.col("read_error")).when(~is_batch & F.col("is_record"), "record")
-        .when(~is_batch, "other").when(reason.isNotNull(), reason).alias("detail"),
-        "topic", F.lit(None).cast("string").alias("client_id"), "partition", "base_offset", "records",
-        F.when(F.col("batch_epoch") >= 0, F.col("batch_epoch")).alias("leader_epoch"),
-        _ms_time(send_ms).alias("t_send"), F.lit("create_time").alias("source"),
-        F.when(
-            F.col("_sent_records") == F.col("records"),
-            F.transform("_sends", lambda s: F.struct(
-                (s["ms"] - send_ms).cast("int").alias("after_ms"), s["records"].cast("int").alias("records")
-            )),
-        ).alias("record_sends"),
-    )  # fmt: skip
+    return dump_lines_classified(classified)
 
 
-def _record_sends(numbered: DataFrame) -> DataFrame:
-    """(source_file, line_number of a batch line, _sends, _sent_records): the CreateTimes of the batch's
-    record lines (--deep-iteration) as (ms, records) in time order, and how many record lines there were."""
-    return (
-        numbered.where(F.col("batch_line").isNotNull())
-        .groupBy("source_file", "batch_line", F.col("record_ms").alias("ms"))
-        .agg(F.count(F.lit(1)).alias("records"))
-        .groupBy("source_file", F.col("batch_line").alias("line_number"))
-        .agg(
-            F.sort_array(F.collect_list(F.struct("ms", "records"))).alias("_sends"),
-            F.sum("records").alias("_sent_records"),
-        )
-    )
+def dump_lines_classified(classified: DataFrame) -> DataFrame:
+    """kafka-dump-log lines classified by `ackreplay.dump_log_parser` in the columns of `classify_client_lines`."""
+    return classified.select(
+        "cluster", "source_file", "line_number", "line", "status", "detail", "topic",
+        F.lit(None).cast("string").alias("client_id"), "partition", "base_offset", "records", "leader_epoch",
+        "t_send", F.lit("create_time").alias("source"), F.col("record_sends").cast(RECORD_SENDS).alias("record_sends"),
+    )  # fmt: skip
 
 
 def classify_client_lines(lines: DataFrame) -> DataFrame:
@@ -175,7 +113,7 @@ def classify_client_lines(lines: DataFrame) -> DataFrame:
         field("partition").try_cast("int").alias("partition"),
         field("base_offset").try_cast("long").alias("base_offset"),
         field("records").try_cast("int").alias("records"),
-        F.when(send_us.between(_MIN_MS * 1000, _MAX_MS * 1000), F.timestamp_micros(send_us)).alias("t_send"),
+        F.when(send_us.between(MIN_SEND_MS * 1000, MAX_SEND_MS * 1000), F.timestamp_micros(send_us)).alias("t_send"),
     )
     missing = [F.when(~F.array_contains("names", c), F.lit(c)) for c in _CLIENT_COLUMNS]
     header_error = F.concat_ws(", ", *missing)

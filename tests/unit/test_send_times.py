@@ -96,3 +96,25 @@ def test_a_client_log_without_the_columns_it_needs_is_quarantined_whole(spark):
     reasons = classified.where(F.col("status") == "quarantined").select("detail").distinct().collect()
     assert [r[0] for r in reasons] == ["the file's header lacks base_offset, first_send_us"]
     assert classified.where(F.col("status") == "quarantined").count() == 2
+
+
+def test_a_dump_classified_in_pieces_equals_it_classified_whole():
+    """The reader hands a file over in batches of lines: cut anywhere (between a batch line and its first
+    record, inside a batch's records, after a Dumping line), the classification is the whole file's."""
+    import pyarrow as pa
+
+    from ackreplay.dump_log_parser import DumpLogClassifier, classify_file
+
+    numbers = pa.array(range(1, len(DUMP) + 1), pa.int64())
+    text = pa.array(DUMP, pa.string())
+    errors = pa.array([None] * 11 + ["invalid UTF-8"], pa.string())
+    whole = classify_file(numbers, text, errors)
+    assert whole.column("status").to_pylist()[3:6] == ["parsed", "unused", "unused"]
+    for cuts in [(k,) for k in range(1, len(DUMP))] + [(3, 4, 5), (1, 8, 9)]:
+        classifier, parts, start = DumpLogClassifier(), [], 0
+        for end in (*cuts, len(DUMP)):
+            parts.append(classifier.feed(numbers[start:end], text[start:end], errors[start:end]))
+            start = end
+        parts.append(classifier.finish())
+        pieces = pa.concat_tables([p for p in parts if p is not None])
+        assert pieces.equals(whole), cuts
