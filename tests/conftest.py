@@ -18,6 +18,13 @@ SAMPLES = sorted(p.parent for p in (REPO / "data/samples").glob("*/manifest.json
 SAMPLE_CONF = REPO / "conf/local.yaml"
 
 
+def recorded_policies_config():
+    """conf/local.yaml replaying acks=1, acks=all and min.insync only (no quorum or lag what-ifs): for tests
+    whose assertions read those policies, at about half a full replay's cost (no ISR re-simulation)."""
+    config = load_config(SAMPLE_CONF)
+    return config.model_copy(update={"replay": config.replay.model_copy(update={"lag_ms": [], "quorum_sizes": []})})
+
+
 # The test session's settings. A command run in-process (the benchmarks' `main`) gets them in its conf:
 # building a session while one is active applies the builder's runtime settings to the active one.
 TEST_SPARK_CONF = {

@@ -32,7 +32,7 @@ from ackreplay.broker_logs import ingest_broker_logs
 from ackreplay.config import load_config
 from ackreplay.inputs import discover_inputs
 from ackreplay.lakehouse import read_table
-from tests.conftest import SAMPLE_CONF
+from tests.conftest import SAMPLE_CONF, recorded_policies_config
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE_431 = REPO / "data/corpus/trace-4.3.1-newyork"
@@ -134,12 +134,6 @@ def test_isr_lines_in_an_unknown_format_stop_the_run_naming_file_line_and_versio
 PAIR = {"acks=all": REPO / "data/corpus/pair-4.3.1-acks-all", "acks=1": REPO / "data/corpus/pair-4.3.1-acks-1"}
 
 
-def _replay_config():
-    """The samples' conf replaying acks=all, min.insync and acks=1 only: the policies these traces check."""
-    config = load_config(SAMPLE_CONF)
-    return config.model_copy(update={"replay": config.replay.model_copy(update={"lag_ms": [], "quorum_sizes": []})})
-
-
 def _record_quantiles(spark, lakehouse: str, quantiles: list[float]) -> dict[tuple[str, str], list[float]]:
     """(cluster, policy) -> gold's per-record latency quantiles (`latency_quantiles`, the report's CDF), in order."""
     from pyspark.sql import functions as F
@@ -199,7 +193,7 @@ def corpus_run(spark, tmp_path_factory) -> CorpusRun:
     from ackreplay.ingest import run_ingest
     from ackreplay.replay.stage import run_replay
 
-    config = _replay_config()
+    config = recorded_policies_config()
     lakehouse = str(tmp_path_factory.mktemp("corpus") / "lakehouse")
     traces = [*PAIR.values(), *PERF_TEST.values(), *VERSION_TRACES.values(), CRASH_TRACE]
     ingest = run_ingest(spark, config, [str(t) for t in traces], lakehouse)

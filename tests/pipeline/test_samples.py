@@ -18,10 +18,9 @@ import numpy as np
 import pytest
 from pyspark.sql import functions as F
 
-from ackreplay.config import load_config
 from ackreplay.lakehouse import read_table, table_path
 from ackreplay.replay.stage import run_replay
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, recorded_policies_config
 
 POLICIES = {"acks=1", "acks=all", "min.insync", "quorum=2", "quorum=3", "acks=all@lag=3000", "acks=all@lag=30000"}
 # Measured on the bundled traces (README, "Ground truth": 99.46% and 98.84%); the project's target is
@@ -173,6 +172,7 @@ def test_a_replay_its_ground_truth_contradicts_is_refused(spark, sample_run, tmp
         spark.sql(f"DELETE FROM delta.`{table_path(copy, table)}`")
     conf = yaml.safe_load(open("conf/local.yaml"))
     conf["quality"]["enabled"] = False  # the gate is the replay's own, not a data-quality check
+    conf["replay"]["lag_ms"] = conf["replay"]["quorum_sizes"] = []  # the verdict is on acks=all: no what-ifs
     (tmp_path / "conf.yaml").write_text(yaml.safe_dump(conf))
     capsys.readouterr()
     assert main(["replay", "--lakehouse", copy, "--conf", str(tmp_path / "conf.yaml")]) == 3
@@ -231,7 +231,8 @@ def test_a_cluster_without_fetch_lines_is_replayed_from_its_jmx_leo_samples(spar
     copy = str(tmp_path / "lakehouse")
     shutil.copytree(lakehouse, copy)  # the shared run's lakehouse stays as it is
     spark.sql(f"DELETE FROM delta.`{table_path(copy, 'follower_fetches')}`")
-    from_metrics = run_replay(spark, load_config("conf/local.yaml"), copy, ingest.clusters, run_id="metrics")
+    # acks=all and acks=1 are what it checks: the quorum and lag what-ifs are not replayed
+    from_metrics = run_replay(spark, recorded_policies_config(), copy, ingest.clusters, run_id="metrics")
     assert from_metrics.replayed == replay.replayed
     out = read_table(spark, copy, "produce_replay")
     assert [r[0] for r in out.select("leo_source").distinct().collect()] == ["jmx_metrics"]
