@@ -38,7 +38,7 @@ from pyspark.sql.types import DoubleType
 from ackreplay.config import DELTA_VERSION
 from ackreplay.gold import GOLD_TABLES
 from ackreplay.lakehouse import read_table
-from tests.conftest import SAMPLE_CONF
+from tests.conftest import CHILD_JVM_OPTIONS, SAMPLE_CONF
 
 pytestmark = pytest.mark.cluster
 
@@ -121,7 +121,7 @@ def standalone_master(tmp_path_factory):
     """spark://127.0.0.1:<port> with two one-core workers; every JVM is stopped at teardown."""
     root = tmp_path_factory.mktemp("standalone")
     port, ui_port = _free_port(), _free_port()
-    env = _env(SPARK_DAEMON_MEMORY="256m", SPARK_LOG_DIR=str(root))
+    env = _env(SPARK_DAEMON_MEMORY="256m", SPARK_LOG_DIR=str(root), SPARK_DAEMON_JAVA_OPTS=CHILD_JVM_OPTIONS)
     spark_class = str(SPARK_HOME / "bin/spark-class")
     daemons: list[subprocess.Popen] = []
     logs: list[Path] = []
@@ -176,6 +176,9 @@ def cluster_lakehouse(standalone_master, wheel, cluster_conf, tmp_path_factory) 
         "--executor-cores", "1",
         "--total-executor-cores", str(WORKERS),
         "--conf", "spark.ui.enabled=false",
+        # six cold JVMs on two cores: C1 only (tests/conftest.py, CHILD_JVM_OPTIONS)
+        "--conf", f"spark.driver.extraJavaOptions={CHILD_JVM_OPTIONS}",
+        "--conf", f"spark.executor.extraJavaOptions={CHILD_JVM_OPTIONS}",
         "--conf", "spark.driver.host=127.0.0.1",
         str(REPO / "jobs/run.py"),
         "--conf", str(cluster_conf),

@@ -20,16 +20,16 @@ import pytest
 import yaml
 from chispa import assert_df_equality
 
-from tests.conftest import TEST_SPARK_CONF
+from tests.conftest import CHILD_JVM_OPTIONS, TEST_SPARK_CONF
 
 
 @pytest.fixture(scope="module")
 def small_conf(tmp_path_factory) -> str:
     """conf/local.yaml with the test session's Spark settings (tests/conftest.py): a bench run in-process
-    applies them to the shared session, a child process gets a 2 GB local[2] driver."""
+    applies them to the shared session, a child process gets a 2 GB local[2] driver (C1-compiled)."""
     conf = yaml.safe_load(Path("conf/local.yaml").read_text())
     conf["spark"]["master"] = "local[2]"
-    conf["spark"]["conf"] = dict(TEST_SPARK_CONF)
+    conf["spark"]["conf"] = {**TEST_SPARK_CONF, "spark.driver.extraJavaOptions": CHILD_JVM_OPTIONS}
     path = tmp_path_factory.mktemp("conf") / "bench.yaml"
     path.write_text(yaml.safe_dump(conf))
     return str(path)
