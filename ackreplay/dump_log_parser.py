@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
 
+from schemas.tables import RECORD_SENDS as RECORD_SENDS_TYPE
 from transforms.send_times import MAX_SEND_MS as MAX_MS
 from transforms.send_times import MIN_SEND_MS as MIN_MS
 
@@ -32,7 +34,7 @@ NO_PARTITION = "a batch before any 'Dumping <segment>' line: partition unknown"
 NO_FIRST_RECORD = "a batch of several records without its first record's line: run kafka-dump-log with --deep-iteration"
 OUTSIDE_RANGE = "CreateTime outside 2000..2100 (not epoch milliseconds)"
 
-RECORD_SENDS = pa.list_(pa.struct([("after_ms", pa.int32()), ("records", pa.int32())]))
+RECORD_SENDS = to_arrow_type(RECORD_SENDS_TYPE)
 # What a file's classified lines carry besides the line's origin (file, line number)
 CLASSIFIED_FIELDS = [
     ("line", pa.string()),  # the text of quarantined lines only (what the quarantine keeps)
@@ -46,10 +48,9 @@ CLASSIFIED_FIELDS = [
     ("t_send", pa.timestamp("us", tz="UTC")),
     ("record_sends", RECORD_SENDS),
 ]
-CLASSIFIED_DDL = (
-    "line string, status string, detail string, topic string, partition int, base_offset bigint, records int, "
-    "leader_epoch int, t_send timestamp, record_sends array<struct<after_ms: int, records: int>>"
-)
+# A file's classified lines with their line numbers, as Spark reads them (mapInArrow, applyInArrow)
+CLASSIFIED_SCHEMA = pa.schema([("line_number", pa.int64()), *CLASSIFIED_FIELDS])
+CLASSIFIED_SPARK_SCHEMA = from_arrow_schema(CLASSIFIED_SCHEMA)
 
 
 def _to_int(strings: pa.Array, bits: int) -> pa.Array:
@@ -63,10 +64,6 @@ def _to_int(strings: pa.Array, bits: int) -> pa.Array:
             [int(s) if s is not None and -limit <= int(s) < limit else None for s in strings.to_pylist()], target
         )
     return values
-
-
-def _filled(values: pa.Array) -> pa.Array:
-    return pc.fill_null_forward(values)
 
 
 class DumpLogClassifier:
@@ -86,19 +83,20 @@ class DumpLogClassifier:
         if hold_from == 0:
             self._held = table
             return None
-        out, self._section = self._classify(table.slice(0, hold_from), table.slice(hold_from))
+        out, self._section = self._classify(table.slice(0, hold_from))
         self._held = table.slice(hold_from)
         return out
 
     def finish(self) -> pa.Table | None:
         if self._held is None or self._held.num_rows == 0:
             return None
-        out, self._section = self._classify(self._held, None)
+        out, self._section = self._classify(self._held)
         self._held = None
         return out
 
-    def _classify(self, table: pa.Table, following: pa.Table | None) -> tuple[pa.Table, str | None]:
-        """Classify `table`'s lines; `following`: the lines after them (their first is a batch line)."""
+    def _classify(self, table: pa.Table) -> tuple[pa.Table, str | None]:
+        """Classify `table`'s lines (the line after them, if any, is a batch line); and the segment in
+        effect at their end."""
         n = table.num_rows
         line = table["line"].combine_chunks()
         read_error = table["read_error"].combine_chunks()
@@ -106,7 +104,7 @@ class DumpLogClassifier:
 
         # the segment in effect at each line: the last `Dumping` line at or above it
         dumping = pc.struct_field(pc.extract_regex(line, _DUMPING), "path")
-        section = _filled(pa.concat_arrays([pa.array([self._section], pa.string()), dumping]))[1:]
+        section = pc.fill_null_forward(pa.concat_arrays([pa.array([self._section], pa.string()), dumping]))[1:]
         segment = pc.extract_regex(section, _SEGMENT_PARTITION)
         topic = pc.struct_field(segment, "topic")
         partition = _to_int(pc.struct_field(segment, "partition"), 32)
@@ -137,8 +135,8 @@ class DumpLogClassifier:
 
         # a record line belongs to the batch line above it when its offset is in that batch's range
         batch_line_numbers = pc.if_else(is_batch, numbers, pa.scalar(None, pa.int64()))
-        owner_line = _filled(batch_line_numbers)
-        owner_base, owner_last = _filled(base), _filled(last)
+        owner_line = pc.fill_null_forward(batch_line_numbers)
+        owner_base, owner_last = pc.fill_null_forward(base), pc.fill_null_forward(last)
         belongs = pc.and_kleene(
             pc.and_kleene(pc.greater_equal(record_offset, owner_base), pc.less_equal(record_offset, owner_last)),
             pc.equal(record_type, "CreateTime"),
@@ -177,7 +175,7 @@ class DumpLogClassifier:
         status_arr = pa.array(status, pa.string())
         quarantined = pc.equal(status_arr, "quarantined")
 
-        record_sends = self._record_sends(n, belongs, owner_line, numbers, record_ms, records32, send_ms, batch_rows)
+        record_sends = self._record_sends(n, belongs, owner_line, numbers, record_ms, records32, send_ms)
         out = pa.table(
             {
                 "line_number": numbers,
@@ -197,7 +195,7 @@ class DumpLogClassifier:
         return out, section_after
 
     @staticmethod
-    def _record_sends(n, belongs, owner_line, numbers, record_ms, records, send_ms, is_batch) -> pa.Array:
+    def _record_sends(n, belongs, owner_line, numbers, record_ms, records, send_ms) -> pa.Array:
         """Per batch line whose record lines all follow it: each record's CreateTime as ms after the
         batch's first, with how many records share it, in time order; null otherwise."""
         rows = np.flatnonzero(belongs)
@@ -242,5 +240,5 @@ def classify_file(line_numbers, lines, read_errors) -> pa.Table:
     classifier = DumpLogClassifier()
     parts = [part for part in (classifier.feed(line_numbers, lines, read_errors), classifier.finish()) if part is not None]
     if not parts:
-        return pa.schema([("line_number", pa.int64()), *CLASSIFIED_FIELDS]).empty_table()
+        return CLASSIFIED_SCHEMA.empty_table()
     return pa.concat_tables(parts)

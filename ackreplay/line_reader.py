@@ -18,6 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import IntegerType, StructField, StructType
 
 from ackreplay.inputs import InputFile
 from ackreplay.kafka_lines import LOG_STAMP_PATTERN
@@ -162,7 +164,7 @@ def _map_files(
     spark: SparkSession,
     files: Sequence[InputFile],
     read_file: Callable[[dict], Iterator[pa.RecordBatch]],
-    ddl: str,
+    ddl: str | StructType,
     columns: Sequence[str],
 ) -> DataFrame:
     """`read_file(file row)` as one Spark task per file, with cluster, broker and file looked up."""
@@ -246,9 +248,8 @@ def read_request_logs(
 
 def read_dump_logs(spark: SparkSession, files: Sequence[InputFile], chunk_bytes: int, max_line_bytes: int) -> DataFrame:
     """Every line of kafka-dump-log output `files`, classified in the reading task (one per file) by
-    `ackreplay.dump_log_parser`: the columns of `transforms.send_times.classify_dump_lines`' input
-    classified (`CLASSIFIED_DDL`), with the text of quarantined lines only."""
-    from ackreplay.dump_log_parser import CLASSIFIED_DDL, CLASSIFIED_FIELDS, DumpLogClassifier
+    `ackreplay.dump_log_parser` (`CLASSIFIED_SCHEMA`, with the text of quarantined lines only)."""
+    from ackreplay.dump_log_parser import CLASSIFIED_SCHEMA, DumpLogClassifier
 
     def read_file(row: dict) -> Iterator[pa.RecordBatch]:
         classifier = DumpLogClassifier()
@@ -265,6 +266,5 @@ def read_dump_logs(spark: SparkSession, files: Sequence[InputFile], chunk_bytes:
             )
         yield from with_file(classifier.finish())
 
-    ddl = "file_index int, line_number bigint, " + CLASSIFIED_DDL
-    columns = ["line_number", *[name for name, _ in CLASSIFIED_FIELDS]]
-    return _map_files(spark, files, read_file, ddl, columns)
+    schema = StructType([StructField("file_index", IntegerType()), *from_arrow_schema(CLASSIFIED_SCHEMA).fields])
+    return _map_files(spark, files, read_file, schema, CLASSIFIED_SCHEMA.names)

@@ -61,8 +61,9 @@ def classify_dump_lines(lines: DataFrame) -> DataFrame:
     the task that reads the file, `line_reader.read_dump_logs`; this takes any DataFrame of lines).
     """
     import pyarrow as pa
+    from pyspark.sql.types import StringType, StructField, StructType
 
-    from ackreplay.dump_log_parser import CLASSIFIED_DDL, classify_file
+    from ackreplay.dump_log_parser import CLASSIFIED_SPARK_SCHEMA, classify_file
 
     def classify(table: pa.Table) -> pa.Table:
         table = table.sort_by("line_number")
@@ -70,11 +71,12 @@ def classify_dump_lines(lines: DataFrame) -> DataFrame:
         origin = {c: pa.repeat(table[c][0], out.num_rows) for c in ("cluster", "source_file")}  # a group: one file
         return pa.table({**origin, **{name: out[name] for name in out.column_names}})
 
-    ddl = "cluster string, source_file string, line_number bigint, " + CLASSIFIED_DDL
+    origin = [StructField("cluster", StringType()), StructField("source_file", StringType())]
+    schema = StructType([*origin, *CLASSIFIED_SPARK_SCHEMA.fields])
     classified = (
         lines.select("cluster", "source_file", "line_number", "line", "read_error")
         .groupBy("source_file")
-        .applyInArrow(classify, ddl)
+        .applyInArrow(classify, schema)
     )
     return dump_lines_classified(classified)
 
