@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from ackreplay.broker_logs import BrokerLogReport, ingest_broker_logs
 from ackreplay.config import AppConfig
 from ackreplay.inputs import InputFile, InputInventory, discover_all
-from ackreplay.lakehouse import read_table, replace_rows, rows_written, source_files_predicate, table_exists
+from ackreplay.lakehouse import read_table, replace_rows, source_files_predicate, table_exists
 from ackreplay.line_reader import read_lines, read_request_logs
 from ackreplay.metrics import MetricsReport, ingest_metrics
 from ackreplay.send_times import KINDS as SEND_TIME_KINDS
@@ -117,7 +117,9 @@ def ingest_topics(
     try:
         default_min_isr = {f.cluster: config.cluster(f.cluster).default_min_insync_replicas for f in files}
         predicate = source_files_predicate(files)
-        replace_rows(build_partitions(lines, default_min_isr), lakehouse, "partitions", predicate, run_id)
+        report.rows_written["partitions"] = replace_rows(
+            build_partitions(lines, default_min_isr), lakehouse, "partitions", predicate, run_id
+        )
         quarantine = lines.filter(F.col("line_kind") == "unrecognised").withColumns(
             {
                 "stage": F.lit("topics"),
@@ -128,7 +130,6 @@ def ingest_topics(
         replace_rows(
             conform(quarantine, tables.QUARANTINE), lakehouse, "quarantine", predicate + " AND stage = 'topics'", run_id
         )
-        report.rows_written["partitions"] = rows_written(spark, lakehouse, "partitions")
         report.topics_lines = _counts(lines, "line_kind")
         if report.topics_lines.get("partition", 0) != report.rows_written["partitions"]:
             raise ReconciliationError(
@@ -178,7 +179,9 @@ def ingest_request_logs(
     try:
         predicate = source_files_predicate(files)
         with _step(f"reading and parsing {len(files)} request-log files into request_log_lines"):
-            replace_rows(select_request_log_lines(rows), lakehouse, "request_log_lines", predicate, run_id)
+            report.rows_written["request_log_lines"] = replace_rows(
+                select_request_log_lines(rows), lakehouse, "request_log_lines", predicate, run_id
+            )
         with _step("writing quarantine"):
             replace_rows(
                 select_quarantine(rows), lakehouse, "quarantine", predicate + " AND stage = 'request_log'", run_id
@@ -187,9 +190,13 @@ def ingest_request_logs(
             produce_requests = select_produce_requests(rows)
             if config.privacy.hash_identities:  # principals and client ids as salted hashes from silver on
                 produce_requests = with_hashed_identities(produce_requests, config.privacy.salt())
-            replace_rows(produce_requests, lakehouse, "produce_requests", predicate, run_id)
+            report.rows_written["produce_requests"] = replace_rows(
+                produce_requests, lakehouse, "produce_requests", predicate, run_id
+            )
         with _step("writing follower_fetches"):
-            replace_rows(build_follower_fetches(rows), lakehouse, "follower_fetches", predicate, run_id)
+            report.rows_written["follower_fetches"] = replace_rows(
+                build_follower_fetches(rows), lakehouse, "follower_fetches", predicate, run_id
+            )
         with _step("counting lines by status"):
             by_status = _counts(rows.filter(F.col("row_kind") == "line"), "status", "detail")
     finally:
@@ -200,8 +207,6 @@ def ingest_request_logs(
             report.unused_detail[detail] = n
         elif status == "quarantined":
             report.quarantine_reasons[detail] = n
-    for table in ("request_log_lines", "produce_requests", "follower_fetches"):
-        report.rows_written[table] = rows_written(spark, lakehouse, table)
     if report.rows_written["request_log_lines"] != report.total_lines:
         raise ReconciliationError(
             f"{report.total_lines} request-log lines classified but {report.rows_written['request_log_lines']} "

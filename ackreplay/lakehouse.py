@@ -138,11 +138,6 @@ def table_version(spark: SparkSession, lakehouse: str, name: str) -> int | None:
     return int(DeltaTable.forPath(spark, table_path(lakehouse, name)).history(1).select("version").first()[0])
 
 
-def rows_written(spark: SparkSession, lakehouse: str, name: str) -> int:
-    """Rows written by the table's last commit (from its Delta history, without scanning the data)."""
-    return int(_last_commit(spark, lakehouse, name)[1].get("numOutputRows", "0"))
-
-
 def _last_commit(spark: SparkSession, lakehouse: str, name: str) -> tuple[int, dict]:
     """(version, operationMetrics) of the table's last commit, in one read of its history."""
     from delta.tables import DeltaTable
