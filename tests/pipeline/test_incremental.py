@@ -236,6 +236,17 @@ def test_a_live_log_that_grew_or_rotated_is_reingested_not_counted_twice(spark, 
     assert "2 to ingest (1 new, 1 changed), 1 unchanged, 0 duplicate copies skipped" in capsys.readouterr().out
     per_file = {r["source_file"]: r["count"] for r in read_table(spark, str(tmp_path / "lh"), "produce_requests").groupBy("source_file").count().collect()}
     assert per_file == {"c1/broker-1/" + _hour_name(HOURS[0]): PRODUCES_PER_HOUR, "c1/broker-1/kafka-request.log": PRODUCES_PER_HOUR}
+    # A broker whose log was just created holds no line yet: it ingests as zero lines (the tables'
+    # last commits wrote rows, but this replace matches no file and commits nothing) and the rest stays.
+    empty = inputs / "c1" / "broker-2" / "kafka-request.log"
+    empty.parent.mkdir()
+    empty.touch()
+    assert _ackreplay("ingest", conf, "--input", str(inputs)) == 0
+    out = capsys.readouterr().out
+    assert "1 to ingest (1 new, 0 changed), 3 unchanged" in out
+    assert "request-log lines: 0 = parsed 0 + quarantined 0 + unused 0" in out
+    assert "request_log_lines: 0 rows written" in out
+    assert read_table(spark, str(tmp_path / "lh"), "request_log_lines").count() == 6 * PRODUCES_PER_HOUR
 
 
 def test_a_retry_after_a_failure_converges_to_the_tables_of_an_uninterrupted_run(spark, single_run, tmp_path, monkeypatch, capsys):
