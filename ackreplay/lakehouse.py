@@ -94,12 +94,18 @@ def replace_rows(df: DataFrame, lakehouse: str, name: str, predicate: str, run_i
     """Atomically replace the rows matching `predicate` with `df` (creating the table if needed), and
     return the number of rows written.
 
-    Every row of `df` must match `predicate`; Delta checks it and fails the commit otherwise.
+    Every row of `df` must match `predicate`; Delta checks it and fails the commit otherwise. The count
+    is observed while the write runs (Spark's `Observation`), not read back from the table's history:
+    each history read is a Delta log listing and a Spark job, twice per write.
     """
-    version_before = table_version(df.sparkSession, lakehouse, name)
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
     spec = table_spec(name)
+    written = Observation(f"rows written to {name}")
     writer = (
-        df.write.format("delta")
+        df.observe(written, F.count(F.lit(1)).alias("rows"))
+        .write.format("delta")
         .mode("overwrite")
         .option("replaceWhere", predicate)
         .option("userMetadata", run_id)
@@ -112,11 +118,7 @@ def replace_rows(df: DataFrame, lakehouse: str, name: str, predicate: str, run_i
         writer = writer.option("delta.dataSkippingStatsColumns", ",".join(spec.stats_columns))
     writer.save(table_path(lakehouse, name))
     log.debug("replaced rows of %s where %s", name, predicate)
-    version, metrics = _last_commit(df.sparkSession, lakehouse, name)
-    # An empty replace that matches no files commits nothing: the last commit is then not this one.
-    if version == version_before:
-        return 0
-    return int(metrics.get("numOutputRows", "0"))
+    return int(written.get["rows"])
 
 
 def source_files_predicate(files) -> str:
@@ -127,20 +129,3 @@ def source_files_predicate(files) -> str:
         f"cluster IN ({', '.join(map(sql_string, clusters))}) "
         f"AND source_file IN ({', '.join(map(sql_string, sources))})"
     )
-
-
-def table_version(spark: SparkSession, lakehouse: str, name: str) -> int | None:
-    """The table's current Delta version (None: no table yet)."""
-    from delta.tables import DeltaTable
-
-    if not table_exists(spark, lakehouse, name):
-        return None
-    return int(DeltaTable.forPath(spark, table_path(lakehouse, name)).history(1).select("version").first()[0])
-
-
-def _last_commit(spark: SparkSession, lakehouse: str, name: str) -> tuple[int, dict]:
-    """(version, operationMetrics) of the table's last commit, in one read of its history."""
-    from delta.tables import DeltaTable
-
-    last = DeltaTable.forPath(spark, table_path(lakehouse, name)).history(1).select("version", "operationMetrics").first()
-    return int(last["version"]), last["operationMetrics"] or {}

@@ -32,3 +32,18 @@ def test_a_column_added_to_the_contract_is_added_to_an_existing_table(spark, tmp
     assert_df_equality(
         table.select("source_file", "client_id", "connection"), expected, ignore_row_order=True, ignore_nullable=True
     )
+
+
+def test_a_replace_returns_the_rows_it_wrote_and_zero_when_it_wrote_none(spark, tmp_path):
+    lakehouse = str(tmp_path / "lakehouse")
+    rows = [_row(PRODUCE_REQUESTS, source_file=f"{name}.log", client_id=f"p{i}") for i, name in enumerate("aab")]
+    assert replace_rows(spark.createDataFrame(rows, PRODUCE_REQUESTS), lakehouse, "produce_requests", "true", "run-1") == 3
+    # the same file again, now with one row: 1 written, whatever the replace removed
+    again = spark.createDataFrame(rows[:1], PRODUCE_REQUESTS)
+    assert replace_rows(again, lakehouse, "produce_requests", "source_file = 'a.log'", "run-2") == 1
+    # nothing to write where no row matches: 0, not the previous commit's count, and the table unchanged
+    empty = spark.createDataFrame([], PRODUCE_REQUESTS)
+    assert replace_rows(empty, lakehouse, "produce_requests", "source_file = 'c.log'", "run-3") == 0
+    assert replace_rows(empty, str(tmp_path / "new"), "produce_requests", "false", "run-4") == 0
+    table = read_table(spark, lakehouse, "produce_requests")
+    assert sorted((r["source_file"], r["client_id"]) for r in table.collect()) == [("a.log", "p0"), ("b.log", "p2")]
