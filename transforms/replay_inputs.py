@@ -39,6 +39,17 @@ def appended() -> F.Column:
     return (F.col("acks") != 0) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0)
 
 
+NOT_ENOUGH_REPLICAS = 19  # Kafka's Errors.NOT_ENOUGH_REPLICAS
+
+
+def rejected_below_min_isr() -> F.Column:
+    """An acks=all produce the broker rejected with NOT_ENOUGH_REPLICAS: `Partition.appendRecordsToLeader`
+    throws it, before appending, when the committed ISR is smaller than min.insync.replicas. The replay
+    checks its rule against these (the rejection ground truth); they have no offset and are not written
+    to produce_replay."""
+    return (F.col("acks") == -1) & (F.col("error_code") == NOT_ENOUGH_REPLICAS)
+
+
 def by_controller() -> F.Column:
     """An `isr_changes` row the controller made alone: a shrink no leader proposed. KRaft's controller
     takes a broker out of every ISR when it starts a controlled shutdown or is fenced

@@ -91,12 +91,14 @@ def epoch_inputs(
     lag_ms: tuple[float, ...] = (),
     change_by_controller: Sequence[bool] | None = None,
     leader_silences: np.ndarray | None = None,
+    appended: np.ndarray | None = None,
 ) -> tuple[EpochInputs, str]:
     """The kernel's inputs for one (partition, leader epoch) from plain arrays, and the ISR source.
 
     Events must be sorted by time. `change_by_controller[k]`: the change at `change_times[k]` was the
     controller's alone (the kernel's `isr_change_by_controller`). `leader_silences`: (S, 2) spans in
-    which the leader did not run (replay_inputs.broker_silences; the kernel's `leader_silences`). The ISR re-simulation starts where this
+    which the leader did not run (replay_inputs.broker_silences; the kernel's `leader_silences`). `appended`: false
+    for a produce the broker rejected before appending (the kernel's `appended`; default: all). The ISR re-simulation starts where this
     slice's request-log data (produces, LEO events) starts when that is later than the epoch start (a
     bucket that starts mid-epoch, or a request log recorded from some time after the leader was elected).
     """
@@ -111,7 +113,7 @@ def epoch_inputs(
         base_offset=base_offset,
         t_local_done=t_local_done,
         timeout_us=np.asarray(timeout_ms, np.int64) * 1000,
-        appended=np.ones(base_offset.size, dtype=bool),
+        appended=np.ones(base_offset.size, dtype=bool) if appended is None else appended,
         follower_ids=np.array(followers, dtype=np.int32),
         leo_times=tuple(event_t[event_follower == f] for f in followers),
         leo_offsets=tuple(event_offset[event_follower == f] for f in followers),
@@ -302,6 +304,8 @@ class _Replayed:
     result: dict[str, np.ndarray]
     clusters: list[str]  # names behind produce["cluster"]
     topics: list[str]  # names behind produce["topic"]
+    # the rejection ground truth over the group's recorded NOT_ENOUGH_REPLICAS produces (rejection_truth)
+    rejections: dict[str, int] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -310,7 +314,7 @@ class _Replayed:
     def subset(self, keep: np.ndarray) -> _Replayed:
         return _Replayed(
             {k: v[keep] for k, v in self.produce.items()}, {k: v[:, keep] for k, v in self.result.items()},
-            self.clusters, self.topics,
+            self.clusters, self.topics, self.rejections,
         )  # fmt: skip
 
 
@@ -375,6 +379,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         )
         inputs, isr_source = epoch_inputs(
             base_offset=produce["offset"][s:e],
+            appended=produce["offset"][s:e] >= 0,
             t_local_done=t[s:e],
             timeout_ms=produce["timeout_ms"][s:e],
             leader=int(part.leader[k]),
@@ -419,10 +424,30 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         other = known & (listed.fill_null(-1).to_numpy()[rows] != leader_epoch)
         produce["has_send"] &= ~other
         produce["records_known"] &= ~other
+    rejected = produce["offset"] < 0  # the recorded NOT_ENOUGH_REPLICAS (stage: appended or rejected)
+    rejections = rejection_truth(ctx, produce["acks"][rejected], result["outcome"][:, rejected])
+    if rejections:
+        produce = {k: v[~rejected] for k, v in produce.items()}
+        result = {k: v[:, ~rejected] for k, v in result.items()}
+        if not produce["offset"].size:
+            return _Replayed(produce, result, list(cluster_of), list(topic_of), rejections)
     # The broker answers a request when all its partitions are done: the client sees the latest t_ack.
     result["t_response"] = _request_max(result["t_ack"], produce["source_file_id"], produce["line_number"])
     result.update(_producer_view(ctx, produce, result["t_response"], result["t_ack"]))
-    return _Replayed(produce, result, list(cluster_of), list(topic_of))
+    return _Replayed(produce, result, list(cluster_of), list(topic_of), rejections)
+
+
+def rejection_truth(ctx: ReplayContext, acks: np.ndarray, outcome: np.ndarray) -> dict[str, int]:
+    """The rejection ground truth over produces the broker rejected with NOT_ENOUGH_REPLICAS (`acks`,
+    `outcome`: theirs, outcome per policy): how many were recorded with acks=all, and how many of those
+    the replayed acks=all rejects too (the committed ISR below min.insync.replicas at the produce, as
+    `Partition.appendRecordsToLeader` checks it). Empty when there are none. They are not written to
+    produce_replay: without an offset their ack under another policy is not known."""
+    if not acks.size:
+        return {}
+    recorded = acks == -1
+    replayed = recorded & (outcome[ctx.policies.index("acks=all")] == Outcome.NOT_ENOUGH_REPLICAS)
+    return {"rejected": int(recorded.sum()), "rejected_replayed": int(replayed.sum())}
 
 
 def _recorded_policy(ctx: ReplayContext, acks: np.ndarray) -> np.ndarray:
@@ -600,7 +625,13 @@ def _written_files(ctx: ReplayContext, r: _Replayed) -> pa.Table:
             if count
         }
         truth = _truth_counts(ctx, part)
+        if not records:  # a group's rejections count once
+            truth.update(r.rejections)
         records.append({**record, "outcome_counts": json.dumps(counts), "ground_truth": json.dumps(truth)})
+    if not records and r.rejections:  # every produce of the group was rejected: its counts, no data file
+        records.append({"path": "", "size_bytes": 0, "modification_time_ms": 0, "partition_values": "{}",
+                        "num_records": 0, "stats": "{}", "outcome_counts": "{}",
+                        "ground_truth": json.dumps(r.rejections)})  # fmt: skip
     return pa.Table.from_pylist(records, schema=WRITTEN_FILE_ARROW)
 
 
@@ -633,6 +664,8 @@ def replay_group(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> pa
         return empty_output(ctx)
     if ctx.writer is not None:
         return _written_files(ctx, replayed)
+    if not replayed.n:
+        return empty_output(ctx)
     table = _long_table(ctx, replayed, PRODUCE_REPLAY_ARROW.names)
     return pa.table(
         [col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col for col in table.columns],

@@ -54,6 +54,7 @@ from transforms.replay_inputs import (
     metric_events,
     partition_key,
     produce_side,
+    rejected_below_min_isr,
     source_file_id,
     with_leader_epoch,
     with_send_times,
@@ -71,6 +72,9 @@ class ReplayReport:
     policies: list[str] = field(default_factory=list)
     outcomes: dict[tuple[str, str], int] = field(default_factory=dict)  # (policy, outcome) -> rows
     ground_truth: dict[str, float] = field(default_factory=dict)
+    # recorded acks=all produces the broker rejected with NOT_ENOUGH_REPLICAS, and how many of them the
+    # replayed acks=all rejects (groups.rejection_truth); None: not counted (Spark's writer)
+    rejections: dict[str, int] | None = field(default_factory=dict)
     self_check: SelfCheck | None = None
     metric_clusters: list[str] = field(default_factory=list)  # replayed from JMX LEO scrapes (no FETCH lines)
     failovers: list[dict] = field(default_factory=list)  # transforms.failovers rows: leader changes that cut acks
@@ -91,6 +95,14 @@ class ReplayReport:
                 f"  ground truth (recorded acks=all, replayed acks=all vs the broker's ack): n={int(g['n']):,}, "
                 f"within 1 ms {g['within_1ms']:.2%}, within 2 ms {g['within_2ms']:.2%}; P999 of ack wait "
                 f"{g['p999_replayed_ms']:.1f} ms replayed vs {g['p999_observed_ms']:.1f} ms observed"
+            )
+        if self.rejections is None:
+            out.append("  rejections (NOT_ENOUGH_REPLICAS) against the replay: not counted with Spark's writer")
+        elif self.rejections.get("rejected"):
+            r = self.rejections
+            out.append(
+                f"  rejections: {r['rejected']:,} recorded acks=all produces answered NOT_ENOUGH_REPLICAS, "
+                f"{r['rejected_replayed']:,} of them rejected by the replayed acks=all (committed ISR below min ISR)"
             )
         if self.self_check is not None:
             out += self.self_check.summary_lines()
@@ -463,7 +475,7 @@ def run_replay(
         return replay_group(context, left, right)
 
     send_times = _read_or_empty(spark, lakehouse, "batch_send_times", BATCH_SEND_TIMES).filter(in_scope_clusters)
-    appended_produces = produce.filter(appended())
+    appended_produces = produce.filter(appended() | rejected_below_min_isr())
     if not send_times.isEmpty():
         appended_produces = with_send_times(appended_produces, send_times)
     replayed = (
@@ -476,10 +488,12 @@ def run_replay(
     log.info("replaying produces of %s (%s writer) ...", ", ".join(clusters), writer_kind)
     with _session_conf(spark, REPLAY_WRITE_CONF):
         if writer_kind == "arrow":
-            files = [r.asDict() for r in replayed.collect()]  # one row per written data file
+            # one row per written data file, and one per group whose every produce was rejected (no path)
+            files = [r.asDict() for r in replayed.collect()]
             phases["groups and data files"], mark = time.monotonic() - mark, time.monotonic()
+            data_files = [f for f in files if f["path"]]
             commit_files(
-                local_path(target), PRODUCE_REPLAY_ARROW, spec.partition_by, files, _replaces(clusters, dates), run_id,
+                local_path(target), PRODUCE_REPLAY_ARROW, spec.partition_by, data_files, _replaces(clusters, dates), run_id,
                 configuration={"delta.dataSkippingStatsColumns": ",".join(spec.stats_columns)},
             )  # fmt: skip
             outcomes: dict[tuple[str, str], int] = defaultdict(int)
@@ -491,9 +505,11 @@ def run_replay(
                 for key, count in json.loads(f["ground_truth"]).items():
                     truth_counts[key] += count
             report.outcomes = dict(outcomes)
+            report.rejections = {k: truth_counts[k] for k in ("rejected", "rejected_replayed")}
             phases["commit"] = time.monotonic() - mark
         else:
             replace_rows(conform(replayed, PRODUCE_REPLAY), lakehouse, "produce_replay", _dates_predicate(clusters, dates), run_id)
+            report.rejections = None
             phases["groups and Spark's write"] = time.monotonic() - mark
     mark = time.monotonic()
     epochs.unpersist()

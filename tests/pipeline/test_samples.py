@@ -89,6 +89,20 @@ def test_replayed_acks_all_matches_the_brokers_ack(trace_run):
     assert (cluster.judged, cluster.failures, cluster.n) == ("judged", (), truth["n"])
 
 
+def test_every_real_not_enough_replicas_rejection_is_replayed_as_one(spark, trace_run):
+    # The 4.1.1 trace's resumed leader dropped both followers of its two partitions (ISR [1], min ISR 2,
+    # for 0.26 and 0.29 s) and answered ten acks=all requests NOT_ENOUGH_REPLICAS; the committed ISR the
+    # replay reads from the logs was below min ISR at every one of them. The reverse (no appended acks=all
+    # produce replayed as rejected) is part of the ground truth above: such a produce would be a miss.
+    _, _, lakehouse, _, replay = trace_run
+    produce = read_table(spark, lakehouse, "produce_requests")
+    real = produce.filter("acks = -1 AND error_code = 19").count()
+    assert replay.rejections == {"rejected": real, "rejected_replayed": real}
+    assert real == {"lab-3.9.1": 0, "lab-4.1.1": 10}[produce.first()["cluster"]]
+    out = read_table(spark, lakehouse, "produce_replay")
+    assert out.filter("policy = 'acks=all' AND recorded_acks = -1 AND outcome = 'not_enough_replicas'").count() == 0
+
+
 def test_the_isr_resimulated_at_the_clusters_own_lag_acks_as_the_recorded_one(spark, trace_run):
     """`acks=all@lag=<replica.lag.time.max.ms the cluster ran with>` re-simulates the ISR from the
     followers' LEO timelines (the controller's removals, the leader's own check times, commit delays and

@@ -227,6 +227,35 @@ def test_rejected_produces_have_null_exposure_and_the_isr_source_is_kept():
     assert math.isinf(by_policy["acks=1"]["full_replication_ms"])
 
 
+def test_produces_the_broker_rejected_are_checked_against_the_replayed_rejection_and_not_written(tmp_path: Path):
+    # Partition 101's ISR shrinks to {1} at 5 ms (min.insync.replicas 2) and grows back at 20 ms. The broker
+    # answered three acks=all requests NOT_ENOUGH_REPLICAS (no offset): at 8 and 15 ms the committed ISR is
+    # {1} (the replayed acks=all rejects them too), at 25 ms it is {1, 2} (the replay would not: a miss).
+    # Partition 102's group holds only a rejected produce: its counts still reach the driver, with no file.
+    shrink_expand = (np.array([T0 + 5 * MS, T0 + 20 * MS], np.int64), ((1,), (1, 2)), np.array([False, False]))
+    appended = [{"pkey": 101, "t_us": T0, "offset": 0, "t_start_us": T0, "line_number": 1}]
+    rejected = [
+        {"pkey": 101, "t_us": T0 + ms * MS, "offset": -1, "t_start_us": T0 + ms * MS, "line_number": line}
+        for line, ms in ((2, 8), (3, 15), (4, 25))
+    ]
+    events = event_table([fetch(101, 2, 2, 1), fetch(101, 3, 3, 1)])
+    ctx = context([partition(101), partition(102)], isr_changes={(101, 0): shrink_expand})
+    out = replay(ctx, produce_table(appended + rejected), events)
+    assert sorted({r["line_number"] for r in out.to_pylist()}) == [1]  # only the appended batch is written
+    assert [ms_after_t0(r["t_ack"]) for r in rows_by(out, "acks=all")] == [3.0]
+    writer = ArrowFileWriter(str(tmp_path), ("cluster", "event_date"), ())
+    ctx = context([partition(101), partition(102)], isr_changes={(101, 0): shrink_expand}, writer=writer)
+    [record] = replay_group(ctx, produce_table(appended + rejected), events).to_pylist()
+    assert json.loads(record["ground_truth"]) == {
+        "n": 1, "observed": 0, "within_1ms": 0, "within_2ms": 0, "rejected": 3, "rejected_replayed": 2
+    }
+    only_rejected = produce_table([{**rejected[0], "pkey": 102}])
+    [record] = replay_group(context([partition(102, isr=(1,))], writer=writer), only_rejected, events).to_pylist()
+    assert (record["path"], record["num_records"]) == ("", 0)
+    assert json.loads(record["ground_truth"]) == {"rejected": 1, "rejected_replayed": 1}
+    assert replay_group(context([partition(102, isr=(1,))]), only_rejected, events).num_rows == 0
+
+
 def test_isr_changes_apply_to_their_own_partition_and_epoch_only():
     # Follower 3 leaves partition 101's ISR at 2 ms (committed), so acks=all no longer waits for it;
     # the same change logged for partition 102 must not leak into 101, nor 101's into 102.

@@ -121,3 +121,17 @@ def test_the_verdict_rows_say_which_clusters_gold_may_use():
     assert verdicts(check.rows("r1", True, ["bad"]))["bad"][2:] == (False, True)
     off = SelfCheck(SelfCheckSettings(enabled=False), [failed])  # the check switched off accepts, and marks
     assert verdicts(off.rows("r1", False, ["bad"]))["bad"][2:] == (False, True)
+
+
+def test_the_replay_summary_prints_the_rejection_ground_truth_or_says_it_was_not_counted():
+    from ackreplay.replay.stage import ReplayReport
+
+    lines = ReplayReport("r", rejections={"rejected": 10, "rejected_replayed": 9}).summary_lines()
+    assert lines[1] == (
+        "  rejections: 10 recorded acks=all produces answered NOT_ENOUGH_REPLICAS, 9 of them rejected by the"
+        " replayed acks=all (committed ISR below min ISR)"
+    )
+    assert len(ReplayReport("r", rejections={"rejected": 0, "rejected_replayed": 0}).summary_lines()) == 1
+    assert ReplayReport("r", rejections=None).summary_lines()[1] == (
+        "  rejections (NOT_ENOUGH_REPLICAS) against the replay: not counted with Spark's writer"
+    )
