@@ -95,17 +95,15 @@ def replace_rows(df: DataFrame, lakehouse: str, name: str, predicate: str, run_i
     return the number of rows written.
 
     Every row of `df` must match `predicate`; Delta checks it and fails the commit otherwise. The count
-    is observed while the write runs (Spark's `Observation`), not read back from the table's history:
-    each history read is a Delta log listing and a Spark job, twice per write.
+    comes from the commit's metrics in the table's history, not from a Spark `Observation` on the write:
+    once an Observation is used, Spark's ObservationManager listener logs an ERROR with a stack trace
+    for every later query of the session that fails analysis (Great Expectations runs one when it
+    samples the rows of a failed uniqueness check), which buries the console.
     """
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-
+    version_before = table_version(df.sparkSession, lakehouse, name)
     spec = table_spec(name)
-    written = Observation(f"rows written to {name}")
     writer = (
-        df.observe(written, F.count(F.lit(1)).alias("rows"))
-        .write.format("delta")
+        df.write.format("delta")
         .mode("overwrite")
         .option("replaceWhere", predicate)
         .option("userMetadata", run_id)
@@ -118,7 +116,13 @@ def replace_rows(df: DataFrame, lakehouse: str, name: str, predicate: str, run_i
         writer = writer.option("delta.dataSkippingStatsColumns", ",".join(spec.stats_columns))
     writer.save(table_path(lakehouse, name))
     log.debug("replaced rows of %s where %s", name, predicate)
-    return int(written.get["rows"])
+    version, metrics = _last_commit(df.sparkSession, lakehouse, name)
+    # An empty replace that matches no files commits nothing: the last commit is then not this one.
+    if version == version_before:
+        return 0
+    # A replace on a data column rewrites the files it touches without the matching rows: their other
+    # rows are written again (numCopiedRows) and counted in numOutputRows, but were not written by `df`.
+    return int(metrics.get("numOutputRows", "0")) - int(metrics.get("numCopiedRows", "0"))
 
 
 def source_files_predicate(files) -> str:
@@ -129,3 +133,20 @@ def source_files_predicate(files) -> str:
         f"cluster IN ({', '.join(map(sql_string, clusters))}) "
         f"AND source_file IN ({', '.join(map(sql_string, sources))})"
     )
+
+
+def table_version(spark: SparkSession, lakehouse: str, name: str) -> int | None:
+    """The table's current Delta version (None: no table yet)."""
+    from delta.tables import DeltaTable
+
+    if not table_exists(spark, lakehouse, name):
+        return None
+    return int(DeltaTable.forPath(spark, table_path(lakehouse, name)).history(1).select("version").first()[0])
+
+
+def _last_commit(spark: SparkSession, lakehouse: str, name: str) -> tuple[int, dict]:
+    """(version, operationMetrics) of the table's last commit, in one read of its history."""
+    from delta.tables import DeltaTable
+
+    last = DeltaTable.forPath(spark, table_path(lakehouse, name)).history(1).select("version", "operationMetrics").first()
+    return int(last["version"]), last["operationMetrics"] or {}
