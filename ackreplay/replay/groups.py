@@ -425,7 +425,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         produce["has_send"] &= ~other
         produce["records_known"] &= ~other
     rejected = produce["offset"] < 0  # the recorded NOT_ENOUGH_REPLICAS (stage: appended or rejected)
-    rejections = rejection_truth(ctx, produce["acks"][rejected], result["outcome"][:, rejected])
+    rejections = rejection_truth(ctx, result["outcome"][:, rejected])
     if rejections:
         produce = {k: v[~rejected] for k, v in produce.items()}
         result = {k: v[:, ~rejected] for k, v in result.items()}
@@ -437,17 +437,16 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     return _Replayed(produce, result, list(cluster_of), list(topic_of), rejections)
 
 
-def rejection_truth(ctx: ReplayContext, acks: np.ndarray, outcome: np.ndarray) -> dict[str, int]:
-    """The rejection ground truth over produces the broker rejected with NOT_ENOUGH_REPLICAS (`acks`,
-    `outcome`: theirs, outcome per policy): how many were recorded with acks=all, and how many of those
-    the replayed acks=all rejects too (the committed ISR below min.insync.replicas at the produce, as
-    `Partition.appendRecordsToLeader` checks it). Empty when there are none. They are not written to
-    produce_replay: without an offset their ack under another policy is not known."""
-    if not acks.size:
+def rejection_truth(ctx: ReplayContext, outcome: np.ndarray) -> dict[str, int]:
+    """The rejection ground truth over the produces the broker rejected with NOT_ENOUGH_REPLICAS (recorded
+    acks=all: replay_inputs.rejected_below_min_isr; `outcome`: theirs, per policy): how many there are, and
+    how many of them the replayed acks=all rejects too (the committed ISR below min.insync.replicas at the
+    produce, as `Partition.appendRecordsToLeader` checks it). Empty when there are none. They are not
+    written to produce_replay: without an offset their ack under another policy is not known."""
+    if not outcome.shape[1]:
         return {}
-    recorded = acks == -1
-    replayed = recorded & (outcome[ctx.policies.index("acks=all")] == Outcome.NOT_ENOUGH_REPLICAS)
-    return {"rejected": int(recorded.sum()), "rejected_replayed": int(replayed.sum())}
+    replayed = outcome[ctx.policies.index("acks=all")] == Outcome.NOT_ENOUGH_REPLICAS
+    return {"rejected": int(outcome.shape[1]), "rejected_replayed": int(replayed.sum())}
 
 
 def _recorded_policy(ctx: ReplayContext, acks: np.ndarray) -> np.ndarray:
