@@ -7,6 +7,7 @@ leaves the previous table version intact.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 
@@ -100,7 +101,6 @@ def replace_rows(df: DataFrame, lakehouse: str, name: str, predicate: str, run_i
     for every later query of the session that fails analysis (Great Expectations runs one when it
     samples the rows of a failed uniqueness check), which buries the console.
     """
-    version_before = table_version(df.sparkSession, lakehouse, name)
     spec = table_spec(name)
     writer = (
         df.write.format("delta")
@@ -116,10 +116,14 @@ def replace_rows(df: DataFrame, lakehouse: str, name: str, predicate: str, run_i
         writer = writer.option("delta.dataSkippingStatsColumns", ",".join(spec.stats_columns))
     writer.save(table_path(lakehouse, name))
     log.debug("replaced rows of %s where %s", name, predicate)
-    version, metrics = _last_commit(df.sparkSession, lakehouse, name)
-    # An empty replace that matches no files commits nothing: the last commit is then not this one.
-    if version == version_before:
+    commit = _last_commit(df.sparkSession, lakehouse, name)
+    # An empty replace that matches no files commits nothing (OptimisticTransaction.commitIfNeeded), so
+    # the last commit is this write's only if it is a replace by this run on the same predicate. An
+    # earlier such commit can only be last if it left no row matching the predicate (else this write
+    # would have removed them, and committed): it wrote none, so its count is this one's, 0.
+    if commit["userMetadata"] != run_id or not _same_predicate(commit["operationParameters"], predicate):
         return 0
+    metrics = commit["operationMetrics"] or {}
     # A replace on a data column rewrites the files it touches without the matching rows: their other
     # rows are written again (numCopiedRows) and counted in numOutputRows, but were not written by `df`.
     return int(metrics.get("numOutputRows", "0")) - int(metrics.get("numCopiedRows", "0"))
@@ -135,18 +139,22 @@ def source_files_predicate(files) -> str:
     )
 
 
-def table_version(spark: SparkSession, lakehouse: str, name: str) -> int | None:
-    """The table's current Delta version (None: no table yet)."""
+def _last_commit(spark: SparkSession, lakehouse: str, name: str) -> dict:
+    """The table's last commit: userMetadata, operationParameters and operationMetrics, in one history read."""
     from delta.tables import DeltaTable
 
-    if not table_exists(spark, lakehouse, name):
+    history = DeltaTable.forPath(spark, table_path(lakehouse, name)).history(1)
+    return history.select("userMetadata", "operationParameters", "operationMetrics").first().asDict()
+
+
+def _same_predicate(parameters: dict | None, predicate: str) -> bool:
+    """Whether a WRITE commit's replaceWhere predicate is `predicate` (Delta logs it JSON-encoded)."""
+    logged = (parameters or {}).get("predicate")
+    return logged == predicate or _json_value(logged) == predicate
+
+
+def _json_value(text: str | None):
+    try:
+        return json.loads(text) if text is not None else None
+    except ValueError:
         return None
-    return int(DeltaTable.forPath(spark, table_path(lakehouse, name)).history(1).select("version").first()[0])
-
-
-def _last_commit(spark: SparkSession, lakehouse: str, name: str) -> tuple[int, dict]:
-    """(version, operationMetrics) of the table's last commit, in one read of its history."""
-    from delta.tables import DeltaTable
-
-    last = DeltaTable.forPath(spark, table_path(lakehouse, name)).history(1).select("version", "operationMetrics").first()
-    return int(last["version"]), last["operationMetrics"] or {}

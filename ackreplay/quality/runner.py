@@ -104,8 +104,11 @@ class QualityReport:
         if self.skipped_tables:
             out.append(f"  not checked (table not written yet): {', '.join(self.skipped_tables)}")
         if self.counts:
-            out.append("  reconciliation:")
-            out += [f"    {c.describe()}" for c in self.counts]
+            # the counts that hold with both sides equal are summed up (each is a row of dq_results)
+            shown = [c for c in self.counts if not c.ok or c.left != c.right]
+            equal = len(self.counts) - len(shown)
+            out.append(f"  reconciliation: {equal} of {len(self.counts)} counts equal" + (", and:" if shown else ""))
+            out += [f"    {c.describe()}" for c in shown]
         return out
 
 

@@ -45,5 +45,14 @@ def test_a_replace_returns_the_rows_it_wrote_and_zero_when_it_wrote_none(spark, 
     empty = spark.createDataFrame([], PRODUCE_REQUESTS)
     assert replace_rows(empty, lakehouse, "produce_requests", "source_file = 'c.log'", "run-3") == 0
     assert replace_rows(empty, str(tmp_path / "new"), "produce_requests", "false", "run-4") == 0
+    # the same run writing the same file again after a replace that committed nothing: the last commit is
+    # still run-2's on that predicate, and the count is this write's own
+    assert replace_rows(again, lakehouse, "produce_requests", "source_file = 'a.log'", "run-2") == 1
+    # an empty rerun of a replace whose rows are gone: nothing committed, and the last commit (the same run's
+    # removal of b.log's row, on the same predicate) wrote none either
+    assert replace_rows(empty, lakehouse, "produce_requests", "source_file = 'b.log'", "run-5") == 0
+    assert replace_rows(empty, lakehouse, "produce_requests", "source_file = 'b.log'", "run-5") == 0
+    assert replace_rows(spark.createDataFrame(rows[2:], PRODUCE_REQUESTS), lakehouse, "produce_requests",
+                        "source_file = 'b.log'", "run-6") == 1
     table = read_table(spark, lakehouse, "produce_requests")
     assert sorted((r["source_file"], r["client_id"]) for r in table.collect()) == [("a.log", "p0"), ("b.log", "p2")]

@@ -18,7 +18,7 @@ from ackreplay.quality.catalog import (
 )
 from ackreplay.quality.frames import CONTRACTS, required_copies
 from ackreplay.quality.reconcile import Count
-from ackreplay.quality.runner import _gx_context, check_table
+from ackreplay.quality.runner import QualityReport, _gx_context, check_table
 from ackreplay.replay.kernel import OUTCOME_NAMES
 from schemas.tables import PARTITIONS
 
@@ -146,6 +146,23 @@ def test_reconciliation_counts(left, relation, right, ok):
     assert count.describe().endswith("ok" if ok else "MISMATCH")
     if ok and left != right:
         assert "(1 dropped)" in count.describe()
+
+
+def test_the_console_lists_only_the_counts_that_differ():
+    counts = [
+        Count("reconcile.a", "t", "c1", "lines", 7, "=", "rows", 7),
+        Count("reconcile.b", "t", "c1", "replayed", 29, "<=", "appended", 30, "outside any epoch"),
+        Count("reconcile.c", "t", "c1", "lines", 7, "=", "rows", 7),
+        Count("reconcile.d", "t", "c1", "quarantined", 2, "=", "quarantine rows", 1),
+    ]
+    assert QualityReport("r", "ingest", ["c1"], counts=counts).summary_lines()[1:] == [
+        "  reconciliation: 2 of 4 counts equal, and:",
+        "    c1: replayed 29 <= appended 30 (1 outside any epoch)  ok",
+        "    c1: quarantined 2 = quarantine rows 1  MISMATCH",
+    ]
+    assert QualityReport("r", "ingest", ["c1"], counts=counts[:1]).summary_lines()[1:] == [
+        "  reconciliation: 1 of 1 counts equal"
+    ]
 
 
 def test_partitions_frame_counts_assigned_and_distinct_replicas(spark):
