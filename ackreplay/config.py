@@ -99,8 +99,9 @@ class ProducerSettings(_Strict):
 class ReplaySettings(_Strict):
     """The counterfactual policies and how the replay is cut into tasks."""
 
-    # KIP-250 quorum sizes Q (leader included) -> policies quorum=<Q>
-    quorum_sizes: list[int] = Field(default_factory=lambda: [2, 3])
+    # KIP-250 quorum sizes Q (leader included) -> policies quorum=<Q>; KIP-250 allows 1 < Q < replicas,
+    # so a topic whose replication factor is Q or less has no quorum=<Q> (its produces: unreplayable)
+    quorum_sizes: list[int] = Field(default_factory=lambda: [2])
     # replica.lag.time.max.ms values to re-simulate the ISR for -> policies acks=all@lag=<ms>
     lag_ms: list[int] = Field(default_factory=lambda: [10000, 30000])
     # Kafka >= 3.7: the HW does not advance while the ISR is below min ISR (KIP-966 part 1)
@@ -118,11 +119,18 @@ class ReplaySettings(_Strict):
     self_check: SelfCheckSettings = Field(default_factory=SelfCheckSettings)
     producer: ProducerSettings = Field(default_factory=ProducerSettings)
 
-    @field_validator("quorum_sizes", "lag_ms")
+    @field_validator("lag_ms")
     @classmethod
     def _positive(cls, values: list[int]) -> list[int]:
         if any(v < 1 for v in values):
             raise ValueError("values must be >= 1")
+        return values
+
+    @field_validator("quorum_sizes")
+    @classmethod
+    def _kip250_quorum(cls, values: list[int]) -> list[int]:
+        if any(v < 2 for v in values):
+            raise ValueError("KIP-250 quorum sizes are > 1 (a quorum of 1 is acks=1, replayed anyway)")
         return values
 
 

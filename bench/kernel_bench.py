@@ -71,7 +71,7 @@ def build_epoch(n: int, *, stalls: bool, shuffle: bool, lags: tuple[float, ...],
         isr_change_times=np.array(change_times, dtype=np.int64),
         isr_membership=np.array(membership, dtype=bool),
         min_insync_replicas=2,
-        quorum_sizes=(2, 3),
+        quorum_sizes=(2,),
         replica_lag_time_max_ms=lags,
     )
 

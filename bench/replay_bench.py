@@ -8,8 +8,8 @@
 Builds synthetic silver tables (produce_requests, follower_fetches, partitions) with NumPy: RF=3,
 every follower fetches past each batch after a lognormal delay with occasional stalls, a full and
 stable ISR. Then times, on the same data:
-- ackreplay's replay stage (all policies but the lag re-simulations: acks=1, acks=all, min.insync,
-  quorum=2, quorum=3), end to end from the Delta tables to the written produce_replay table;
+- ackreplay's replay stage (the conf's policies but the lag re-simulations: acks=1, acks=all,
+  min.insync, quorum=2), end to end from the Delta tables to the written produce_replay table;
 - DuckDB: acks=all and quorum=2 for a full ISR, written as ASOF JOINs of each produce to the first
   fetch at which each follower's running-max offset exceeds the batch's base offset;
 - pandas `merge_asof`: the same two policies and rule, one forward as-of merge per follower slot.
@@ -208,7 +208,7 @@ SELECT partition, base_offset, CASE WHEN ta IS NOT NULL AND tb IS NOT NULL THEN 
 # The same semantics in DuckDB for the bench data's shape (a full, stable ISR: the data has no ISR lines
 # or leader changes; RF=3, min.insync.replicas=2; one partition per request), with ackreplay's LEO event
 # time (FETCH dequeue + replay.fetch_update_fraction of its local time), writing every produce_replay
-# row (5 policies, the contract's columns) as Parquet partitioned like the Delta table. T_f = the first
+# row (4 policies, the contract's columns) as Parquet partitioned like the Delta table. T_f = the first
 # LEO event of follower f above the batch (ASOF JOIN on the running-max offset), at least the append.
 NEVER_US = 2**63 - 1
 DUCKDB_PRODUCE_REPLAY = """
@@ -269,10 +269,10 @@ s AS (
 raw AS (
   SELECT s.*, pol.policy,
          CASE pol.policy WHEN 'acks=1' THEN tld
-                         WHEN 'acks=all' THEN greatest(ta, tb) WHEN 'quorum=3' THEN greatest(ta, tb)
+                         WHEN 'acks=all' THEN greatest(ta, tb)
                          ELSE least(ta, tb) END AS t_raw,  -- min.insync (m=2) and quorum=2: the first follower
          tld + timeout_ms * 1000::BIGINT AS deadline
-  FROM s CROSS JOIN (VALUES ('acks=1'), ('acks=all'), ('min.insync'), ('quorum=2'), ('quorum=3')) pol(policy)
+  FROM s CROSS JOIN (VALUES ('acks=1'), ('acks=all'), ('min.insync'), ('quorum=2')) pol(policy)
 ),
 acked AS (SELECT raw.*, t_raw <= deadline AS ok, least(t_raw, deadline) AS t_ack_us FROM raw)
 SELECT cluster, topic, partition, 0 AS leader_epoch, base_offset, broker_id, records_size_bytes AS bytes, NULL::INTEGER AS records,
@@ -313,7 +313,7 @@ def duckdb_produce_replay(data: Path, out: Path, threads: int = 2, fraction: flo
     # is laid out, took 51 s instead of 36 s at 10M produces).
     out.unlink(missing_ok=True)
     con.execute(f"COPY ({query}) TO '{out}' (FORMAT parquet)")
-    return con.execute(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()[0] // 5
+    return con.execute(f"SELECT count(*) FROM read_parquet('{out}') WHERE policy = 'acks=1'").fetchone()[0]
 
 
 def pandas_replay(data: Path) -> int:
@@ -501,7 +501,7 @@ def print_table(args: argparse.Namespace, results: dict[str, tuple[float, int, i
         ("ackreplay", f"ackreplay replay stage (Spark, {results.get('ackreplay_policies', (0, 0, 0))[1]} policies)"),
         ("ackreplay_warm", "ackreplay replay stage again, same Spark session (warm JVM; best of --runs)"),
         ("duckdb", "DuckDB ASOF JOIN (2 threads, acks=all + quorum=2, counted)"),
-        ("duckdb_rows", "DuckDB ASOF JOIN (2 threads, produce_replay's rows: 5 policies, all columns, one Parquet file)"),
+        ("duckdb_rows", "DuckDB ASOF JOIN (2 threads, produce_replay's rows: 4 policies, all columns, one Parquet file)"),
         ("pandas", "pandas merge_asof (acks=all + quorum=2)"),
     )
     for key, label in rows:

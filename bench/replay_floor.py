@@ -14,7 +14,7 @@ On the bench data of `bench.replay_bench`, in one Spark session and one process,
   policy (5 rows per produce, plain column expressions, no Python) and written by Spark's Delta
   writer as `replay.writer: spark` writes produce_replay (partitioned, replaceWhere, its settings);
 - write wide: the same values as one row per produce with the policies' columns side by side;
-- the replay stage itself (`run_replay`, 5 policies, the configured writer), last, so warm;
+- the replay stage itself (`run_replay`, the conf's policies, the configured writer), last, so warm;
 and the DuckDB peers of `bench.replay_bench`: two policies counted, and produce_replay's rows written
 to a Parquet file. A warm-up write of a 1% slice runs first, untimed.
 

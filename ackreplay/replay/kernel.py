@@ -23,8 +23,8 @@ Semantics: the design doc ``design.md`` ("Replay semantics", "Durability risk") 
   (``ReplayOptions.strict_min_isr``); with it off (<= 3.6) such a completion is
   NOT_ENOUGH_REPLICAS_AFTER_APPEND.
 * ``acks=all@lag=<ms>``: as ``acks=all`` on the ISR re-simulated by :func:`simulate_isr`.
-* ``quorum=<Q>`` (KIP-250): the (Q-1)-th smallest ``T_f(b)`` over all assigned followers
-  (Q=1: ``t_local_done``); every produce is rejected when Q > RF.
+* ``quorum=<Q>`` (KIP-250): the (Q-1)-th smallest ``T_f(b)`` over all assigned followers, for
+  1 < Q < RF as KIP-250 requires; on a partition with RF <= Q every produce is UNREPLAYABLE.
 * ``min.insync`` (KIP-926): rejected like ``acks=all`` at append; otherwise acknowledged at the
   first ``t >= t_local_done`` at which ``m_eff - 1`` followers of the (maximal) ISR at t hold b
   (the acks=N rule of Kafka 0.8.2 with N = m_eff, evaluated per ISR interval exactly like acks=all).
@@ -95,7 +95,7 @@ class Outcome(IntEnum):
     ACKED = 0
     """Acknowledged at ``t_ack``."""
     NOT_ENOUGH_REPLICAS = 1
-    """Rejected before the append (error 19; quorum: Q > RF) at ``t_local_done``."""
+    """Rejected before the append (error 19) at ``t_local_done``."""
     TIMEOUT = 2
     """No ack within the request's ``timeoutMs`` (error 7); ``t_ack = t_local_done + timeout``."""
     NOT_LEADER = 3
@@ -105,7 +105,8 @@ class Outcome(IntEnum):
     the maximal ISR was below min ISR (error 20); ``t_ack`` is that completion time."""
     UNREPLAYABLE = 5
     """The recorded append failed (no offset) and this policy's outcome would depend on follower
-    replication of that batch, which the trace cannot tell; ``t_ack = t_local_done``."""
+    replication of that batch, which the trace cannot tell; or the policy is no setting of the
+    partition (``quorum=<Q>`` with Q >= RF, outside KIP-250's 1 < Q < replicas); ``t_ack = t_local_done``."""
 
 
 OUTCOME_NAMES: dict[int, str] = {int(o): o.name.lower() for o in Outcome}
@@ -983,12 +984,14 @@ def _isr_policy(ep: _Epoch, row: dict[str, np.ndarray], isr: IsrTimeline, need_a
 
 def _quorum_policy(ep: _Epoch, row: dict[str, np.ndarray], q: int, isr: IsrTimeline) -> None:
     t_ack = row["t_ack"]
-    if q <= 1 or q > ep.inp.replication_factor:
-        np.copyto(t_ack, ep.tld)
-    else:
+    if 1 < q < ep.inp.replication_factor:
         np.maximum(ep.stats[q - 2], ep.tld, out=t_ack)
-    reject = np.ones(ep.n, dtype=bool) if q > ep.inp.replication_factor else None
-    _finalize(ep, t_ack, row["outcome"], reject)
+        _finalize(ep, t_ack, row["outcome"], None)
+    else:
+        # KIP-250 defines quorum.required.acks only for 1 < Q < replicas (Q = replicas waits for every
+        # replica, in the ISR or not; Q = 1 is acks=1): no such setting exists for this partition.
+        np.copyto(t_ack, ep.tld)
+        row["outcome"][:] = Outcome.UNREPLAYABLE
     _durability(ep, row, isr)
 
 

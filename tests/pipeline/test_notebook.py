@@ -17,7 +17,7 @@ from nbclient import NotebookClient
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks/explore.ipynb"
 TRACE = REPO / "data/samples/trace-3.9.1-utc"
-POLICIES = {"acks=1", "acks=all", "min.insync", "quorum=2", "quorum=3"}
+POLICIES = {"acks=1", "acks=all", "min.insync", "quorum=2"}
 
 
 def _outputs(nb, output_type: str) -> list[dict]:

@@ -29,6 +29,12 @@ def test_wrong_type_is_named():
         parse_config({"ingest": {"max_line_bytes": "big"}})
 
 
+def test_a_quorum_of_one_is_refused_naming_kip250():
+    with pytest.raises(ConfigError, match=r"replay\.quorum_sizes.*KIP-250 quorum sizes are > 1"):
+        parse_config({"replay": {"quorum_sizes": [2, 1]}})
+    assert parse_config({"replay": {"quorum_sizes": [2, 4]}}).replay.quorum_sizes == [2, 4]
+
+
 def test_unknown_time_zone_is_named():
     with pytest.raises(ConfigError, match=r"key 'clusters.c1.log_timezone'.*unknown time zone 'Mars/Base'"):
         parse_config({"clusters": {"c1": {"log_timezone": "Mars/Base"}}})

@@ -219,7 +219,7 @@ def test_rejected_produces_have_null_exposure_and_the_isr_source_is_kept():
     assert by_policy["acks=all"]["outcome"] == by_policy["min.insync"]["outcome"] == "not_enough_replicas"
     assert by_policy["acks=all"]["exposure_ms"] is None and by_policy["acks=all"]["copies_at_ack"] == 0
     assert by_policy["quorum=2"]["outcome"] == "acked" and ms_after_t0(by_policy["quorum=2"]["t_ack"]) == 4.0
-    assert by_policy["quorum=3"]["outcome"] == "timeout"  # follower 3 never fetches
+    assert by_policy["quorum=3"]["outcome"] == "unreplayable"  # RF 3: KIP-250 has no quorum of 3
     assert {r["isr_source"] for r in out.to_pylist()} == {"logs"}
     # acks=1 acks at t_local_done on one copy; the batch reaches min.insync.replicas=2 copies at 4 ms.
     assert (by_policy["acks=1"]["copies_at_ack"], by_policy["acks=1"]["exposure_ms"]) == (1, 4.0)
@@ -292,10 +292,13 @@ def test_the_file_writer_writes_one_file_per_date_with_a_row_group_per_policy(tm
     assert json.loads(records[0]["stats"]) == {
         "numRecords": 10,
         "minValues": {"topic": "orders", "partition": 1, "policy": "acks=1", "outcome": "acked"},
-        "maxValues": {"topic": "orders", "partition": 1, "policy": "quorum=3", "outcome": "acked"},
+        # quorum=3 on RF 3 is no KIP-250 setting: its rows are unreplayable
+        "maxValues": {"topic": "orders", "partition": 1, "policy": "quorum=3", "outcome": "unreplayable"},
         "nullCount": {"topic": 0, "partition": 0, "policy": 0, "outcome": 0},
     }
-    assert json.loads(records[1]["outcome_counts"]) == {f"{p}|acked": 1 for p in POLICIES}
+    assert json.loads(records[1]["outcome_counts"]) == {
+        f"{p}|{'unreplayable' if p == 'quorum=3' else 'acked'}": 1 for p in POLICIES
+    }
     # recorded acks=all, acked on replay; no broker ack time recorded (t_ack_observed null): none compared
     assert json.loads(records[0]["ground_truth"]) == {"n": 2, "observed": 0, "within_1ms": 0, "within_2ms": 0}
     first = tmp_path / records[0]["path"]

@@ -42,7 +42,7 @@ def epoch(
     m=2,
     timeout=1_000_000,
     epoch_end=NEVER,
-    quorums=(1, 2, 3),
+    quorums=(2,),
     lags=(),
     appended=None,
     epoch_start=None,
@@ -84,15 +84,11 @@ def check(result, policy, outcome, t_ack, copies=None):
 def test_all_policies_on_a_full_isr():
     # batch 0 at 100: follower 2 has it at 150, follower 3 at 400
     r = replay_epoch(epoch([(0, 100)], [[(150, 10)], [(120, 0), (400, 10)]]))
-    assert list(r) == policy_ids(epoch([(0, 100)], [[], []])) == [
-        "acks=1", "acks=all", "min.insync", "quorum=1", "quorum=2", "quorum=3",
-    ]
+    assert list(r) == policy_ids(epoch([(0, 100)], [[], []])) == ["acks=1", "acks=all", "min.insync", "quorum=2"]
     check(r, "acks=1", [ACKED], [100], copies=[1])
-    check(r, "quorum=1", [ACKED], [100], copies=[1])
     check(r, "min.insync", [ACKED], [150], copies=[2])
     check(r, "quorum=2", [ACKED], [150], copies=[2])
     check(r, "acks=all", [ACKED], [400], copies=[3])
-    check(r, "quorum=3", [ACKED], [400], copies=[3])
     one = r["acks=1"]
     assert one.exposure_us.tolist() == [50.0]  # on min ISR (2 replicas) at 150
     assert one.full_replication_us.tolist() == [300.0]
@@ -156,12 +152,10 @@ def test_acks_all_isr_shrink_mid_wait():
     r = replay_epoch(epoch([(0, 100)], [[(150, 10)], [(120, 0), (400, 0)]], isr_times=[300], isr_rows=[[1, 1], [1, 0]]))
     check(r, "acks=all", [ACKED], [300], copies=[2])
     check(r, "min.insync", [ACKED], [150], copies=[2])
-    check(r, "quorum=3", [TIMEOUT], [1_000_100], copies=[0])
     res = r["acks=all"]
     assert res.exposure_us.tolist() == [0.0]
     assert res.full_replication_us.tolist() == [math.inf]  # follower 3 never has it
     assert res.loss_kafka_election.tolist() == [False]
-    assert math.isnan(r["quorum=3"].exposure_us[0])
 
 
 def test_follower_added_mid_wait_counts_from_its_qualifying_fetch():
@@ -249,7 +243,6 @@ def test_follower_without_any_fetch():
     r = replay_epoch(inputs)
     check(r, "acks=all", [TIMEOUT], [30_000_100])
     check(r, "quorum=2", [ACKED], [150], copies=[2])
-    check(r, "quorum=3", [TIMEOUT], [30_000_100])
     check(r, "min.insync", [ACKED], [150])
     assert r["quorum=2"].full_replication_us.tolist() == [math.inf]
     # lag 1 s: follower 3 (never caught up since the epoch start at 0) leaves at the check at 1.5 s
@@ -267,20 +260,31 @@ def test_leo_going_back_keeps_the_cumulative_max():
     assert r["acks=1"].full_replication_us.tolist() == [50.0]
 
 
-def test_quorum_larger_than_the_replication_factor():
-    r = replay_epoch(epoch([(0, 100)], [[(150, 10)], [(160, 10)]], quorums=(1, 3, 4)))
-    check(r, "quorum=4", [NER], [100], copies=[0])
-    check(r, "quorum=3", [ACKED], [160])
-    check(r, "quorum=1", [ACKED], [100])
-    assert not r["quorum=4"].loss_kafka_election.any()
+def test_quorum_counts_every_assigned_follower_below_the_replication_factor():
+    # RF 4: follower 4 outside the ISR holds batch 0 at 120, follower 2 at 150, follower 3 never
+    followers = [[(150, 10)], [(130, 0)], [(120, 10)]]
+    r = replay_epoch(epoch([(0, 100)], followers, isr_rows=[[1, 1, 0]], quorums=(2, 3), follower_ids=[2, 3, 4]))
+    check(r, "quorum=2", [ACKED], [120], copies=[2])
+    check(r, "quorum=3", [ACKED], [150], copies=[3])
+    check(r, "acks=all", [TIMEOUT], [1_000_100])
+
+
+def test_a_quorum_kip250_does_not_allow_is_unreplayable():
+    # KIP-250: 1 < quorum.required.acks < replicas. On RF 3, quorum=3 (every replica) and quorum=4 are no
+    # setting of the partition, nor quorum=1 (acks=1): every produce unreplayable at t_local_done
+    r = replay_epoch(epoch([(0, 100)], [[(150, 10)], [(160, 10)]], quorums=(1, 2, 3, 4)))
+    check(r, "quorum=2", [ACKED], [150])
+    for q in (1, 3, 4):
+        check(r, f"quorum={q}", [UNREPLAYABLE], [100], copies=[0])
+        assert not r[f"quorum={q}"].loss_kafka_election.any()
 
 
 def test_replication_factor_one():
-    inputs = epoch([(0, 100)], [], isr_rows=[[]], m=2, quorums=(1, 2))
+    inputs = epoch([(0, 100)], [], isr_rows=[[]], m=2, quorums=(2,))
     r = replay_epoch(inputs)
     check(r, "acks=all", [ACKED], [100], copies=[1])  # effective min ISR = min(2, RF) = 1
     check(r, "min.insync", [ACKED], [100])
-    check(r, "quorum=2", [NER], [100])
+    check(r, "quorum=2", [UNREPLAYABLE], [100])
     # no other replica: a leader failure leaves the partition offline until it returns, nothing is elected
     assert r["acks=all"].loss_kafka_election.tolist() == [False]
     assert r["acks=all"].offline_at_failure.tolist() == [True]
@@ -507,12 +511,11 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, .
                 raw = tld
             elif pid.startswith("quorum="):
                 q = int(pid.split("=")[1])
-                reject = q > rf
-                raw = tld if q <= 1 or reject else clipped[q - 2]
+                raw = clipped[q - 2] if 1 < q < rf else None  # KIP-250: 1 < Q < replicas
             else:
                 reject = 1 + sum(isr_at(tld)) < m_eff
                 raw, under = isr_first_time(i, arr, "all" if pid == "acks=all" else "k")
-            outcome, t_ack = finish(i, raw, reject, under)
+            outcome, t_ack = finish(i, raw, reject, under) if raw is not None else (UNREPLAYABLE, tld)
             acked = outcome == ACKED
             t_min = tld if m_eff == 1 else clipped[m_eff - 2]
             t_all = clipped[-1] if f_count else tld
@@ -620,17 +623,8 @@ def test_acks_1_le_min_insync_le_acks_all_on_a_full_isr(inputs):
 def test_quorum_is_monotone_in_q(inputs):
     r = replay_epoch(inputs)
     rf = inputs.replication_factor
-    for q in range(1, rf):
+    for q in range(2, rf - 1):
         assert (r[f"quorum={q}"].t_ack <= r[f"quorum={q + 1}"].t_ack).all()
-
-
-@_SETTINGS
-@given(epochs(full_isr=True))
-def test_quorum_rf_equals_acks_all_on_a_full_isr(inputs):
-    r = replay_epoch(inputs)
-    q = r[f"quorum={inputs.replication_factor}"]
-    np.testing.assert_array_equal(q.outcome, r["acks=all"].outcome)
-    np.testing.assert_array_equal(q.t_ack, r["acks=all"].t_ack)
 
 
 @_SETTINGS
