@@ -502,3 +502,62 @@ def test_acks_all_held_below_min_isr_is_acknowledged_when_the_isr_is_whole_again
     assert replay.where("policy = 'acks=all' AND recorded_acks = -1 AND outcome = 'not_enough_replicas'").count() == 0
     # what the acks=1 producer appended while the ISR was short, acks=all would have rejected
     assert replay.where("policy = 'acks=all' AND recorded_acks = 1 AND outcome = 'not_enough_replicas'").count() == 1_346
+
+
+def test_the_ground_truth_by_window_of_every_corpus_trace(spark, corpus_run):
+    """The self-check's figures per trace and per window (the 15 s after a leader change, an ISR expansion or
+    an ISR shrink of the produce's partition, or "quiet": ackreplay/replay/self_check.py), on every corpus
+    trace in the module's run: the project's bar is 98% within 2 ms in every window with 500 produces or
+    more. Where it is not met (listed in BELOW_THE_BAR) the misses are the FETCH LEO placement inside a slow
+    local time (README, "Ground truth"), not tuned away. Reads the module's corpus run."""
+    from ackreplay.replay.self_check import _figures, truth_rows, with_window
+
+    truth = truth_rows(read_table(spark, corpus_run.lakehouse, "produce_replay"))
+    rows = _figures(with_window(truth, read_table(spark, corpus_run.lakehouse, "isr_changes")), ["cluster", "window"])
+    figures = {(r["cluster"], r["window"]): (r["n"], round(r["within_2ms"], 4)) for r in rows}
+    assert figures == EXPECTED_WINDOW_FIGURES
+    below = {key for key, (n, within) in figures.items() if n >= 500 and within < 0.98}
+    assert below == BELOW_THE_BAR
+
+
+# (n, within 2 ms) per corpus trace and window of the self-check, measured 2026-11-27 (the module's corpus run
+# inside make test). n counts the recorded acks=all produces with the broker's ack in that window.
+EXPECTED_WINDOW_FIGURES = {
+    ("lab-3.7.2", "after a leader change"): (1_223, 0.9959),
+    ("lab-3.7.2", "after an ISR expansion"): (4_642, 0.9985),
+    ("lab-3.7.2", "after an ISR shrink"): (3_141, 0.9990),
+    ("lab-3.7.2", "quiet"): (8_837, 0.9978),
+    ("lab-4.0.2", "after a leader change"): (974, 0.9949),
+    ("lab-4.0.2", "after an ISR expansion"): (2_346, 0.9966),
+    ("lab-4.0.2", "after an ISR shrink"): (1_143, 0.9921),
+    ("lab-4.0.2", "quiet"): (6_566, 0.9998),
+    ("lab-4.2.2", "after a leader change"): (3_100, 0.9945),
+    ("lab-4.2.2", "after an ISR expansion"): (7_482, 0.9969),
+    ("lab-4.2.2", "after an ISR shrink"): (3_670, 0.9973),
+    ("lab-4.2.2", "quiet"): (10_430, 0.9985),
+    ("lab-4.4.0", "after a leader change"): (3_221, 0.9938),
+    ("lab-4.4.0", "after an ISR expansion"): (7_097, 0.9979),
+    ("lab-4.4.0", "after an ISR shrink"): (3_685, 0.9940),
+    ("lab-4.4.0", "quiet"): (10_757, 0.9963),
+    ("lab-4.4.0-crash", "after a leader change"): (1_018, 0.9862),
+    ("lab-4.4.0-crash", "after an ISR expansion"): (4_070, 0.9985),
+    ("lab-4.4.0-crash", "after an ISR shrink"): (1_010, 0.9911),
+    ("lab-4.4.0-crash", "quiet"): (10_623, 0.9994),
+    ("lab-4.4.0-us", "after a leader change"): (2_486, 0.9912),
+    ("lab-4.4.0-us", "after an ISR expansion"): (5_018, 0.9972),
+    ("lab-4.4.0-us", "after an ISR shrink"): (2_528, 0.9976),
+    ("lab-4.4.0-us", "quiet"): (8_161, 0.9974),
+    ("minisr3-4.4.0", "after an ISR expansion"): (5_287, 0.9714),
+    ("minisr3-4.4.0", "quiet"): (5_090, 0.9825),
+    ("pair-acks-all", "after a leader change"): (1_234, 0.9992),
+    ("pair-acks-all", "after an ISR expansion"): (6_516, 0.9985),
+    ("pair-acks-all", "after an ISR shrink"): (2_814, 0.9975),
+    ("pair-acks-all", "quiet"): (11_106, 0.9986),
+    ("perf-acks-all", "after a leader change"): (597, 1.0),
+    ("perf-acks-all", "after an ISR expansion"): (2_989, 0.9977),
+    ("perf-acks-all", "after an ISR shrink"): (1_409, 0.9972),
+    ("perf-acks-all", "quiet"): (5_256, 0.9987),
+}
+# The one window under the bar: the min-ISR-3 trace, recorded on a core 2.5 times slower, whose followers'
+# FETCH handling took 2-3 times longer (test_acks_all_held_below_min_isr_is_acknowledged_when_the_isr_is_whole_again).
+BELOW_THE_BAR = {("minisr3-4.4.0", "after an ISR expansion")}
