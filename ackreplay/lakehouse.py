@@ -150,11 +150,9 @@ def _last_commit(spark: SparkSession, lakehouse: str, name: str) -> dict:
 def _same_predicate(parameters: dict | None, predicate: str) -> bool:
     """Whether a WRITE commit's replaceWhere predicate is `predicate` (Delta logs it JSON-encoded)."""
     logged = (parameters or {}).get("predicate")
-    return logged == predicate or _json_value(logged) == predicate
-
-
-def _json_value(text: str | None):
+    if logged is None or logged == predicate:
+        return logged is not None
     try:
-        return json.loads(text) if text is not None else None
+        return json.loads(logged) == predicate
     except ValueError:
-        return None
+        return False
