@@ -71,6 +71,8 @@ SUMMARY_COLUMNS = (
     ("1-copy acks", "single_copy_acks", "{:,}"),
     ("loss kafka", "loss_kafka_election", "{:,}"),
     ("loss longest", "loss_longest_log_election", "{:,}"),
+    ("losable batch·s kafka", "loss_window_kafka_batch_s", "{:,.1f}"),
+    ("losable batch·s longest", "loss_window_longest_batch_s", "{:,.1f}"),
     ("offline acks", "offline_at_failure_acks", "{:,}"),
     ("all-replicas p99 ms", "full_replication_p99_ms", "{:,.1f}"),
     ("all-replicas max ms", "full_replication_max_ms", "{:,.1f}"),
@@ -86,6 +88,8 @@ SUMMARY_COLUMNS = (
 LEAST_OF = {
     "loss_kafka_election": "loss_kafka_election_min",
     "loss_longest_log_election": "loss_longest_log_election_min",
+    "loss_window_kafka_batch_s": "loss_window_kafka_min_batch_s",
+    "loss_window_longest_batch_s": "loss_window_longest_min_batch_s",
 }
 
 
@@ -116,7 +120,9 @@ def format_summary(rows: list[dict]) -> list[str]:
             f"  {cluster} / {topic}  (n: acked produces; p99, p999: producer-visible, per record, send() to ack;"
             " broker p999: the broker's view per produce;"
             " HOL: waiting behind earlier responses on the connection; Δ and × against the replayed acks=all;"
-            " loss: acked batches a leader failure at the ack loses, least–most; offline: acked with no"
+            " loss: acked batches a leader failure at the ack loses, least–most; losable batch·s: how long after"
+            " their acks a leader failure would still have lost them, summed (finite windows), least–most;"
+            " offline: acked with no"
             " follower in the ISR, a failure leaves the partition without a leader;"
             " '-': too few samples, or for <minISR s (partition·s under min ISR) an ISR not stored: acks=all@lag)"
         )

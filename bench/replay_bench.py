@@ -293,6 +293,14 @@ SELECT cluster, topic, partition, 0 AS leader_epoch, base_offset, broker_id, rec
        ok AND ta > t_ack_us AS loss_kafka_election, ok AND least(ta, tb) > t_ack_us AS loss_longest_log_election,
        ok AND sa > t_ack_us AS loss_kafka_election_min, ok AND least(sa, sb) > t_ack_us AS loss_longest_log_election_min,
        false AS offline_at_failure,
+       CASE WHEN NOT ok THEN NULL WHEN ta = {never} THEN 'inf'::DOUBLE
+            ELSE greatest(0, ta - t_ack_us) / 1000.0 END AS loss_window_kafka_ms,
+       CASE WHEN NOT ok THEN NULL WHEN sa = {never} THEN 'inf'::DOUBLE
+            ELSE greatest(0, sa - t_ack_us) / 1000.0 END AS loss_window_kafka_min_ms,
+       CASE WHEN NOT ok THEN NULL WHEN least(ta, tb) = {never} THEN 'inf'::DOUBLE
+            ELSE greatest(0, least(ta, tb) - t_ack_us) / 1000.0 END AS loss_window_longest_ms,
+       CASE WHEN NOT ok THEN NULL WHEN least(sa, sb) = {never} THEN 'inf'::DOUBLE
+            ELSE greatest(0, least(sa, sb) - t_ack_us) / 1000.0 END AS loss_window_longest_min_ms,
        'assumed_full' AS isr_source, 'follower_fetches' AS leo_source, source_file, line_number, event_date,
        '{run_id}' AS replay_run_id
 FROM acked

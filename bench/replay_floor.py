@@ -50,7 +50,8 @@ BUCKET_US = 120 * 1_000_000
 POLICY_COLUMNS = (
     "policy", "outcome", "t_ack", "t_response", "ack_wait_ms", "latency_ms", "broker_latency_ms", "hol_wait_ms",
     "copies_at_ack", "exposure_ms", "full_replication_ms", "loss_kafka_election", "loss_longest_log_election",
-    "loss_kafka_election_min", "loss_longest_log_election_min", "offline_at_failure", "isr_source",
+    "loss_kafka_election_min", "loss_longest_log_election_min", "offline_at_failure", "loss_window_kafka_ms",
+    "loss_window_kafka_min_ms", "loss_window_longest_ms", "loss_window_longest_min_ms", "isr_source",
 )
 
 
@@ -77,6 +78,7 @@ def _policy_values(prefix: str = "") -> dict[str, F.Column]:
         f"{prefix}loss_kafka_election_min": F.lit(False),
         f"{prefix}loss_longest_log_election_min": F.lit(False),
         f"{prefix}offline_at_failure": F.lit(False),
+        **{f"{prefix}{name}": F.lit(0.0) for name in POLICY_COLUMNS if name.startswith("loss_window_")},
         f"{prefix}isr_source": F.lit("assumed_full"),
     }
 

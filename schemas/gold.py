@@ -27,6 +27,16 @@ _WINDOW = (
     ("window_start", TimestampType(), False),
 )
 
+_LOSS_WINDOW_SUMS = (
+    ("loss_window_kafka_batch_s", DoubleType(), False),
+    ("loss_window_kafka_min_batch_s", DoubleType(), False),
+    ("loss_window_longest_batch_s", DoubleType(), False),
+    ("loss_window_longest_min_batch_s", DoubleType(), False),
+    # acked batches losable until the end of the data (an infinite window) under each election, at most
+    ("never_safe_kafka_acks", LongType(), False),
+    ("never_safe_longest_acks", LongType(), False),
+)
+
 # Percentiles are Spark's exact `percentile` (linear interpolation between closest ranks, see
 # transforms/gold.py). A percentile that needs more samples than the window has is null and flagged.
 LATENCY_PERCENTILES = _schema(
@@ -73,6 +83,9 @@ RISK_EXPOSURE = _schema(
     ("loss_kafka_election_min", LongType(), False),
     ("loss_longest_log_election_min", LongType(), False),
     ("offline_at_failure_acks", LongType(), False),  # acked with no follower in the ISR: offline, not lost
+    # batch·s a leader failure would have lost: the acked batches' loss windows summed (finite ones), most and
+    # least, under each election; times a leader failure rate (per s) = the acked batches it loses on average
+    *_LOSS_WINDOW_SUMS,
     # time from the ack until on all assigned replicas, over the acked batches that got there (exact p99)
     ("full_replication_p99_ms", DoubleType(), True),  # null when no acked batch got there
     ("full_replication_max_ms", DoubleType(), True),
@@ -140,6 +153,7 @@ POLICY_SUMMARY = _schema(
     ("loss_kafka_election_min", LongType(), False),
     ("loss_longest_log_election_min", LongType(), False),
     ("offline_at_failure_acks", LongType(), False),  # acked with no follower in the ISR: offline, not lost
+    *_LOSS_WINDOW_SUMS,
     ("not_enough_replicas", LongType(), False),
     ("timeouts", LongType(), False),
     ("not_leader", LongType(), False),

@@ -49,6 +49,12 @@ _VALUES = [
     StructField("loss_longest_log_election_min", BooleanType(), False),
     # no follower in the ISR at t_ack: a leader failure then leaves the partition offline (no loss flag set)
     StructField("offline_at_failure", BooleanType(), False),
+    # how long after t_ack, in all, a leader failure would still have lost the batch, under each election
+    # (most, and least as the loss flags; inf: until the end of the data; README, "Loss as a range")
+    StructField("loss_window_kafka_ms", DoubleType(), True),
+    StructField("loss_window_kafka_min_ms", DoubleType(), True),
+    StructField("loss_window_longest_ms", DoubleType(), True),
+    StructField("loss_window_longest_min_ms", DoubleType(), True),
     StructField("isr_source", StringType(), False),  # logs | assumed_full | simulated
     # where the follower LEO timeline came from: follower_fetches (request log, ms) | jmx_metrics (scrapes, ~1 s)
     StructField("leo_source", StringType(), False),

@@ -225,8 +225,24 @@ def _risk_aggs() -> list[Column]:
         _count_if(acked & F.col("loss_kafka_election_min")).alias("loss_kafka_election_min"),
         _count_if(acked & F.col("loss_longest_log_election_min")).alias("loss_longest_log_election_min"),
         _count_if(acked & F.col("offline_at_failure")).alias("offline_at_failure_acks"),
+        *_loss_window_aggs(),
         *_full_replication_aggs(),
     ]
+
+
+def _loss_window_aggs() -> list[Column]:
+    """The acked batches' loss windows summed in batch·seconds (finite ones), and those losable until the end
+    of the data counted apart."""
+    sums = [
+        F.coalesce(F.sum(F.when(_finite(f"loss_window_{name}_ms"), F.col(f"loss_window_{name}_ms"))) / 1000.0,
+                   F.lit(0.0)).alias(f"loss_window_{name}_batch_s")
+        for name in ("kafka", "kafka_min", "longest", "longest_min")
+    ]
+    never = [
+        _count_if(_acked() & (F.col(f"loss_window_{name}_ms") == F.lit(float("inf")))).alias(f"never_safe_{name}_acks")
+        for name in ("kafka", "longest")
+    ]
+    return sums + never
 
 
 def _full_replication_aggs() -> list[Column]:

@@ -248,6 +248,11 @@ def _checks() -> list[Check]:
           " acks at the append",
           (_ge("copies_at_ack", "required_copies", ACKED),
            _equal("t_ack", "t_local_done", "policy = 'acks=1' AND outcome = 'acked'"))),
+        c("produce_replay.loss_windows",
+          "an acked batch's loss windows are >= 0, the least (`_min`) no longer than the most, under each election",
+          (_between("loss_window_kafka_min_ms", 0, condition=ACKED), _between("loss_window_longest_min_ms", 0, condition=ACKED),
+           _ge("loss_window_kafka_ms", "loss_window_kafka_min_ms", ACKED),
+           _ge("loss_window_longest_ms", "loss_window_longest_min_ms", ACKED))),
         c("produce_replay.partition_known", "every replayed batch's partition exists in `partitions`",
           (_not_null("replication_factor"),)),
         # gold

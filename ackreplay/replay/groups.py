@@ -26,6 +26,7 @@ import pyarrow as pa
 from ackreplay.arrow_delta import ArrowFileWriter
 from ackreplay.replay.connections import chain_requests
 from ackreplay.replay.kernel import (
+    LOSS_WINDOWS,
     NEVER,
     OUTCOME_NAMES,
     EpochInputs,
@@ -358,6 +359,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         "full_replication_us": np.empty((p, n), np.float64), "loss_kafka_election": np.zeros((p, n), bool),
         "loss_longest_log_election": np.zeros((p, n), bool), "loss_kafka_election_min": np.zeros((p, n), bool),
         "loss_longest_log_election_min": np.zeros((p, n), bool), "offline_at_failure": np.zeros((p, n), bool),
+        **{name: np.empty((p, n), np.float64) for name in LOSS_WINDOWS},
         "isr_source": np.empty((p, n), np.int8),
     }  # fmt: skip
     lag_policy = np.array(["@lag=" in policy for policy in policies])
@@ -412,6 +414,8 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             result["loss_kafka_election_min"][i, s:e] = res.loss_kafka_election_min
             result["loss_longest_log_election_min"][i, s:e] = res.loss_longest_log_election_min
             result["offline_at_failure"][i, s:e] = res.offline_at_failure
+            for name in LOSS_WINDOWS:
+                result[name][i, s:e] = getattr(res, name)
         result["isr_source"][:, s:e] = np.where(
             lag_policy, ISR_SOURCES.index("simulated"), ISR_SOURCES.index(isr_source)
         )[:, None]
@@ -588,6 +592,10 @@ def _long_table(ctx: ReplayContext, r: _Replayed, columns: Sequence[str]) -> pa.
         "loss_kafka_election_min": lambda: pa.array(res["loss_kafka_election_min"].reshape(-1)),
         "loss_longest_log_election_min": lambda: pa.array(res["loss_longest_log_election_min"].reshape(-1)),
         "offline_at_failure": lambda: pa.array(res["offline_at_failure"].reshape(-1)),
+        **{
+            name.removesuffix("_us") + "_ms": (lambda name=name: _nan_as_null((res[name] / 1000.0).reshape(-1)))
+            for name in LOSS_WINDOWS
+        },
         "isr_source": lambda: _dictionary(res["isr_source"].reshape(-1), ISR_SOURCES),
         "leo_source": lambda: _dictionary(tile(pr["cluster"]), leo),
         "source_file": lambda: _dictionary(

@@ -36,8 +36,11 @@ Durability per acknowledged produce (all followers, assignment order, committed 
 ``m_eff == 1`` else the (m_eff-1)-th smallest ``T_f(b)``; ``t_all_copies`` = max ``T_f(b)``;
 ``exposure_us = max(0, t_min_isr_copies - t_ack)``, ``full_replication_us`` likewise (``inf`` when
 the batch never reaches that many replicas within the data). ``loss_kafka_election``: the first
-follower in assignment order that is in the committed ISR at ``t_ack`` does not hold b (or there is
-none); ``loss_longest_log_election``: no follower of the committed ISR at ``t_ack`` holds b. "Holds"
+follower in assignment order that is in the committed ISR at ``t_ack`` does not hold b;
+``loss_longest_log_election`` (KIP-250's election of the live replica with the largest LEO, in the ISR
+or not): no live follower holds b at ``t_ack``, where a follower the controller removed from the ISR
+(controlled shutdown, fenced) is not live until it fetches again; nobody is elected when no follower
+is live (not a loss). "Holds"
 there is ``A_f(b) <= t_ack``: the leader knew (the most a failure can lose). The ``_min`` flags count
 a follower as holding b from ``S_f(b)``, when the leader can first have sent it b: the FETCH before
 the one that reported past b carried it (a follower has one FETCH in flight per leader), at the
@@ -45,9 +48,9 @@ earliest when b was appended (``max(T_prev, t_local_done)``); after the follower
 first batch appended after it (a waiting FETCH is answered at the first append, ``DelayedFetch``).
 The least a failure can lose; the truth lies between (README, "Loss as a range"). With no follower
 in the committed ISR at ``t_ack`` a leader failure leaves the partition without an electable leader
-(``PartitionChangeBuilder.electAnyLeader``: the first live ISR member in assignment order, else
-``NO_LEADER`` with unclean election off): ``offline_at_failure``, and not a loss (the old leader keeps
-its log and leads again when it returns). Eligible leader replicas (KIP-966, 4.x) are not modelled.
+under Kafka's election (``PartitionChangeBuilder.electAnyLeader``: the first live ISR member in
+assignment order, else ``NO_LEADER`` with unclean election off): ``offline_at_failure``, and not a loss
+under it (the old leader keeps its log and leads again when it returns). Eligible leader replicas (KIP-966, 4.x) are not modelled.
 
 Produces that the broker did not append (``appended`` false, e.g. error 19) have no offset. They get
 a policy's rejection when it applies and ``acks=1`` (or any ack that needs no follower) as usual;
@@ -345,7 +348,7 @@ class PolicyOutcome:
     loss_kafka_election: np.ndarray
     """bool (N,): a leader failure at ``t_ack`` loses the batch under Kafka's clean election."""
     loss_longest_log_election: np.ndarray
-    """bool (N,): ... under an election of the ISR member with the longest log."""
+    """bool (N,): ... under KIP-250's election of the live replica with the longest log."""
     loss_kafka_election_min: np.ndarray
     """bool (N,): ``loss_kafka_election`` with a follower holding b from when b was sent to it."""
     loss_longest_log_election_min: np.ndarray
@@ -353,6 +356,17 @@ class PolicyOutcome:
     offline_at_failure: np.ndarray
     """bool (N,): acked while no follower was in the committed ISR: a leader failure at ``t_ack`` leaves the
     partition offline (no loss flag set)."""
+    loss_window_kafka_us: np.ndarray
+    """float64 (N,): how long after ``t_ack``, in all, a leader failure would have lost the batch under Kafka's
+    election (the first ISR member, per interval of the policy's committed ISR, did not hold it yet), until
+    the leadership ends; 0: never losable; inf: losable until the end of the data; NaN as ``exposure_us``."""
+    loss_window_kafka_min_us: np.ndarray
+    """float64 (N,): ``loss_window_kafka_us`` with a follower holding b from when b was sent to it."""
+    loss_window_longest_us: np.ndarray
+    """float64 (N,): the same under the longest-log election: until a follower live at ``t_ack`` held it
+    (liveness as at ``t_ack``); 0 when none was live."""
+    loss_window_longest_min_us: np.ndarray
+    """float64 (N,): ``loss_window_longest_us`` with a follower holding b from when b was sent to it."""
     isr: IsrTimeline = field(repr=False)
     """The committed ISR used (recorded, or simulated for ``acks=all@lag=...``)."""
 
@@ -360,6 +374,9 @@ class PolicyOutcome:
         """The per-produce arrays by name."""
         return {name: getattr(self, name) for name in _OUTCOME_COLUMNS}
 
+
+LOSS_WINDOWS = ("loss_window_kafka_us", "loss_window_kafka_min_us", "loss_window_longest_us", "loss_window_longest_min_us")
+"""The loss-window arrays of a :class:`PolicyOutcome`."""
 
 _OUTCOME_COLUMNS = (
     "outcome",
@@ -372,6 +389,7 @@ _OUTCOME_COLUMNS = (
     "loss_kafka_election_min",
     "loss_longest_log_election_min",
     "offline_at_failure",
+    *LOSS_WINDOWS,
 )
 
 
@@ -646,6 +664,34 @@ class _Epoch:
         appended = self.tld if self.all_appended else self.tld[self.inp.appended]
         return int(appended.min()) if appended.size else NEVER
 
+    @cached_property
+    def down_spans(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per follower: sorted spans [start, end) in which it was no live replica to elect. The controller
+        removes a broker that starts a controlled shutdown or is fenced from every ISR at once
+        (`ReplicationControlManager.handleBrokerInControlledShutdown` / `handleBrokerFenced`: a change
+        `isr_change_by_controller` marks), and an election considers only active brokers
+        (`PartitionChangeBuilder.isAcceptableLeader`); the broker is running again once it fetches (its
+        first LEO event after the removal, NEVER if none)."""
+        inp = self.inp
+        removed = inp.isr_change_by_controller & inp.isr_membership[:-1].T & ~inp.isr_membership[1:].T  # (F, K)
+        spans = []
+        for j in range(self.f):
+            starts = inp.isr_change_times[removed[j]]
+            if starts.size == 0:
+                spans.append((starts, starts))
+                continue
+            fetches = inp.leo_times[j]
+            spans.append((starts, np.append(fetches, NEVER).take(np.searchsorted(fetches, starts, side="right"))))
+        return spans
+
+    def live_at(self, j: int, t: np.ndarray) -> np.ndarray | bool:
+        """Whether follower j was a live replica at times t (True when it never was down)."""
+        starts, ends = self.down_spans[j]
+        if starts.size == 0:
+            return True
+        k = np.searchsorted(starts, t, side="right") - 1
+        return ~((k >= 0) & (t < ends.take(np.maximum(k, 0))))
+
     def leader_leo_at(self, q) -> np.ndarray:
         """Leader LEO derived from the produces at times q (see leader_steps)."""
         times, values, before = self.leader_steps()
@@ -802,6 +848,10 @@ class _Outputs:
         self.loss_kafka_election_min = np.ones((p, n), dtype=bool)
         self.loss_longest_log_election_min = np.ones((p, n), dtype=bool)
         self.offline_at_failure = np.zeros((p, n), dtype=bool)
+        self.loss_window_kafka_us = np.empty((p, n), dtype=np.float64)
+        self.loss_window_kafka_min_us = np.empty((p, n), dtype=np.float64)
+        self.loss_window_longest_us = np.empty((p, n), dtype=np.float64)
+        self.loss_window_longest_min_us = np.empty((p, n), dtype=np.float64)
 
     def row(self, policy: str) -> dict[str, np.ndarray]:
         i = self.policies.index(policy)
@@ -860,17 +910,25 @@ def _durability(ep: _Epoch, row: dict[str, np.ndarray], isr: IsrTimeline) -> Non
     else:
         rows = isr.rows_at(t_ack)
         in_isr = [isr.membership[:, j].take(rows) for j in range(ep.f)]
-    # no follower in the ISR: nobody is elected, the partition is offline (neither loss flag)
+    # no follower in the ISR: Kafka elects nobody, the partition is offline (not a loss under Kafka's election)
     offline = row["offline_at_failure"]
     offline[:] = True
     for member in in_isr:
         if member is not False:
             offline &= np.logical_not(member)
+    live = [ep.live_at(j, t_ack) for j in range(ep.f)]
     for held, kafka, longest in (
         (holds, row["loss_kafka_election"], row["loss_longest_log_election"]),
         (sent, row["loss_kafka_election_min"], row["loss_longest_log_election_min"]),
     ):
-        _loss_flags(in_isr, held, kafka, longest, offline)
+        _loss_flags(in_isr, live, held, kafka, longest, offline)
+    end = ep.inp.epoch_end
+    for times, kafka, longest in (
+        (ep.arrivals, row["loss_window_kafka_us"], row["loss_window_longest_us"]),
+        (ep.sent, row["loss_window_kafka_min_us"], row["loss_window_longest_min_us"]),
+    ):
+        _kafka_loss_window(t_ack, isr, times, end, kafka)
+        _longest_loss_window(t_ack, live, times, end, longest)
 
     acked = np.equal(row["outcome"], Outcome.ACKED, out=ep.scratch)
     if not acked.all():
@@ -881,36 +939,88 @@ def _durability(ep: _Epoch, row: dict[str, np.ndarray], isr: IsrTimeline) -> Non
         for name in ("loss_kafka_election", "loss_longest_log_election", "loss_kafka_election_min",
                      "loss_longest_log_election_min", "offline_at_failure"):
             row[name][not_acked] = False
+        for name in LOSS_WINDOWS:
+            row[name][not_acked] = np.nan
     if not ep.all_appended:
         no_offset = ~ep.inp.appended
         exposure[no_offset] = np.nan
         full[no_offset] = np.nan
+        for name in LOSS_WINDOWS:
+            row[name][no_offset] = np.nan
 
 
-def _loss_flags(in_isr: list, holds: list[np.ndarray], loss_kafka: np.ndarray, loss_longest: np.ndarray,
+def _span_us(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """max(0, hi - lo) as float64 µs; inf where hi is NEVER (and lo is not)."""
+    span = np.maximum(hi - lo, 0).astype(np.float64)
+    span[(hi == NEVER) & (lo < NEVER)] = np.inf
+    return span
+
+
+def _kafka_loss_window(t_ack: np.ndarray, isr: IsrTimeline, held_from: list[np.ndarray], end: int, out: np.ndarray) -> None:
+    """Fill `out` with the time after `t_ack` during which Kafka's election would have lost each batch: per
+    interval of the committed ISR (until the leadership ends), from its start (or the ack) until its first
+    member in assignment order held the batch (`held_from`); an interval without a follower in the ISR
+    elects nobody (offline, not a loss)."""
+    out[:] = 0.0
+    bounds = [_MIN, *isr.change_times.tolist(), NEVER]
+    for k in range(len(bounds) - 1):
+        members = np.flatnonzero(isr.membership[k])
+        start, stop = bounds[k], min(bounds[k + 1], end)
+        if members.size == 0 or stop <= start:
+            continue
+        lo = np.maximum(t_ack, start)
+        out += _span_us(lo, np.minimum(held_from[int(members[0])], stop))
+
+
+def _longest_loss_window(t_ack: np.ndarray, live: list, held_from: list[np.ndarray], end: int, out: np.ndarray) -> None:
+    """Fill `out` with the time after `t_ack` until a follower live at `t_ack` held each batch (the longest-log
+    election's first safe moment), until the leadership ends; 0 when no follower was live."""
+    first = np.full(t_ack.size, NEVER, dtype=_I64)
+    anyone = np.zeros(t_ack.size, dtype=bool)
+    for alive, held in zip(live, held_from, strict=True):
+        if alive is True:
+            np.minimum(first, held, out=first)
+            anyone[:] = True
+        else:
+            np.minimum(first, np.where(alive, held, NEVER), out=first)
+            anyone |= alive
+    np.minimum(first, end, out=first)
+    out[:] = _span_us(t_ack, first)
+    out[~anyone] = 0.0
+
+
+def _loss_flags(in_isr: list, live: list, holds: list[np.ndarray], loss_kafka: np.ndarray, loss_longest: np.ndarray,
                 offline: np.ndarray) -> None:
-    """Fill the two loss flags (ones on entry) from which follower holds the batch at the ack (`holds`) and
-    which is in the ISR then (`in_isr`: per follower, a bool when the ISR never changes, else per ack)."""
+    """Fill the two loss flags (ones on entry) from which follower holds the batch at the ack (`holds`), which
+    is in the ISR then (`in_isr`) and which is a live replica (`live`); per follower, a bool when it is the
+    same for every ack, else per ack.
+
+    Kafka's election takes the first ISR member in assignment order, and nobody (`offline`) without one.
+    KIP-250's longest-log election takes the live replica with the largest LEO, in the ISR or not ("select
+    the live replica with the largest LEO as the new leader"): a loss when no live follower holds the
+    batch, nothing elected (not a loss) when no follower is live."""
     if all(isinstance(member, bool) for member in in_isr):  # one ISR for every ack: fewer array passes
         members = [j for j, member in enumerate(in_isr) if member]
-        if not members:
+        if members:
+            np.logical_not(holds[members[0]], out=loss_kafka)
+        else:
             loss_kafka[:] = False
-            loss_longest[:] = False
-            return
-        np.logical_not(holds[members[0]], out=loss_kafka)
-        for j in members:
-            loss_longest &= ~holds[j]
-        return
-    undecided = np.ones(loss_kafka.size, dtype=bool)
-    loss_kafka[:] = False
-    for member, held in zip(in_isr, holds, strict=True):
-        if member is False:
-            continue
-        loss_kafka |= undecided & member & ~held
-        undecided &= np.logical_not(member)
-        loss_longest &= ~(member & held)
-    loss_kafka &= ~offline
-    loss_longest &= ~offline
+    else:
+        undecided = np.ones(loss_kafka.size, dtype=bool)
+        loss_kafka[:] = False
+        for member, held in zip(in_isr, holds, strict=True):
+            if member is False:
+                continue
+            loss_kafka |= undecided & member & ~held
+            undecided &= np.logical_not(member)
+        loss_kafka &= ~offline
+    for alive, held in zip(live, holds, strict=True):
+        loss_longest &= ~held if alive is True else ~(alive & held)
+    if not any(alive is True for alive in live):
+        nobody_live = np.ones(loss_longest.size, dtype=bool)
+        for alive in live:
+            nobody_live &= ~alive
+        loss_longest &= ~nobody_live
 
 
 def _interval_acks(ep: _Epoch, intervals: list[_Interval], need_all: bool, strict: bool, raw: np.ndarray) -> np.ndarray | None:

@@ -35,7 +35,7 @@ T11 = dt.datetime(2026, 11, 20, 11, 0, 0)
 
 def _row(policy="acks=all", outcome="acked", latency=1.0, t=T10, partition=0, copies=3, exposure=0.0,
          nbytes=100, loss_k=False, loss_l=False, topic="orders", cluster="c1", full=None, loss_k_min=None,
-         loss_l_min=None, offline=False):
+         loss_l_min=None, offline=False, window_k=0.0, window_l=0.0, window_k_min=None, window_l_min=None):
     return {
         "cluster": cluster, "topic": topic, "partition": partition, "leader_epoch": 0, "base_offset": 0,
         "broker_id": 1, "bytes": nbytes, "records": None, "recorded_acks": -1, "policy": policy, "outcome": outcome,
@@ -47,7 +47,17 @@ def _row(policy="acks=all", outcome="acked", latency=1.0, t=T10, partition=0, co
         "loss_kafka_election": loss_k, "loss_longest_log_election": loss_l,
         "loss_kafka_election_min": loss_k if loss_k_min is None else loss_k_min,
         "loss_longest_log_election_min": loss_l if loss_l_min is None else loss_l_min,
-        "offline_at_failure": offline, "isr_source": "logs",
+        "offline_at_failure": offline,
+        **{
+            name: (value if outcome == "acked" else None)
+            for name, value in (
+                ("loss_window_kafka_ms", window_k),
+                ("loss_window_kafka_min_ms", window_k if window_k_min is None else window_k_min),
+                ("loss_window_longest_ms", window_l),
+                ("loss_window_longest_min_ms", window_l if window_l_min is None else window_l_min),
+            )
+        },
+        "isr_source": "logs",
         "leo_source": "follower_fetches",
         "source_file": "f", "line_number": 1, "event_date": t.date(), "replay_run_id": "r",
     }
@@ -210,6 +220,29 @@ def test_risk_exposure(spark):
     )
     # 10 + 0.98 * 30 is floating point
     assert_approx_df_equality(actual, expected, 1e-9, ignore_nullable=True, ignore_row_order=True)
+
+
+def test_loss_windows_are_summed_in_batch_seconds_and_infinite_ones_counted_apart(spark):
+    replay = replay_frame(
+        spark,
+        [
+            _row(policy="acks=1", window_k=2_900.0, window_l=10.0, window_k_min=0.0, window_l_min=0.0),
+            _row(policy="acks=1", window_k=INF, window_l=1_100.0, window_k_min=500.0, window_l_min=100.0),
+            _row(policy="acks=1", outcome="timeout"),  # not acked: no window
+            _row(policy="acks=all"),
+        ],
+    )
+    columns = ["policy", "loss_window_kafka_batch_s", "loss_window_kafka_min_batch_s", "loss_window_longest_batch_s",
+               "loss_window_longest_min_batch_s", "never_safe_kafka_acks", "never_safe_longest_acks"]
+    parts = partitions_frame(spark, [("c1", "orders", 0, 2)])
+    actual = risk_exposure(replay, parts, "hour").select(*columns)
+    expected = spark.createDataFrame(
+        [("acks=1", 2.9, 0.5, 1.11, 0.1, 1, 0), ("acks=all", 0.0, 0.0, 0.0, 0.0, 0, 0)],
+        "policy string, loss_window_kafka_batch_s double, loss_window_kafka_min_batch_s double, "
+        "loss_window_longest_batch_s double, loss_window_longest_min_batch_s double, never_safe_kafka_acks bigint, "
+        "never_safe_longest_acks bigint",
+    )
+    assert_approx_df_equality(actual, expected, 1e-12, ignore_nullable=True, ignore_row_order=True)
 
 
 AVAILABILITY_COLUMNS = [

@@ -18,7 +18,7 @@ from ackreplay.quality.catalog import (
 )
 from ackreplay.quality.frames import CONTRACTS, required_copies
 from ackreplay.quality.reconcile import Count
-from ackreplay.quality.runner import QualityReport, _gx_context, check_table
+from ackreplay.quality.runner import QualityReport, check_table, gx_frames
 from ackreplay.replay.kernel import OUTCOME_NAMES
 from schemas.tables import PARTITIONS
 
@@ -76,8 +76,8 @@ def test_failed_checks_count_rows_and_sample_them_by_row_id(spark):
         ],
         PARTITIONS,
     )
-    context, source = _gx_context()
-    outcomes = check_table(context, source, "partitions", df, None, parse_config({}), [])
+    whole = gx_frames()
+    outcomes = check_table(whole, "partitions", df, None, parse_config({}), [])
     by_check: dict[str, list] = {}
     for o in outcomes:
         by_check.setdefault(o.check, []).append(o)
@@ -106,8 +106,8 @@ def test_failed_checks_count_rows_and_sample_them_by_row_id(spark):
 
 def test_a_check_on_a_missing_column_fails_with_the_error(spark):
     df = spark.createDataFrame([_partition("orders", 0, [1, 2, 3], 3, 2)], PARTITIONS).drop("min_insync_replicas")
-    context, source = _gx_context()
-    outcomes = check_table(context, source, "partitions", df, None, parse_config({}), [])
+    whole = gx_frames()
+    outcomes = check_table(whole, "partitions", df, None, parse_config({}), [])
     columns = next(o for o in outcomes if o.expectation == "expect_table_columns_to_match_set")
     assert not columns.success
     broken = [o for o in outcomes if o.error]
@@ -127,12 +127,12 @@ def test_columns_in_another_order_match_the_contract(spark):
     # a table written before a column was added to its contract has that column last
     df = spark.createDataFrame([_partition("orders", 0, [1, 2, 3], 3, 2)], PARTITIONS)
     moved = df.select(*[c for c in df.columns if c != "cluster"], "cluster")
-    context, source = _gx_context()
-    outcomes = check_table(context, source, "partitions", moved, None, parse_config({}), [])
+    whole = gx_frames()
+    outcomes = check_table(whole, "partitions", moved, None, parse_config({}), [])
     columns = next(o for o in outcomes if o.expectation == "expect_table_columns_to_match_set")
     assert columns.success
-    context, source = _gx_context()
-    missing = check_table(context, source, "partitions", moved.drop("cluster"), None, parse_config({}), [])
+    whole = gx_frames()
+    missing = check_table(whole, "partitions", moved.drop("cluster"), None, parse_config({}), [])
     assert not next(o for o in missing if o.expectation == "expect_table_columns_to_match_set").success
 
 

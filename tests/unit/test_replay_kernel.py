@@ -122,6 +122,69 @@ def test_election_picks_the_first_isr_member_in_assignment_order():
     assert r["quorum=2"].loss_kafka_election_min.tolist() == [False]
 
 
+def test_the_longest_log_election_takes_any_live_replica_in_the_isr_or_not():
+    """KIP-250: "select the live replica with the largest LEO as the new leader". Batch 0 appended at 100;
+    follower 2 (in the ISR) reports it at 400, follower 3 (out of the ISR) at 150. acks=1 acks at 100,
+    quorum=2 at 150 (it counts follower 3). At 150 only follower 3 holds the batch: Kafka's election (ISR
+    member 2) loses it, the longest-log election elects follower 3 and keeps it."""
+    produces, followers = [(0, 100)], [[(400, 10)], [(150, 10)]]
+    r = replay_epoch(epoch(produces, followers, isr_rows=[[True, False]], m=1))
+    check(r, "quorum=2", [ACKED], [150], copies=[2])
+    two = r["quorum=2"]
+    assert (two.loss_kafka_election.tolist(), two.loss_longest_log_election.tolist()) == ([True], [False])
+    # an ISR of the leader alone: Kafka elects nobody (offline, not a loss); the longest-log election
+    # elects follower 3, which holds the batch under quorum=2 and, under acks=1, at most not yet (it reported
+    # it at 150) and at least already (no earlier FETCH of its is known: the one before 150 may have carried it)
+    r = replay_epoch(epoch(produces, followers, isr_rows=[[False, False]], m=1))
+    assert r["quorum=2"].offline_at_failure.tolist() == [True]
+    assert r["quorum=2"].loss_longest_log_election.tolist() == [False]
+    one = r["acks=1"]
+    assert (one.offline_at_failure.tolist(), one.loss_kafka_election.tolist()) == ([True], [False])
+    assert (one.loss_longest_log_election.tolist(), one.loss_longest_log_election_min.tolist()) == ([True], [False])
+
+
+def test_a_replica_the_controller_removed_is_not_elected_until_it_fetches_again():
+    """The controller removes both followers from the ISR at 200 (their brokers shut down); follower 3 fetches
+    again at 700, follower 2 at 900. acks=1 acks batches 0, 10 and 20 at 100, 300 and 800, and no follower
+    holds any of them then. At 100 both are live: lost under either election. At 300 nobody is live: the
+    longest-log election elects nobody (not a loss), Kafka's neither (the ISR is the leader alone: offline).
+    At 800 follower 3 is live again and elected by the longest log: lost."""
+    produces = [(0, 100), (10, 300), (20, 800)]
+    followers = [[(900, 30)], [(150, 10), (700, 10), (850, 30)]]
+    base = epoch(produces, followers, isr_times=[200], isr_rows=[[True, True], [False, False]], m=1).__dict__
+    inputs = EpochInputs(**{**base, "isr_change_by_controller": np.array([True])})
+    one = replay_epoch(inputs)["acks=1"]
+    assert one.loss_longest_log_election.tolist() == [True, False, True]
+    assert one.loss_kafka_election.tolist() == [True, False, False]
+    assert one.offline_at_failure.tolist() == [False, True, True]
+    # the same shrink proposed by the leader (lag): both followers stay live, batch 10 is lost too
+    lag_shrink = EpochInputs(**{**base, "isr_change_by_controller": np.array([False])})
+    assert replay_epoch(lag_shrink)["acks=1"].loss_longest_log_election.tolist() == [True, True, True]
+
+
+def test_the_loss_window_is_how_long_after_the_ack_a_leader_failure_would_still_lose_the_batch():
+    """acks=1 acks batch 0 at 100. Follower 2, first in assignment order, stalls after its FETCH at 90 and
+    reports the batch at 5,000; the leader drops it from the ISR at 3,000. Follower 3 fetches at 105 and
+    reports it at 110. Kafka's election would have lost it until 3,000 (follower 2 elected), not after
+    (follower 3); the longest-log election until 110. At least, neither: follower 2 may have held it from
+    100 (its FETCH at 90 was waiting for it)."""
+    produces = [(0, 100)]
+    followers = [[(90, 0), (5_000, 10)], [(105, 0), (110, 10)]]
+    r = replay_epoch(epoch(produces, followers, isr_times=[3_000], isr_rows=[[True, True], [False, True]], m=1))
+    one = r["acks=1"]
+    assert (one.loss_window_kafka_us.tolist(), one.loss_window_kafka_min_us.tolist()) == ([2_900.0], [0.0])
+    assert (one.loss_window_longest_us.tolist(), one.loss_window_longest_min_us.tolist()) == ([10.0], [0.0])
+    assert r["acks=all"].loss_window_kafka_us.tolist() == [0.0]  # acked at 110, when follower 3 (ISR) had it
+    # the leadership ends at 2,000: a failure of the old leader after that loses nothing of its epoch
+    r = replay_epoch(epoch(produces, followers, isr_times=[3_000], isr_rows=[[True, True], [False, True]], m=1,
+                           epoch_end=2_000))
+    assert r["acks=1"].loss_window_kafka_us.tolist() == [1_900.0]
+    # follower 2 never reports and stays in the ISR: losable until the end of the data
+    r = replay_epoch(epoch(produces, [[(90, 0)], [(105, 0), (110, 10)]], m=1))
+    assert r["acks=1"].loss_window_kafka_us.tolist() == [math.inf]
+    assert r["acks=1"].loss_window_longest_us.tolist() == [10.0]
+
+
 def test_loss_as_a_range_a_follower_holds_a_batch_from_when_it_was_sent_to_it():
     """Batch 0 appended at 100. Follower 2's FETCH at 105 (offset 0) carries it, its FETCH at 130 reports
     it; follower 3 reports it at 110. quorum=2 acks at 110; Kafka elects follower 2: lost at most (the
@@ -468,6 +531,16 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, .
         later = [int(t) for t, a in zip(inputs.t_local_done, inputs.appended, strict=True) if a and t > last]
         return max(last, tld) if not later or tld <= min(later) else NEVER
 
+    by_controller = inputs.isr_change_by_controller.tolist()
+
+    def live(f, t):
+        """Not live: removed from the ISR by the controller at some c <= t, with no FETCH of f in (c, t]."""
+        for k, c in enumerate(changes):
+            if c <= t and by_controller[k] and rows[k][f] and not rows[k + 1][f]:
+                if not any(c < e <= t for e, _ in events[f]):
+                    return False
+        return True
+
     def finish(i, raw, reject, under=False):
         tld, deadline, end = int(inputs.t_local_done[i]), int(inputs.t_local_done[i] + inputs.timeout_us[i]), inputs.epoch_end
         if reject:
@@ -497,9 +570,32 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, .
                 return t, False
         return NEVER, False
 
+    end = inputs.epoch_end
+
+    def window(t_ack, held_from, losable):
+        """Time from t_ack until the leadership ends during which losable(t, held) holds, summed between
+        consecutive moments at which anything changes (inf: still losable at the last one, open-ended)."""
+        points = {t_ack} | {c for c in changes if c > t_ack} | {h for h in held_from if t_ack < h < NEVER}
+        if t_ack < end < NEVER:
+            points.add(end)
+        points = sorted(points)
+        total = 0
+        for a, b in zip(points, [*points[1:], NEVER], strict=True):
+            if a >= end:
+                break
+            if losable(a, [h <= a for h in held_from]):
+                if b == NEVER:
+                    return math.inf
+                total += b - a
+        return float(total)
+
+    def kafka_losable(t, holding):
+        members = [f for f in range(f_count) if isr_at(t)[f]]
+        return bool(members) and not holding[members[0]]
+
     out = {}
     for pid in policy_ids(inputs):
-        cols = [[] for _ in range(10)]
+        cols = [[] for _ in range(14)]
         for i in range(inputs.n_produces):
             tld = int(inputs.t_local_done[i])
             b = int(inputs.base_offset[i])
@@ -535,11 +631,22 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, .
             cols[4].append(duration(t_all))
             # no follower in the ISR: no election, the partition is offline (not a loss)
             cols[5].append(acked and bool(members) and not holds[members[0]])
-            cols[6].append(acked and bool(members) and not any(holds[f] for f in members))
+            alive = [f for f in range(f_count) if live(f, t_ack)]
+            # KIP-250's election: the live replica with the largest LEO, in the ISR or not
+            cols[6].append(acked and bool(alive) and not any(holds[f] for f in alive))
             was_sent = [sent(f, i) <= t_ack for f in range(f_count)]
             cols[7].append(acked and bool(members) and not was_sent[members[0]])
-            cols[8].append(acked and bool(members) and not any(was_sent[f] for f in members))
+            cols[8].append(acked and bool(alive) and not any(was_sent[f] for f in alive))
             cols[9].append(acked and not members)
+            sent_at = [sent(f, i) for f in range(f_count)]
+
+            def longest_losable(t, holding, alive=alive):
+                return bool(alive) and not any(holding[f] for f in alive)
+
+            for k, (held_from, losable) in enumerate(
+                ((arr, kafka_losable), (sent_at, kafka_losable), (arr, longest_losable), (sent_at, longest_losable))
+            ):
+                cols[10 + k].append(window(t_ack, held_from, losable) if acked and inputs.appended[i] else math.nan)
         out[pid] = tuple(cols)
     return out
 
@@ -547,6 +654,7 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, .
 _NAMES = (
     "outcome", "t_ack", "copies_at_ack", "exposure_us", "full_replication_us", "loss_kafka_election",
     "loss_longest_log_election", "loss_kafka_election_min", "loss_longest_log_election_min", "offline_at_failure",
+    "loss_window_kafka_us", "loss_window_kafka_min_us", "loss_window_longest_us", "loss_window_longest_min_us",
 )  # fmt: skip
 
 
