@@ -183,11 +183,12 @@ def _label_points(ax, points: list[tuple[str, float, float]]) -> None:
             (k for k in labels if abs(k[0] - x) <= 1e-9 + 0.01 * abs(x) and abs(k[1] - y) <= 0.01 * abs(y)), (x, y)
         )
         labels.setdefault(key, []).append(policy)
-    placed: list[tuple[float, float]] = []
+    placed: list[tuple[float, float, bool]] = []
     for (x, y), names in sorted(labels.items(), key=lambda item: (item[0][0], -item[0][1])):
-        # a point just below another at the same x gets its label underneath, not on top of the other's
-        near = any(abs(px - x) <= 1e-9 + 0.05 * abs(x) and py > 0 and y > 0 and py / y < 1.3 for px, py in placed)
-        placed.append((x, y))
+        # a label that would run into one already placed (in pixels, on the axes' final scales) goes underneath
+        px, py = ax.transData.transform((x, y))
+        near = any(abs(qx - px) < 150 and abs(qy - py) < 14 and not below for qx, qy, below in placed)
+        placed.append((px, py, near))
         ax.annotate(" = ".join(names), (x, y), textcoords="offset points", xytext=(7, -12 if near else 5), fontsize=8)
 
 
@@ -207,8 +208,6 @@ def _chart_tradeoff(path: Path, title: str, rows: list[dict], style: _Styles) ->
         right.plot([longest, k], [y, y], color=colour, linewidth=1, alpha=0.6, zorder=2)
         right.scatter([k], [y], s=70, zorder=3, alpha=0.85, color=colour, marker=marker)
         right.scatter([longest], [y], s=70, zorder=3, facecolors="white", edgecolors=colour, marker=marker, linewidths=1.5)
-    _label_points(left, exposure)
-    _label_points(right, kafka)
     left.set_xscale("symlog", linthresh=1e-3)
     left.set_yscale("log")
     left.set_xlabel("exposure: MB·s acked on fewer than\nmin.insync.replicas replicas (whole trace, symlog)")
@@ -217,7 +216,8 @@ def _chart_tradeoff(path: Path, title: str, rows: list[dict], style: _Styles) ->
     right.set_xscale("symlog", linthresh=1)
     right.set_xlabel(
         "acked batches lost had the leader failed at the ack, at most (whole trace, symlog)\n"
-        "filled: Kafka's election (first ISR member in assignment order); hollow: longest-log election"
+        "filled: Kafka's election (first ISR member in assignment order)\n"
+        "hollow: KIP-250's longest-log election (any live replica)"
     )
     right.set_title("P999 vs acks lost to a leader failure", fontsize=10)
     acked = {r["policy"]: r["n"] for r in plotted}
@@ -225,9 +225,17 @@ def _chart_tradeoff(path: Path, title: str, rows: list[dict], style: _Styles) ->
         low, high = min(acked.values()), max(acked.values())
         right.text(0.99, 0.01, f"out of {low:,}" + (f"–{high:,}" if high != low else "") + " acked batches per policy",
                    transform=right.transAxes, fontsize=8, color="#555555", ha="right")
-    for ax in (left, right):
+    for ax, linthresh in ((left, 1e-3), (right, 1)):
         ax.grid(True, which="major", alpha=0.35)
         ax.margins(x=0.2, y=0.15)
+        # counts and exposures are >= 0: the margin must not reach a negative tick (-10^0 on a count axis)
+        ax.set_xlim(left=-0.5 * linthresh)
+    # P999s of a few policies span little of a decade: plain numbers, not 7.04275×10³
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.6g}")
+    left.yaxis.set_major_formatter(plain)
+    left.yaxis.set_minor_formatter(plain)
+    _label_points(left, exposure)
+    _label_points(right, kafka)
     skipped = [r["policy"] for r in rows if r["p999_ms"] is None]
     if skipped:
         left.text(0.01, 0.01, "no P999 (n < 1000): " + ", ".join(skipped), transform=left.transAxes, fontsize=8,
