@@ -115,8 +115,8 @@ class QualityReport:
 def gx_frames():
     """The GX batch definition (in an ephemeral context) every table's frame is validated through (the
     frame is a batch parameter). Suites are validated on the batch (`Batch.validate`) without being
-    registered: registering a suite and a validation definition per table stores and copies them, about a
-    tenth of the checks' time here."""
+    registered: registering a suite, an asset and a validation definition per table stores and copies
+    them (1.8 of 22.9 s of a warm run's ingest checks)."""
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
