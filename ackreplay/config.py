@@ -46,6 +46,9 @@ class ClusterSettings(_Strict):
     broker_clock_offsets_ms: dict[int, float] = Field(default_factory=dict)
     # Broker-level min.insync.replicas, used when topics.txt shows no topic override.
     default_min_insync_replicas: int = 1
+    # Whether the cluster keeps eligible leader replicas (KIP-966; the `eligible.leader.replicas.version`
+    # feature): None reads it from the logs (ackreplay/replay/elr.py).
+    eligible_leader_replicas: bool | None = None
 
     @field_validator("log_timezone")
     @classmethod

@@ -122,8 +122,8 @@ def format_summary(rows: list[dict]) -> list[str]:
             " HOL: waiting behind earlier responses on the connection; Δ and × against the replayed acks=all;"
             " loss: acked batches a leader failure at the ack loses, least–most; losable batch·s: how long after"
             " their acks a leader failure would still have lost them, summed (finite windows), least–most;"
-            " offline: acked with no"
-            " follower in the ISR, a failure leaves the partition without a leader;"
+            " offline: acked with no follower in the ISR and no live eligible leader replica, a failure leaves the"
+            " partition without a leader;"
             " '-': too few samples, or for <minISR s (partition·s under min ISR) an ISR not stored: acks=all@lag)"
         )
         verdict = block[0].get("self_check") or ""

@@ -38,6 +38,10 @@ ISR_CHANGES = _schema(
     ("partition_epoch", IntegerType(), True),  # "version updated to N" / partitionEpoch (null: pre-3.x leader line)
     ("isr", ArrayType(IntegerType()), False),  # in printed order; the leader is always a member
     ("isr_size", IntegerType(), False),
+    # Eligible leader replicas (KIP-966) as a 4.2+ state-change.log registration line prints them for this
+    # commit ("elr=[2]"); null where no line of the commit prints them (server.log lines, 3.x-4.1). The
+    # replay derives them where null (ackreplay/replay/elr.py).
+    ("elr", ArrayType(IntegerType()), True),
     # True/false when the line says (3.5+ "ISR updated to" and leader-start lines); null when it cannot tell.
     ("under_min_isr", BooleanType(), True),
     ("previous_isr", ArrayType(IntegerType()), True),  # same partition and leader; null at a leader start

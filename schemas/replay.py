@@ -47,7 +47,8 @@ _VALUES = [
     # only once the leader knew): the least a leader failure at t_ack loses (README, "Loss as a range")
     StructField("loss_kafka_election_min", BooleanType(), False),
     StructField("loss_longest_log_election_min", BooleanType(), False),
-    # no follower in the ISR at t_ack: a leader failure then leaves the partition offline (no loss flag set)
+    # no follower in the ISR at t_ack and no live eligible leader replica (KIP-966): a leader failure then leaves
+    # the partition offline (no loss flag set)
     StructField("offline_at_failure", BooleanType(), False),
     # how long after t_ack, in all, a leader failure would still have lost the batch, under each election
     # (most, and least as the loss flags; inf: until the end of the data; README, "Loss as a range")

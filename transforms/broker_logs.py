@@ -104,6 +104,9 @@ _SKIP_GROUPS = (
     "line_broker", "topic", "partition", "topic_id", "state_partition_epoch", "registration_partition_epoch",
     "leader_epoch", "high_watermark", "isr",
 )
+# The 4.2+ registration also prints the eligible leader replicas (KIP-966, `PartitionRegistration.elr`):
+# "elr=[2, 3]", "elr=[]"; the 3.6-4.1 partition state has none.
+_REGISTRATION_ELR = r", partition registration PartitionRegistration\(.*?\belr=\[([\d, ]*)\]"
 
 # Partition.makeFollower; "with partition epoch" and "Current leader is" since 2.8/3.0, optional here. Its
 # "Previous leader ... epoch" print the values just set (the new leader and epoch): read, not kept.
@@ -207,6 +210,12 @@ def _int_list(text: Column) -> Column:
     return F.split(text, ",").cast("array<int>")
 
 
+def _registration_elr(message: Column) -> Column:
+    """The eligible leader replicas a 4.2+ registration line prints (empty array for `elr=[]`), else null."""
+    listed = F.regexp_replace(F.regexp_extract(message, _REGISTRATION_ELR, 1), " ", "")
+    return F.when(message.rlike(_REGISTRATION_ELR), F.when(listed == "", F.array().cast("array<int>")).otherwise(_int_list(listed)))
+
+
 def _parsed(df: DataFrame, kind: str) -> DataFrame:
     return df.filter((F.col("status") == "parsed") & (F.col("line_kind") == kind))
 
@@ -226,6 +235,7 @@ def isr_commit_events(lines_df: DataFrame) -> DataFrame:
         F.lit(None).cast("int").alias("leader_epoch"),
         upd["partition_epoch"].cast("int").alias("partition_epoch"),
         _int_list(upd["isr"]).alias("isr"),
+        F.lit(None).cast("array<int>").alias("elr"),
         # 3.5+ prints two spaces (or "(under-min-isr)") where older versions print one.
         F.when(upd["under_min"] != "", F.lit(True)).when(upd["gap"] == "  ", F.lit(False)).alias("under_min_isr"),
         F.lit(False).alias("is_leader_start"),
@@ -243,6 +253,7 @@ def isr_commit_events(lines_df: DataFrame) -> DataFrame:
             F.nullif(skp["state_partition_epoch"], F.lit("")), F.nullif(skp["registration_partition_epoch"], F.lit(""))
         ).cast("int").alias("partition_epoch"),
         _int_list(skp["isr"]).alias("isr"),
+        _registration_elr(m).alias("elr"),
         F.lit(None).cast("boolean").alias("under_min_isr"),
         F.lit(False).alias("is_leader_start"),
         F.lit(STATE_CHANGE_LOG).alias("source"),
@@ -256,6 +267,7 @@ def isr_commit_events(lines_df: DataFrame) -> DataFrame:
         "leader_epoch",
         "partition_epoch",
         "isr",
+        F.lit(None).cast("array<int>").alias("elr"),
         "under_min_isr",
         F.lit(True).alias("is_leader_start"),
         F.lit(STATE_CHANGE_LOG).alias("source"),
@@ -344,7 +356,8 @@ def _shrink_proposals(lines_df: DataFrame) -> DataFrame:
 def _deduplicate_commits(commits_df: DataFrame) -> DataFrame:
     """One row per (cluster, topic, partition, leader, partition epoch): the earliest line.
 
-    The leader epoch and under-min-ISR flag are taken from whichever line of the commit states them.
+    The leader epoch, eligible leader replicas and under-min-ISR flag are taken from whichever line of the
+    commit states them.
     Commits without a partition epoch (pre-3.x leader lines) are kept as they are.
     """
     solo = F.when(F.col("partition_epoch").isNull(), F.concat_ws(":", "source_file", "line_number"))
@@ -358,6 +371,7 @@ def _deduplicate_commits(commits_df: DataFrame) -> DataFrame:
             {
                 "_rank": F.row_number().over(ordered),
                 "leader_epoch": F.first("leader_epoch", ignorenulls=True).over(whole),
+                "elr": F.first("elr", ignorenulls=True).over(whole),
                 "under_min_isr": F.first("under_min_isr", ignorenulls=True).over(whole),
                 "is_leader_start": F.max("is_leader_start").over(whole),
             }

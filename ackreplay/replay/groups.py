@@ -93,13 +93,15 @@ def epoch_inputs(
     change_by_controller: Sequence[bool] | None = None,
     leader_silences: np.ndarray | None = None,
     appended: np.ndarray | None = None,
+    elr_membership: np.ndarray | None = None,
 ) -> tuple[EpochInputs, str]:
     """The kernel's inputs for one (partition, leader epoch) from plain arrays, and the ISR source.
 
     Events must be sorted by time. `change_by_controller[k]`: the change at `change_times[k]` was the
     controller's alone (the kernel's `isr_change_by_controller`). `leader_silences`: (S, 2) spans in
     which the leader did not run (replay_inputs.broker_silences; the kernel's `leader_silences`). `appended`: false
-    for a produce the broker rejected before appending (the kernel's `appended`; default: all). The ISR re-simulation starts where this
+    for a produce the broker rejected before appending (the kernel's `appended`; default: all). `elr_membership`: the
+kernel's, rows as the ISR timeline's (elr.partition_elr_rows); None: no eligible leader replicas. The ISR re-simulation starts where this
     slice's request-log data (produces, LEO events) starts when that is later than the epoch start (a
     bucket that starts mid-epoch, or a request log recorded from some time after the leader was elected).
     """
@@ -122,6 +124,7 @@ def epoch_inputs(
         isr_membership=membership,
         isr_change_by_controller=None if change_by_controller is None else np.asarray(change_by_controller, bool),
         leader_silences=leader_silences,
+        elr_membership=elr_membership,
         min_insync_replicas=int(min_insync_replicas),
         epoch_end=int(epoch_end_us),
         quorum_sizes=quorum_sizes,
@@ -207,8 +210,8 @@ class ReplayContext:
     strict_min_isr: bool
     run_id: str
     partitions: Mapping[int, PartitionEpochs]  # pkey -> the partition's epochs
-    # (pkey, leader_epoch) -> (commit times, ISRs, whether the controller alone made the change)
-    isr_changes: Mapping[tuple[int, int], tuple[np.ndarray, tuple, np.ndarray]]
+    # (pkey, leader_epoch) -> (commit times, ISRs, whether the controller alone made the change[, printed ELRs])
+    isr_changes: Mapping[tuple[int, int], tuple]
     source_files: Mapping[int, str]  # source_file_id -> source_file
     # (cluster, broker_id) -> int64 (S, 2): when the broker did not run (replay_inputs.broker_silences)
     leader_silences: Mapping[tuple[str, int], np.ndarray] = field(default_factory=dict)
@@ -216,6 +219,8 @@ class ReplayContext:
     # phase and commit delays of its ISR checks (stage.isr_proposals, logged_isr_options)
     isr_proposals: Mapping[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     leo_sources: Mapping[str, str] = field(default_factory=dict)  # cluster -> jmx_metrics (default follower_fetches)
+    # (pkey, leader_epoch) -> the kernel's elr_membership where the cluster keeps eligible leader replicas
+    elr_rows: Mapping[tuple[int, int], np.ndarray] = field(default_factory=dict)
     writer: ArrowFileWriter | None = None  # write the rows as Delta data files here; None: return them to Spark
     linger_us: int = 5_000  # replay.producer.linger_ms (connections.py)
     blocked_gap_us: int = 1_000  # replay.producer.blocked_gap_ms
@@ -378,7 +383,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         fs, fe = fetch_runs.get((int(pkey[s]), k), (0, 0))
         change_times, change_isrs, by_controller = ctx.isr_changes.get(
             (int(pkey[s]), number), (np.empty(0, np.int64), (), np.empty(0, bool))
-        )
+        )[:3]
         inputs, isr_source = epoch_inputs(
             base_offset=produce["offset"][s:e],
             appended=produce["offset"][s:e] >= 0,
@@ -399,6 +404,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             epoch_end_us=_leadership_end(part, k, int(t[e - 1] if fe == fs else max(t[e - 1], f_t[fe - 1]))),
             quorum_sizes=ctx.quorum_sizes,
             lag_ms=ctx.lag_ms,
+            elr_membership=ctx.elr_rows.get((int(pkey[s]), number)),
         )
         proposals = ctx.isr_proposals.get((part.cluster, int(part.leader[k]))) if ctx.lag_ms else None
         outcomes = replay_epoch(inputs, logged_isr_options(options, proposals, inputs.epoch_start))

@@ -50,7 +50,9 @@ The least a failure can lose; the truth lies between (README, "Loss as a range")
 in the committed ISR at ``t_ack`` a leader failure leaves the partition without an electable leader
 under Kafka's election (``PartitionChangeBuilder.electAnyLeader``: the first live ISR member in
 assignment order, else ``NO_LEADER`` with unclean election off): ``offline_at_failure``, and not a loss
-under it (the old leader keeps its log and leads again when it returns). Eligible leader replicas (KIP-966, 4.x) are not modelled.
+under it (the old leader keeps its log and leads again when it returns). Where the cluster keeps eligible
+leader replicas (KIP-966, ``EpochInputs.elr_membership``) Kafka elects the first live one in assignment
+order instead, and the batch is lost when it does not hold it.
 
 Produces that the broker did not append (``appended`` false, e.g. error 19) have no offset. They get
 a policy's rejection when it applies and ``acks=1`` (or any ack that needs no follower) as usual;
@@ -224,6 +226,12 @@ class EpochInputs:
     """int64 (S, 2), sorted: spans in which the leader did not run (a stopped JVM, a long GC pause), from
     its last request line before to its first isr-expiration check after. Only :func:`simulate_isr`
     uses it. None: none."""
+    elr_membership: np.ndarray | None = None
+    """bool (K+1, F), rows as ``isr_membership``: the followers that were eligible leader replicas (KIP-966)
+    while each committed ISR held. None: the cluster does not keep them (before Kafka 4.1, or the
+    ``eligible.leader.replicas.version`` feature off); Kafka's election then has nobody to elect when the
+    ISR is the leader alone. A re-simulated ISR (``acks=all@lag``) gets them derived from row 0 on
+    (:func:`next_eligible_leader_replicas`)."""
 
     def __post_init__(self) -> None:
         n = _i64(self.base_offset, "base_offset").size
@@ -273,6 +281,11 @@ class EpochInputs:
             if np.any(silences[:, 1] <= silences[:, 0]) or not _is_sorted(silences[:, 0]):
                 raise ValueError("leader_silences must be sorted (start, end) spans with end > start")
         object.__setattr__(self, "leader_silences", silences)
+        if self.elr_membership is not None:
+            elr = np.ascontiguousarray(self.elr_membership, dtype=bool)
+            if elr.shape != isr.membership.shape:
+                raise ValueError(f"elr_membership must have shape {isr.membership.shape}, got {elr.shape}")
+            object.__setattr__(self, "elr_membership", elr)
 
         if int(self.min_insync_replicas) < 1:
             raise ValueError("min_insync_replicas must be >= 1")
@@ -354,8 +367,8 @@ class PolicyOutcome:
     loss_longest_log_election_min: np.ndarray
     """bool (N,): ``loss_longest_log_election`` likewise."""
     offline_at_failure: np.ndarray
-    """bool (N,): acked while no follower was in the committed ISR: a leader failure at ``t_ack`` leaves the
-    partition offline (no loss flag set)."""
+    """bool (N,): acked while no follower was in the committed ISR and none of the eligible leader replicas
+    was live: a leader failure at ``t_ack`` leaves the partition offline (no loss flag set)."""
     loss_window_kafka_us: np.ndarray
     """float64 (N,): how long after ``t_ack``, in all, a leader failure would have lost the batch under Kafka's
     election (the first ISR member, per interval of the policy's committed ISR, did not hold it yet), until
@@ -405,6 +418,34 @@ def policy_ids(inputs: EpochInputs) -> list[str]:
     ids += [f"quorum={q}" for q in inputs.quorum_sizes]
     ids += [lag_policy_id(x) for x in inputs.replica_lag_time_max_ms]
     return list(dict.fromkeys(ids))
+
+
+def next_eligible_leader_replicas(
+    previous_elr: np.ndarray, previous_isr: np.ndarray, isr: np.ndarray, isr_size: int, min_insync_replicas: int
+) -> np.ndarray:
+    """The eligible leader replicas (KIP-966) after an ISR change, as bool masks over the same replicas.
+
+    `PartitionChangeBuilder.maybePopulateTargetElr`: with the new ISR at or above `min.insync.replicas` there
+    are none; below it, the previous ELR and ISR members that are not in the new ISR (replicas that left the
+    ISR while it was below min ISR hold everything up to the HW, which does not advance there). Kafka also
+    drops a broker that re-registered after an unclean shutdown, which the logs read here do not show.
+    `isr_size` counts the whole new ISR (a leader that `isr` leaves implicit included).
+    """
+    if isr_size >= min_insync_replicas:
+        return np.zeros_like(isr)
+    return (previous_elr | previous_isr) & ~isr
+
+
+def _derived_elr(isr: IsrTimeline, start: np.ndarray, min_insync_replicas: int) -> np.ndarray:
+    """Eligible leader replicas along a (re-simulated) ISR timeline, from `start` at row 0."""
+    rows = np.empty_like(isr.membership)
+    rows[0] = start
+    for k in range(1, rows.shape[0]):
+        member = isr.membership[k]
+        rows[k] = next_eligible_leader_replicas(
+            rows[k - 1], isr.membership[k - 1], member, 1 + int(member.sum()), min_insync_replicas
+        )
+    return rows
 
 
 # ------------------------------------------------------------------------------------------------
@@ -887,8 +928,9 @@ def _finalize(ep: _Epoch, t_ack: np.ndarray, outcome: np.ndarray, reject: np.nda
         t_ack[reject] = ep.tld[reject]
 
 
-def _durability(ep: _Epoch, row: dict[str, np.ndarray], isr: IsrTimeline) -> None:
-    """Fill copies_at_ack, exposure, full replication and loss flags of one policy's row."""
+def _durability(ep: _Epoch, row: dict[str, np.ndarray], isr: IsrTimeline, elr: np.ndarray | None) -> None:
+    """Fill copies_at_ack, exposure, full replication and loss flags of one policy's row (`elr`: the eligible
+    leader replicas along `isr`, None when the cluster keeps none)."""
     t_ack = row["t_ack"]
     holds = [np.less_equal(a, t_ack, out=ep.holds[j]) for j, a in enumerate(ep.arrivals)]
     copies = row["copies_at_ack"]  # ones on entry
@@ -910,24 +952,38 @@ def _durability(ep: _Epoch, row: dict[str, np.ndarray], isr: IsrTimeline) -> Non
     else:
         rows = isr.rows_at(t_ack)
         in_isr = [isr.membership[:, j].take(rows) for j in range(ep.f)]
-    # no follower in the ISR: Kafka elects nobody, the partition is offline (not a loss under Kafka's election)
+    # No follower in the ISR: Kafka elects the first live eligible leader replica in assignment order
+    # (`PartitionChangeBuilder.isValidNewLeader`: "in ELR when ISR is empty"), else nobody: the partition is
+    # offline (not a loss under Kafka's election).
     offline = row["offline_at_failure"]
     offline[:] = True
     for member in in_isr:
         if member is not False:
             offline &= np.logical_not(member)
     live = [ep.live_at(j, t_ack) for j in range(ep.f)]
+    by_elr: list[np.ndarray] = []
+    if elr is not None and offline.any():
+        no_leader = offline.copy()
+        for j in range(ep.f):
+            eligible = bool(elr[0, j]) if isr.change_times.size == 0 else elr[:, j].take(rows)
+            pick = no_leader & eligible & live[j]
+            by_elr.append(pick)
+            no_leader &= ~pick
     for held, kafka, longest in (
         (holds, row["loss_kafka_election"], row["loss_longest_log_election"]),
         (sent, row["loss_kafka_election_min"], row["loss_longest_log_election_min"]),
     ):
         _loss_flags(in_isr, live, held, kafka, longest, offline)
+        for pick, has in zip(by_elr, held, strict=False):  # by_elr: empty when nobody is eligible
+            kafka |= pick & ~has
+    if by_elr:
+        np.copyto(offline, no_leader)
     end = ep.inp.epoch_end
     for times, kafka, longest in (
         (ep.arrivals, row["loss_window_kafka_us"], row["loss_window_longest_us"]),
         (ep.sent, row["loss_window_kafka_min_us"], row["loss_window_longest_min_us"]),
     ):
-        _kafka_loss_window(t_ack, isr, times, end, kafka)
+        _kafka_loss_window(t_ack, isr, times, end, kafka, elr, live)
         _longest_loss_window(t_ack, live, times, end, longest)
 
     acked = np.equal(row["outcome"], Outcome.ACKED, out=ep.scratch)
@@ -956,20 +1012,38 @@ def _span_us(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return span
 
 
-def _kafka_loss_window(t_ack: np.ndarray, isr: IsrTimeline, held_from: list[np.ndarray], end: int, out: np.ndarray) -> None:
+def _kafka_loss_window(
+    t_ack: np.ndarray, isr: IsrTimeline, held_from: list[np.ndarray], end: int, out: np.ndarray,
+    elr: np.ndarray | None = None, live: list | None = None,
+) -> None:
     """Fill `out` with the time after `t_ack` during which Kafka's election would have lost each batch: per
     interval of the committed ISR (until the leadership ends), from its start (or the ack) until its first
-    member in assignment order held the batch (`held_from`); an interval without a follower in the ISR
-    elects nobody (offline, not a loss)."""
+    member in assignment order held the batch (`held_from`). In an interval without a follower in the ISR
+    the first eligible leader replica (`elr`) live at the ack (`live`) is elected; with none, nobody
+    (offline, not a loss)."""
     out[:] = 0.0
     bounds = [_MIN, *isr.change_times.tolist(), NEVER]
     for k in range(len(bounds) - 1):
         members = np.flatnonzero(isr.membership[k])
         start, stop = bounds[k], min(bounds[k + 1], end)
-        if members.size == 0 or stop <= start:
+        if stop <= start:
             continue
         lo = np.maximum(t_ack, start)
-        out += _span_us(lo, np.minimum(held_from[int(members[0])], stop))
+        if members.size:
+            out += _span_us(lo, np.minimum(held_from[int(members[0])], stop))
+            continue
+        eligible = np.flatnonzero(elr[k]) if elr is not None else members
+        if eligible.size == 0:
+            continue
+        first = np.full(t_ack.size, NEVER, dtype=_I64)
+        chosen = np.zeros(t_ack.size, dtype=bool)
+        for j in eligible.tolist():
+            pick = ~chosen & live[j]
+            first[pick] = held_from[j][pick]
+            chosen |= pick
+        span = _span_us(lo, np.minimum(first, stop))
+        span[~chosen] = 0.0
+        out += span
 
 
 def _longest_loss_window(t_ack: np.ndarray, live: list, held_from: list[np.ndarray], end: int, out: np.ndarray) -> None:
@@ -1083,16 +1157,18 @@ def _interval_acks(ep: _Epoch, intervals: list[_Interval], need_all: bool, stric
     return flag
 
 
-def _isr_policy(ep: _Epoch, row: dict[str, np.ndarray], isr: IsrTimeline, need_all: bool, maximal: bool) -> None:
+def _isr_policy(
+    ep: _Epoch, row: dict[str, np.ndarray], isr: IsrTimeline, elr: np.ndarray | None, need_all: bool, maximal: bool
+) -> None:
     t_ack, outcome = row["t_ack"], row["outcome"]
     under = _interval_acks(ep, ep.intervals(isr, maximal), need_all, ep.opt.strict_min_isr, t_ack)
     _finalize(ep, t_ack, outcome, ep.rejected_under_min_isr(isr))
     if under is not None:
         outcome[under & (outcome == Outcome.ACKED)] = Outcome.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    _durability(ep, row, isr)
+    _durability(ep, row, isr, elr)
 
 
-def _quorum_policy(ep: _Epoch, row: dict[str, np.ndarray], q: int, isr: IsrTimeline) -> None:
+def _quorum_policy(ep: _Epoch, row: dict[str, np.ndarray], q: int, isr: IsrTimeline, elr: np.ndarray | None) -> None:
     t_ack = row["t_ack"]
     if 1 < q < ep.inp.replication_factor:
         np.maximum(ep.stats[q - 2], ep.tld, out=t_ack)
@@ -1102,7 +1178,7 @@ def _quorum_policy(ep: _Epoch, row: dict[str, np.ndarray], q: int, isr: IsrTimel
         # replica, in the ISR or not; Q = 1 is acks=1): no such setting exists for this partition.
         np.copyto(t_ack, ep.tld)
         row["outcome"][:] = Outcome.UNREPLAYABLE
-    _durability(ep, row, isr)
+    _durability(ep, row, isr, elr)
 
 
 def replay_epoch(inputs: EpochInputs, options: ReplayOptions | None = None) -> dict[str, PolicyOutcome]:
@@ -1121,24 +1197,26 @@ def replay_epoch(inputs: EpochInputs, options: ReplayOptions | None = None) -> d
     used: dict[str, IsrTimeline] = {}
     for pid in policies:
         row = out.row(pid)
-        isr = recorded
+        isr, elr = recorded, inputs.elr_membership
         if pid == "acks=1":
             np.copyto(row["t_ack"], ep.tld)
             _finalize(ep, row["t_ack"], row["outcome"], None)
-            _durability(ep, row, isr)
+            _durability(ep, row, isr, elr)
         elif pid == "acks=all":
-            _isr_policy(ep, row, isr, need_all=True, maximal=options.maximal_isr)
+            _isr_policy(ep, row, isr, elr, need_all=True, maximal=options.maximal_isr)
         elif pid == "min.insync":
-            _isr_policy(ep, row, isr, need_all=False, maximal=options.maximal_isr)
+            _isr_policy(ep, row, isr, elr, need_all=False, maximal=options.maximal_isr)
         elif pid.startswith("quorum="):
-            _quorum_policy(ep, row, int(pid.split("=", 1)[1]), isr)
+            _quorum_policy(ep, row, int(pid.split("=", 1)[1]), isr, elr)
         else:
             lag = next(x for x in inputs.replica_lag_time_max_ms if lag_policy_id(x) == pid)
             isr = _simulate_isr(ep, lag)
+            if elr is not None:
+                elr = _derived_elr(isr, elr[0], inputs.min_insync_replicas)
             # Without a commit delay a simulated expansion commits at its qualifying fetch already.
             logged = options.isr_commit_delays is not None and np.size(options.isr_commit_delays[0]) > 0
             maximal = options.maximal_isr and (options.isr_commit_delay_us > 0 or logged)
-            _isr_policy(ep, row, isr, need_all=True, maximal=maximal)
+            _isr_policy(ep, row, isr, elr, need_all=True, maximal=maximal)
         used[pid] = isr
     return {pid: PolicyOutcome(policy=pid, isr=used[pid], **out.row(pid)) for pid in policies}
 

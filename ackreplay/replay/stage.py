@@ -33,12 +33,13 @@ from pyspark.sql import functions as F
 from ackreplay.arrow_delta import ArrowFileWriter, arrow_writable, commit_files, local_path
 from ackreplay.config import AppConfig
 from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path, table_spec
+from ackreplay.replay.elr import ElrSetting, announced_levels, elr_settings, partition_elr_rows
 from ackreplay.replay.groups import PRODUCE_REPLAY_ARROW, PartitionEpochs, ReplayContext, replay_group
 from ackreplay.replay.self_check import SelfCheck, ack_truth_columns, check_replay
 from schemas.broker_logs import FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
 from schemas.metrics import FOLLOWER_LEO_SAMPLES
 from schemas.replay import PRODUCE_REPLAY, REPLAY_CHECKS, WRITTEN_FILE
-from schemas.tables import BATCH_SEND_TIMES
+from schemas.tables import BATCH_SEND_TIMES, REQUEST_LOG_LINES
 from transforms.common import conform
 from transforms.failovers import failover_truncations
 from transforms.replay_inputs import (
@@ -78,12 +79,29 @@ class ReplayReport:
     self_check: SelfCheck | None = None
     metric_clusters: list[str] = field(default_factory=list)  # replayed from JMX LEO scrapes (no FETCH lines)
     failovers: list[dict] = field(default_factory=list)  # transforms.failovers rows: leader changes that cut acks
+    elr: dict[str, ElrSetting] = field(default_factory=dict)  # cluster -> keeps eligible leader replicas (elr.py)
 
     def summary_lines(self) -> list[str]:
         out = [
             f"replay run {self.run_id}: {self.produces:,} produce rows = replayed {self.replayed:,}"
             + "".join(f" + {n:,} {reason}" for reason, n in sorted(self.skipped.items()))
         ]
+        if any(s.enabled for s in self.elr.values()):
+            out.append(
+                "  eligible leader replicas (KIP-966: Kafka's election takes one when the ISR is the leader alone): "
+                + "; ".join(f"{c} {'on' if s.enabled else 'off'} ({s.evidence})" for c, s in sorted(self.elr.items()))
+            )
+            for cluster, s in sorted(self.elr.items()):
+                if s.printed:
+                    gaps = (
+                        f" ({s.after_gap:,} more follow a change no line shows, a skipped partition epoch: not compared)"
+                        if s.after_gap else ""
+                    )
+                    out.append(
+                        f"    {cluster}: Kafka's rule (PartitionChangeBuilder.maybePopulateTargetElr) derives the "
+                        f"eligible replicas a registration line printed on {s.derived_equal:,} of {s.printed:,} commits"
+                        f"{gaps}"
+                    )
         if self.metric_clusters:
             out.append(
                 f"  no follower FETCH lines for {', '.join(self.metric_clusters)}: replayed from the JMX LEO scrapes "
@@ -303,29 +321,57 @@ def _partition_epochs(epochs: DataFrame, partitions: DataFrame) -> dict[int, Par
 
 def _isr_changes(
     isr_changes: DataFrame, epochs: DataFrame
-) -> dict[tuple[int, int], tuple[np.ndarray, tuple, np.ndarray]]:
+) -> dict[tuple[int, int], tuple[np.ndarray, tuple, np.ndarray, tuple, tuple]]:
     """(pkey, leader epoch) -> the committed ISR changes the epoch's leader logged, by time: their times,
-    ISRs and whether the controller alone made them (`by_controller`).
+    ISRs, whether the controller alone made them (`by_controller`), the eligible leader replicas a
+    registration line printed for them (None where none did) and their partition epochs (None: unknown).
 
     ISR lines from server.log carry no epoch: each is placed in the epoch its broker led at that time.
     """
     placed = with_leader_epoch(isr_changes.drop("leader_epoch"), epochs, F.unix_micros("t_log"))
     rows = placed.select(
         partition_key().alias("pkey"), "leader_epoch", F.unix_micros("t_log").alias("t_us"), "isr",
-        by_controller().alias("by_controller"),
+        by_controller().alias("by_controller"), "elr", "partition_epoch",
     ).collect()  # ISR changes are rare events: a few per partition and day
     by_epoch = defaultdict(list)
     for r in rows:
         key = (int(r["pkey"]), int(r["leader_epoch"]))
-        by_epoch[key].append((int(r["t_us"]), tuple(r["isr"] or ()), bool(r["by_controller"])))
+        elr = None if r["elr"] is None else tuple(r["elr"])
+        by_epoch[key].append((int(r["t_us"]), tuple(r["isr"] or ()), bool(r["by_controller"]), elr, r["partition_epoch"]))
     out = {}
     for key, changes in by_epoch.items():
         changes.sort(key=lambda c: c[0])  # stable: lines of the same instant keep their order
         out[key] = (
-            np.array([t for t, _, _ in changes], np.int64),
-            tuple(isr for _, isr, _ in changes),
-            np.array([c for _, _, c in changes], bool),
+            np.array([c[0] for c in changes], np.int64),
+            tuple(c[1] for c in changes),
+            np.array([c[2] for c in changes], bool),
+            tuple(c[3] for c in changes),
+            tuple(c[4] for c in changes),
         )
+    return out
+
+
+def _elr_rows(
+    partitions: Mapping[int, PartitionEpochs],
+    changes: Mapping[tuple[int, int], tuple[np.ndarray, tuple, np.ndarray, tuple, tuple]],
+    settings: Mapping[str, ElrSetting],
+) -> dict[tuple[int, int], np.ndarray]:
+    """(pkey, leader epoch) -> the kernel's `elr_membership`, for the partitions of clusters that keep
+    eligible leader replicas (ackreplay/replay/elr.py)."""
+    by_partition: dict[int, dict[int, tuple]] = defaultdict(dict)
+    for (pkey, number), (times, isrs, _, printed, partition_epochs) in changes.items():
+        by_partition[pkey][number] = (times, isrs, printed, partition_epochs)
+    out = {}
+    for pkey, part in partitions.items():
+        setting = settings.get(part.cluster)
+        if setting is None or not setting.enabled:
+            continue
+        epochs = [
+            (int(part.leader_epoch[k]), int(part.leader[k]), int(part.start_us[k]), part.start_isr[k])
+            for k in range(part.leader_epoch.size)
+        ]
+        rows = partition_elr_rows(part.replicas, part.min_insync_replicas, epochs, by_partition.get(pkey, {}), setting)
+        out.update({(pkey, number): membership for number, membership in rows.items()})
     return out
 
 
@@ -445,6 +491,16 @@ def run_replay(
     spec = table_spec("produce_replay")
     # what the ISR re-simulation takes from the logs besides the LEO timelines (rare events, collected)
     proposals = isr_proposals(isr_changes) if lag_ms else {}
+    partition_epochs = _partition_epochs(epochs, partitions)
+    changes = _isr_changes(isr_changes, epochs)
+    report.elr = elr_settings(
+        clusters,
+        {c: s.eligible_leader_replicas for c, s in config.clusters.items()},
+        {partition_epochs[pkey].cluster for (pkey, _), change in changes.items() if pkey in partition_epochs and any(change[3])},
+        announced_levels(
+            _read_or_empty(spark, lakehouse, "request_log_lines", REQUEST_LOG_LINES).filter(in_scope_clusters)
+        ),
+    )  # fmt: skip
     context = ReplayContext(
         quorum_sizes=tuple(settings.quorum_sizes),
         lag_ms=lag_ms,
@@ -453,8 +509,9 @@ def run_replay(
         blocked_gap_us=round(settings.producer.blocked_gap_ms * 1000),
         max_in_flight=settings.producer.max_in_flight,
         run_id=run_id,
-        partitions=_partition_epochs(epochs, partitions),
-        isr_changes=_isr_changes(isr_changes, epochs),
+        partitions=partition_epochs,
+        isr_changes=changes,
+        elr_rows=_elr_rows(partition_epochs, changes, report.elr),
         leader_silences=leader_silences(request_lines, proposals) if lag_ms else {},
         isr_proposals=proposals,
         source_files=summary.source_files,

@@ -49,7 +49,7 @@ DIRS = {1: "kTsc7m9QSAq6WQ1YwZq4hA", 2: "3f0pK2xVTd-qZkC2m4fB7g", 3: "b_Vh8nRZQ1
 
 def _skip_registration(
     ts: str, broker: int, tp: str, topic_id: str, registration_isr: str, pe: int, le: int, hw: int, isr: str,
-    replicas: str = "1, 3, 2",
+    replicas: str = "1, 3, 2", elr: str = "",
 ) -> str:
     """A "Skipped the become-leader" line as 4.2-4.4 print it: Partition.makeLeader's
     s"... with topic id $topicId, partition registration $partitionRegistration and isNew=$isNew since ..."
@@ -58,7 +58,7 @@ def _skip_registration(
     return (
         f"[{ts}] INFO [Broker id={broker}] Skipped the become-leader state change for {tp} with topic id Some({topic_id}), "
         f"partition registration PartitionRegistration(replicas=[{replicas}], directories=[{directories}], "
-        f"isr=[{registration_isr}], removingReplicas=[], addingReplicas=[], elr=[], lastKnownElr=[], leader={broker}, "
+        f"isr=[{registration_isr}], removingReplicas=[], addingReplicas=[], elr=[{elr}], lastKnownElr=[], leader={broker}, "
         f"leaderRecoveryState=RECOVERED, leaderEpoch={le}, partitionEpoch={pe}) and isNew=false since it is "
         f"already the leader with leader epoch {le}. Current high watermark {hw}, ISR [{isr}], adding replicas [] and "
         f"removing replicas []. {STATE}"
@@ -253,6 +253,25 @@ def test_isr_changes_combine_both_logs_and_keep_each_commit_once(spark, state_ch
         ],
         ISR_DDL,
     )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_eligible_leader_replicas_come_from_the_4_2_registration_lines(spark):
+    """KIP-966: a 4.2+ registration prints `elr=[...]` (as on minisr3-4.4.0, min ISR 3: the ISR fell to [1, 3]
+    and broker 2 became eligible). The commit keeps it although server.log states the same commit earlier;
+    3.6-4.1 lines and server.log-only commits print none (null), an empty list is an empty array."""
+    state = [
+        STATE_391[0],
+        _skip_registration("2026-11-22 02:43:10,809", 1, "ackreplay-lab-5", ID_391, "1, 3", 1, 0, 1047, "1,3", elr="2"),
+        _skip_registration("2026-11-22 02:43:13,751", 1, "ackreplay-lab-5", ID_391, "1, 3, 2", 2, 0, 1293, "1,3,2"),
+    ]
+    df = log_frame(spark, SERVER_391, "server_log").unionByName(log_frame(spark, state, "state_change_log"))
+    actual = build_isr_changes(classify(df, zones={"c1": "UTC"})).select("partition_epoch", "isr", "elr", "source")
+    expected = spark.createDataFrame(
+        [(0, [1, 3, 2], None, "state_change_log"), (1, [1, 3], [2], "server_log"), (2, [1, 3, 2], [], "server_log"),
+         (4, [1, 3, 2], None, "server_log")],
+        "partition_epoch int, isr array<int>, elr array<int>, source string",
+    )  # fmt: skip
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
 
 

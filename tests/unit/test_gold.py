@@ -84,7 +84,7 @@ def isr_frame(spark, rows: list[tuple]):
     full = [
         {
             "cluster": "c1", "topic": topic, "partition": partition, "broker_id": isr[0], "leader_epoch": epoch,
-            "partition_epoch": i, "isr": isr, "isr_size": len(isr), "under_min_isr": None, "previous_isr": None,
+            "partition_epoch": i, "isr": isr, "isr_size": len(isr), "elr": None, "under_min_isr": None, "previous_isr": None,
             "change_kind": None, "proposed_at": None, "out_of_sync_replicas": None, "proposal_high_watermark": None,
             "proposal_end_offset": None, "source": "server_log", "t_log": t, "source_file": "s", "line_number": i,
             "event_date": t.date(), "ingest_run_id": "i",

@@ -18,6 +18,7 @@ from ackreplay.replay import (
     IsrTimeline,
     Outcome,
     ReplayOptions,
+    next_eligible_leader_replicas,
     policy_ids,
     replay_epoch,
     simulate_isr,
@@ -160,6 +161,45 @@ def test_a_replica_the_controller_removed_is_not_elected_until_it_fetches_again(
     # the same shrink proposed by the leader (lag): both followers stay live, batch 10 is lost too
     lag_shrink = EpochInputs(**{**base, "isr_change_by_controller": np.array([False])})
     assert replay_epoch(lag_shrink)["acks=1"].loss_longest_log_election.tolist() == [True, True, True]
+
+
+def test_with_eligible_leader_replicas_kafka_elects_one_when_the_isr_is_the_leader_alone():
+    """KIP-966 (Kafka 4.1+ with the feature on): followers that left the ISR while it was below min ISR stay
+    eligible, and the controller elects the first live one in assignment order when the ISR is empty
+    (`PartitionChangeBuilder.isValidNewLeader`). ISR [leader] from the start, follower 3 eligible, follower 2
+    not; acks=1 acks batch 0 at 100, follower 3 reports it at 150. Without eligible replicas: offline, no
+    loss. With them: follower 3 elected, the batch lost until 150."""
+    produces, followers = [(0, 100)], [[(90, 0)], [(95, 0), (150, 10)]]
+    without = replay_epoch(epoch(produces, followers, isr_rows=[[False, False]], m=2))["acks=1"]
+    assert (without.offline_at_failure.tolist(), without.loss_kafka_election.tolist()) == ([True], [False])
+    assert without.loss_window_kafka_us.tolist() == [0.0]
+    base = epoch(produces, followers, isr_rows=[[False, False]], m=2).__dict__
+    one = replay_epoch(EpochInputs(**{**base, "elr_membership": np.array([[False, True]])}))["acks=1"]
+    assert (one.offline_at_failure.tolist(), one.loss_kafka_election.tolist()) == ([False], [True])
+    # at least: follower 3's FETCH at 95 was waiting and carried the batch at its append (100)
+    assert one.loss_kafka_election_min.tolist() == [False]
+    assert (one.loss_window_kafka_us.tolist(), one.loss_window_kafka_min_us.tolist()) == ([50.0], [0.0])
+    # follower 3 shut down (the controller removed it at 50) and not back at the ack: nobody to elect
+    down = {**base, "isr_change_times": np.array([50]), "isr_membership": np.array([[False, True], [False, False]]),
+            "isr_change_by_controller": np.array([True]), "elr_membership": np.array([[False, False], [False, True]]),
+            "leo_times": (np.array([90]), np.array([150])), "leo_offsets": (np.array([0]), np.array([10]))}
+    one = replay_epoch(EpochInputs(**down))["acks=1"]
+    assert (one.offline_at_failure.tolist(), one.loss_kafka_election.tolist()) == ([True], [False])
+    assert one.loss_window_kafka_us.tolist() == [0.0]
+
+
+def test_eligible_leader_replicas_follow_the_isr_below_min_isr():
+    """`PartitionChangeBuilder.maybePopulateTargetElr`: at or above min ISR none; below it the previous ELR and
+    ISR members outside the new ISR. Min ISR 3 of RF 3 (minisr3-4.4.0): ISR [1,2,3] -> [1,3] makes 2 eligible,
+    -> [1] adds 3, back to [1,2,3] clears them."""
+    full, two, one = np.array([1, 1, 1], bool), np.array([1, 0, 1], bool), np.array([1, 0, 0], bool)
+    none = np.zeros(3, bool)
+    elr = next_eligible_leader_replicas(none, full, two, 2, 3)
+    assert elr.tolist() == [False, True, False]
+    elr = next_eligible_leader_replicas(elr, two, one, 1, 3)
+    assert elr.tolist() == [False, True, True]
+    assert next_eligible_leader_replicas(elr, one, full, 3, 3).tolist() == [False, False, False]
+    assert next_eligible_leader_replicas(none, full, two, 2, 2).tolist() == [False, False, False]
 
 
 def test_the_loss_window_is_how_long_after_the_ack_a_leader_failure_would_still_lose_the_batch():
@@ -501,9 +541,19 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, .
     events = [list(zip(t.tolist(), o.tolist(), strict=True)) for t, o in zip(inputs.leo_times, inputs.leo_offsets, strict=True)]
     changes = inputs.isr_change_times.tolist()
     rows = inputs.isr_membership.tolist()
+    elr_rows = None if inputs.elr_membership is None else inputs.elr_membership.tolist()
 
     def isr_at(t):
         return rows[sum(1 for c in changes if c <= t)]
+
+    def kafka_elected(t, alive):
+        """Kafka's election at t: the first ISR member in assignment order; with none, the first eligible
+        leader replica among `alive`; None: nobody (offline)."""
+        members = [f for f in range(f_count) if isr_at(t)[f]]
+        if members:
+            return members[0]
+        eligible = [] if elr_rows is None else [f for f in alive if elr_rows[sum(1 for c in changes if c <= t)][f]]
+        return eligible[0] if eligible else None
 
     def arrival(f, b):
         best = -1
@@ -589,9 +639,6 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, .
                 total += b - a
         return float(total)
 
-    def kafka_losable(t, holding):
-        members = [f for f in range(f_count) if isr_at(t)[f]]
-        return bool(members) and not holding[members[0]]
 
     out = {}
     for pid in policy_ids(inputs):
@@ -615,8 +662,6 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, .
             acked = outcome == ACKED
             t_min = tld if m_eff == 1 else clipped[m_eff - 2]
             t_all = clipped[-1] if f_count else tld
-            row = isr_at(t_ack)
-            members = [f for f in range(f_count) if row[f]]
             holds = [arr[f] <= t_ack for f in range(f_count)]
 
             def duration(t, t_ack=t_ack, acked=acked, i=i):
@@ -629,16 +674,21 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, .
             cols[2].append(1 + sum(holds) if acked else 0)
             cols[3].append(duration(t_min))
             cols[4].append(duration(t_all))
-            # no follower in the ISR: no election, the partition is offline (not a loss)
-            cols[5].append(acked and bool(members) and not holds[members[0]])
             alive = [f for f in range(f_count) if live(f, t_ack)]
+            # nobody to elect (no follower in the ISR, no live eligible replica): offline, not a loss
+            elected = kafka_elected(t_ack, alive)
+            cols[5].append(acked and elected is not None and not holds[elected])
             # KIP-250's election: the live replica with the largest LEO, in the ISR or not
             cols[6].append(acked and bool(alive) and not any(holds[f] for f in alive))
             was_sent = [sent(f, i) <= t_ack for f in range(f_count)]
-            cols[7].append(acked and bool(members) and not was_sent[members[0]])
+            cols[7].append(acked and elected is not None and not was_sent[elected])
             cols[8].append(acked and bool(alive) and not any(was_sent[f] for f in alive))
-            cols[9].append(acked and not members)
+            cols[9].append(acked and elected is None)
             sent_at = [sent(f, i) for f in range(f_count)]
+
+            def kafka_losable(t, holding, alive=alive):  # eligible replicas: liveness as at the ack
+                chosen = kafka_elected(t, alive)
+                return chosen is not None and not holding[chosen]
 
             def longest_losable(t, holding, alive=alive):
                 return bool(alive) and not any(holding[f] for f in alive)
@@ -682,6 +732,9 @@ def epochs(draw, full_isr: bool = False, all_appended: bool = False):
         isr_times = sorted(draw(st.lists(st.integers(0, 3000), min_size=k, max_size=k)))
         isr_rows = [draw(st.lists(st.booleans(), min_size=f_count, max_size=f_count)) for _ in range(k + 1)]
     by_controller = draw(st.lists(st.booleans(), min_size=len(isr_times), max_size=len(isr_times)))
+    # eligible leader replicas (KIP-966) kept or not; drawn freely (Kafka keeps them out of the ISR)
+    elr_rows = draw(st.one_of(st.none(), st.lists(
+        st.lists(st.booleans(), min_size=f_count, max_size=f_count), min_size=len(isr_rows), max_size=len(isr_rows))))
     m = draw(st.integers(1, f_count + 2))
     epoch_end = draw(st.one_of(st.just(NEVER), st.integers(0, 4000)))
     produces = [(int(base[i]), int(tld[i])) for i in order]
@@ -699,6 +752,7 @@ def epochs(draw, full_isr: bool = False, all_appended: bool = False):
         epoch_end=epoch_end,
         quorum_sizes=tuple(range(1, f_count + 3)),
         isr_change_by_controller=np.array(by_controller, dtype=bool),
+        elr_membership=None if elr_rows is None else np.array(elr_rows, dtype=bool),
     )
     return inputs
 
@@ -809,6 +863,7 @@ def test_outputs_follow_the_input_rows(inputs, rnd):
         quorum_sizes=inputs.quorum_sizes,
         replica_lag_time_max_ms=(1.0,),
         isr_change_by_controller=inputs.isr_change_by_controller,
+        elr_membership=inputs.elr_membership,
     )
     a = replay_epoch(EpochInputs(**{**inputs.__dict__, "replica_lag_time_max_ms": (1.0,)}))
     b = replay_epoch(shuffled)
