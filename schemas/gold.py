@@ -112,6 +112,12 @@ AVAILABILITY = _schema(
     ("min_insync_replicas", IntegerType(), True),  # from `partitions`; null when it lacks the partition
     ("isr_known_ms", DoubleType(), True),  # time of the window the ISR was known (null: not_stored)
     ("under_min_isr_ms", DoubleType(), True),  # null: not_stored, min ISR unknown or no ISR known in the window
+    # KIP-637 (transforms/gold.py "Routing around partitions below min ISR"), of the produces rejected at append:
+    # another partition of the topic was writable then; summed wait until their own partition was writable
+    # again; never writable again within the data. Null for not_stored.
+    ("reroutable_rejections", LongType(), True),
+    ("rejected_wait_ms", DoubleType(), True),
+    ("never_writable_rejections", LongType(), True),
     ("gold_run_id", StringType(), False),
 )
 
@@ -162,6 +168,10 @@ POLICY_SUMMARY = _schema(
     ("never_full_replication_acks", LongType(), False),
     ("under_min_isr_ms", DoubleType(), True),  # summed over the topic's partitions (partition·ms)
     ("under_min_isr_source", StringType(), False),
+    # KIP-637, summed from `availability` (null for not_stored): rejections another partition could have taken,
+    # and the wait of the rejected batches until their own partition was writable again
+    ("reroutable_rejections", LongType(), True),
+    ("rejected_wait_ms", DoubleType(), True),
     ("gold_run_id", StringType(), False),
 )
 

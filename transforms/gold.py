@@ -34,6 +34,20 @@ not counted (`isr_known_ms` is the time the ISR was known). The recorded ISR is 
 the producers' acks, so every policy gets that figure (only acks=all and min.insync reject under it),
 except `acks=all@lag=<ms>`: its ISR is re-simulated inside the replay and not stored as a table, so
 its time is null with `under_min_isr_source` = 'not_stored' (its rejections are still counted).
+
+Routing around partitions below min ISR (KIP-637)
+-------------------------------------------------
+KIP-637 proposes that an acks=all producer learn each topic's `min.insync.replicas` from the metadata
+and not send to a partition whose ISR is below it. Kafka never implemented it; today the producer sends,
+gets NOT_ENOUGH_REPLICAS, and retries every `retry.backoff.ms` until the ISR recovers or
+`delivery.timeout.ms` expires. For every produce a policy rejects at append (`not_enough_replicas`;
+one rejected after its append was sent to a writable partition) `availability` says whether another
+partition of the same topic was writable at that moment (its committed ISR at or above its min ISR:
+`reroutable_rejections`), and how long until the batch's own partition was writable again
+(`rejected_wait_ms`, summed: what today's retries, and a KIP-637 producer of keyed records that cannot
+move, wait; null when it never was within the data). Like the time under min ISR these come from the
+recorded ISR (null for `acks=all@lag=<ms>`), and a partition with no ISR line in the logs counts as not
+known to be writable.
 """
 
 from __future__ import annotations
@@ -359,6 +373,55 @@ def isr_time_by_window(segments: DataFrame, partitions: DataFrame, window: str =
     )
 
 
+def routing_by_partition(
+    replay: DataFrame, segments: DataFrame, partitions: DataFrame, window: str = "hour"
+) -> DataFrame:
+    """Per (cluster, topic, partition, policy, window_start): of the produces rejected at append, how many had
+    another partition of the topic writable at that moment, and the summed wait until their own partition
+    was writable again (module docstring, "Routing around partitions below min ISR"). Rejections are rare:
+    a range join of them with the topic's ISR segments (`isr_segments`)."""
+    mins = partitions.select("cluster", "topic", "partition", "min_insync_replicas").dropDuplicates(
+        ["cluster", "topic", "partition"]
+    )
+    writable = (
+        segments.join(mins, ["cluster", "topic", "partition"], how="inner")
+        .filter(F.col("isr_size") >= F.col("min_insync_replicas"))
+        .select("cluster", "topic", F.col("partition").alias("w_partition"), "from_us", "to_us")
+    )
+    rejected = (
+        with_window(replay.filter(F.col("outcome") == F.lit(NOT_ENOUGH_REPLICAS[0])), window)
+        .filter(~F.col("policy").startswith(LAG_POLICY_PREFIX))
+        .select(
+            "cluster", "topic", "partition", "leader_epoch", "base_offset", "policy", "window_start",
+            F.unix_micros("t_local_done").alias("t_us"),
+        )  # fmt: skip
+    )
+    w = writable.alias("w")
+    matched = rejected.alias("r").join(
+        w,
+        (F.col("r.cluster") == F.col("w.cluster"))
+        & (F.col("r.topic") == F.col("w.topic"))
+        & (
+            # another partition writable at the rejection, or its own once it is writable again
+            ((F.col("w.w_partition") != F.col("r.partition")) & (F.col("w.from_us") <= F.col("r.t_us")) & (F.col("r.t_us") < F.col("w.to_us")))
+            | ((F.col("w.w_partition") == F.col("r.partition")) & (F.col("w.to_us") > F.col("r.t_us")))
+        ),
+        how="left",
+    )
+    per_rejection = matched.groupBy(  # one row per rejected produce (produce_replay's key)
+        "r.cluster", "r.topic", "r.partition", "r.leader_epoch", "r.base_offset", "r.policy", "r.window_start", "r.t_us"
+    ).agg(
+        F.max(F.col("w.w_partition") != F.col("r.partition")).alias("_reroutable"),
+        F.min(F.when(F.col("w.w_partition") == F.col("r.partition"), F.col("w.from_us"))).alias("_writable_us"),
+    )
+    wait_ms = F.greatest(F.col("_writable_us") - F.col("t_us"), F.lit(0)) / F.lit(1000.0)
+    return per_rejection.groupBy("cluster", "topic", "partition", "policy", "window_start").agg(
+        _count_if(F.coalesce(F.col("_reroutable"), F.lit(False))).alias("reroutable_rejections"),
+        F.sum(wait_ms).alias("rejected_wait_ms"),
+        _count_if(F.col("_writable_us").isNull()).alias("never_writable_rejections"),
+    )
+
+
 def _isr_source(policy: Column) -> Column:
     """Where a policy's time under min ISR comes from (see the module docstring)."""
     return F.when(policy.startswith(LAG_POLICY_PREFIX), F.lit(ISR_NOT_STORED)).otherwise(F.lit(ISR_FROM_CHANGES))
@@ -379,14 +442,17 @@ def availability(
         .groupBy(*keys)
         .agg(F.count("*").cast("bigint").alias("produces"), _count_if(_acked()).alias("acked"), *_failure_aggs())
     )
-    isr_time = isr_time_by_window(isr_segments(isr_changes, observed_until(replay, isr_changes)), partitions, window)
+    segments = isr_segments(isr_changes, observed_until(replay, isr_changes))
+    isr_time = isr_time_by_window(segments, partitions, window)
     topic_policies = replay.select("cluster", "topic", "policy").distinct()
     isr_rows = isr_time.join(topic_policies, ["cluster", "topic"], how="inner")
     count_columns = ["produces", "acked", "not_enough_replicas", "timeouts", "not_leader", "unreplayable"]
     recorded_isr = _isr_source(F.col("policy")) == F.lit(ISR_FROM_CHANGES)
     known = F.coalesce(F.col("isr_known_ms"), F.lit(0.0))
+    routed = routing_by_partition(replay, segments, partitions, window)
     return (
         counts.join(isr_rows, keys, how="full")
+        .join(routed, keys, how="left")
         .fillna(0, subset=count_columns)
         .withColumns(
             {
@@ -395,16 +461,24 @@ def availability(
                 "isr_known_ms": F.when(recorded_isr, known),
                 # nothing known about the ISR in the window: no figure rather than a 0 that means nothing
                 "under_min_isr_ms": F.when(recorded_isr & (known > 0), F.col("under_min_isr_ms")),
+                "reroutable_rejections": F.when(recorded_isr, F.coalesce(F.col("reroutable_rejections"), F.lit(0))),
+                "rejected_wait_ms": F.when(recorded_isr, F.coalesce(F.col("rejected_wait_ms"), F.lit(0.0))),
+                "never_writable_rejections": F.when(
+                    recorded_isr, F.coalesce(F.col("never_writable_rejections"), F.lit(0))
+                ),
             }
         )
     )
 
 
 def _isr_time_by_policy(availability_df: DataFrame) -> DataFrame:
-    """(cluster, topic, policy): time under min ISR summed over partitions and windows, and its source."""
+    """(cluster, topic, policy): time under min ISR and the routing what-if summed over partitions and
+    windows, and their source."""
     return availability_df.groupBy("cluster", "topic", "policy").agg(
         F.sum("under_min_isr_ms").alias("under_min_isr_ms"),
         F.first("under_min_isr_source").alias("under_min_isr_source"),
+        F.sum("reroutable_rejections").alias("reroutable_rejections"),
+        F.sum("rejected_wait_ms").alias("rejected_wait_ms"),
     )
 
 

@@ -186,6 +186,7 @@ class CorpusRun:
     quantiles: dict[tuple[str, str], list[float]]  # (cluster, policy) -> per-record P50, P99, P999
     failovers: list[dict]  # the replay's leader changes that cut acknowledged records (transforms.failovers)
     rejections: dict  # the replay's rejection ground truth (stage.ReplayReport.rejections)
+    elr: dict  # cluster -> elr.ElrSetting: keeps eligible leader replicas, and the rule against the printed ones
 
 
 @pytest.fixture(scope="module")
@@ -208,6 +209,7 @@ def corpus_run(spark, tmp_path_factory) -> CorpusRun:
         _record_quantiles(spark, lakehouse, [0.5, 0.99, 0.999]),
         report.failovers,
         report.rejections,
+        report.elr,
     )
 
 
@@ -502,6 +504,32 @@ def test_acks_all_held_below_min_isr_is_acknowledged_when_the_isr_is_whole_again
     assert replay.where("policy = 'acks=all' AND recorded_acks = -1 AND outcome = 'not_enough_replicas'").count() == 0
     # what the acks=1 producer appended while the ISR was short, acks=all would have rejected
     assert replay.where("policy = 'acks=all' AND recorded_acks = 1 AND outcome = 'not_enough_replicas'").count() == 1_346
+
+
+# cluster -> (commits whose printed eligible leader replicas Kafka's rule derives, commits that print them and
+# follow the partition's previous commit in the logs, those that follow a commit no line shows)
+PRINTED_ELR = {
+    "lab-4.2.2": (184, 184, 0), "lab-4.4.0": (190, 190, 0), "lab-4.4.0-crash": (172, 172, 0),
+    "lab-4.4.0-us": (186, 186, 37), "minisr3-4.4.0": (149, 149, 0), "pair-acks-1": (101, 101, 0),
+    "pair-acks-all": (104, 104, 0), "perf-acks-1": (18, 18, 0), "perf-acks-all": (18, 18, 0),
+}  # fmt: skip
+
+
+def test_eligible_leader_replicas_where_the_cluster_keeps_them(corpus_run):
+    """KIP-966: the brokers of every 4.1+ trace announce `eligible.leader.replicas.version` 1 as finalized in their
+    API_VERSIONS responses (3.7.2 and 4.0.2 list finalized features without it), and on every 4.2+ trace Kafka's
+    rule (PartitionChangeBuilder.maybePopulateTargetElr), applied to the committed ISRs in time order, derives the
+    eligible replicas each registration line prints, on every commit that prints them and follows the
+    partition's previous commit in the logs: 1,122 of 1,122. On trace-4.4.0-utc-micros 37 printed commits
+    follow one no line shows (a skipped partition epoch: two changes applied at once, the last logged), and
+    the rule, seeing the two as one, differs on 4 of them (the lab stopping brokers 1 and 2 at the end;
+    README, "Loss as a range")."""
+    settings = corpus_run.elr
+    assert sorted(c for c, s in settings.items() if not s.enabled) == ["lab-3.7.2", "lab-4.0.2"]
+    assert settings["minisr3-4.4.0"].evidence == "state-change.log registrations list eligible leader replicas"
+    assert settings["lab-3.7.2"].evidence == "brokers announce eligible.leader.replicas.version 0 in API_VERSIONS responses"
+    printed = {c: (s.derived_equal, s.printed, s.after_gap) for c, s in settings.items() if s.printed}
+    assert printed == PRINTED_ELR
 
 
 def test_the_ground_truth_by_window_of_every_corpus_trace(spark, corpus_run):

@@ -35,9 +35,9 @@ T11 = dt.datetime(2026, 11, 20, 11, 0, 0)
 
 def _row(policy="acks=all", outcome="acked", latency=1.0, t=T10, partition=0, copies=3, exposure=0.0,
          nbytes=100, loss_k=False, loss_l=False, topic="orders", cluster="c1", full=None, loss_k_min=None,
-         loss_l_min=None, offline=False, window_k=0.0, window_l=0.0, window_k_min=None, window_l_min=None):
+         loss_l_min=None, offline=False, window_k=0.0, window_l=0.0, window_k_min=None, window_l_min=None, offset=0):
     return {
-        "cluster": cluster, "topic": topic, "partition": partition, "leader_epoch": 0, "base_offset": 0,
+        "cluster": cluster, "topic": topic, "partition": partition, "leader_epoch": 0, "base_offset": offset,
         "broker_id": 1, "bytes": nbytes, "records": None, "recorded_acks": -1, "policy": policy, "outcome": outcome,
         "t_start": t, "t_local_done": t, "t_ack": t, "t_ack_observed": None, "t_response": t,
         "ack_wait_ms": 0.0, "latency_ms": latency, "broker_latency_ms": latency, "hol_wait_ms": 0.0, "t_send": None,
@@ -335,6 +335,52 @@ def test_availability_time_under_min_isr(spark):
         AVAILABILITY_DDL,
     )
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
+
+
+def test_rejections_another_partition_could_have_taken_kip_637(spark):
+    """KIP-637's producer sends nothing to a partition below min ISR. Orders p0 is below min ISR 2 from 10:10 to
+    10:20, p1 never, p2 always; topic solo has one partition, below min ISR until 10:40. acks=all rejects a batch
+    on p0 at 10:15 (p1 writable: reroutable; its own partition writable again after 5 min), one on p2 at 10:15
+    (reroutable; p2 never writable again), one on solo at 10:30 (nowhere to go; 10 min until writable). The
+    re-simulated ISR of acks=all@lag is not stored: no figure."""
+    minutes = dt.timedelta(minutes=1)
+    replay = replay_frame(
+        spark,
+        [
+            _row(outcome="not_enough_replicas", t=T10 + 15 * minutes, partition=0, offset=1),
+            _row(outcome="not_enough_replicas", t=T10 + 15 * minutes, partition=2, offset=2),
+            _row(outcome="not_enough_replicas", t=T10 + 30 * minutes, topic="solo", offset=3),
+            _row(policy="acks=all@lag=3000", outcome="not_enough_replicas", t=T10 + 15 * minutes, offset=1),
+            _row(t=T10 + 50 * minutes, partition=1, offset=4),
+        ],
+    )
+    isr = isr_frame(
+        spark,
+        [
+            ("orders", 0, 5, [1, 2, 3], T10), ("orders", 0, 5, [1], T10 + 10 * minutes),
+            ("orders", 0, 5, [1, 2], T10 + 20 * minutes), ("orders", 1, 5, [2, 3], T10), ("orders", 2, 5, [3], T10),
+            ("solo", 0, 5, [1], T10), ("solo", 0, 5, [1, 2], T10 + 40 * minutes),
+        ],
+    )  # fmt: skip
+    parts = partitions_frame(spark, [("c1", "orders", p, 2) for p in range(3)] + [("c1", "solo", 0, 2)])
+    available = availability(replay, isr, parts, "hour")
+    columns = ("topic", "partition", "policy", "reroutable_rejections", "rejected_wait_ms", "never_writable_rejections")
+    lag, ddl = "acks=all@lag=3000", "topic string, partition int, policy string, r bigint, w double, n bigint"
+    expected = spark.createDataFrame(
+        [
+            ("orders", 0, "acks=all", 1, 300_000.0, 0), ("orders", 1, "acks=all", 0, 0.0, 0),
+            ("orders", 2, "acks=all", 1, 0.0, 1), ("solo", 0, "acks=all", 0, 600_000.0, 0),
+            ("orders", 0, lag, None, None, None), ("orders", 1, lag, None, None, None), ("orders", 2, lag, None, None, None),
+        ],
+        ddl,
+    ).toDF(*columns)  # fmt: skip
+    assert_df_equality(available.select(*columns), expected, ignore_nullable=True, ignore_row_order=True)
+    summary = policy_summary(replay, parts, available).select("topic", "policy", "reroutable_rejections", "rejected_wait_ms")
+    expected = spark.createDataFrame(
+        [("orders", "acks=all", 2, 300_000.0), ("orders", lag, None, None), ("solo", "acks=all", 0, 600_000.0)],
+        "topic string, policy string, reroutable_rejections bigint, rejected_wait_ms double",
+    )
+    assert_df_equality(summary, expected, ignore_nullable=True, ignore_row_order=True)
 
 
 def test_isr_time_in_minute_windows(spark):
