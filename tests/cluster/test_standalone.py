@@ -38,7 +38,7 @@ from pyspark.sql.types import DoubleType
 from ackreplay.config import DELTA_VERSION
 from ackreplay.gold import GOLD_TABLES
 from ackreplay.lakehouse import read_table
-from tests.conftest import CHILD_JVM_OPTIONS, SAMPLE_CONF
+from tests.conftest import CHILD_JVM_OPTIONS, SAMPLE_CONF, SMALL_DATA_CONF
 
 pytestmark = pytest.mark.cluster
 
@@ -219,6 +219,7 @@ def cluster_conf(tmp_path_factory) -> Path:
         **conf["spark"]["conf"],
         "spark.sql.shuffle.partitions": 2 * WORKERS,
         "spark.databricks.delta.snapshotPartitions": WORKERS,
+        **SMALL_DATA_CONF,  # a test's data is tiny (tests/conftest.py)
     }
     path = tmp_path_factory.mktemp("conf") / "cluster.yaml"
     path.write_text(yaml.safe_dump(conf))

@@ -37,7 +37,7 @@ from ackreplay.kafka_lines import (
     topics_describe,
 )
 from ackreplay.lakehouse import TABLES, read_table, table_exists, table_path
-from tests.conftest import CHILD_JVM_OPTIONS
+from tests.conftest import CHILD_JVM_OPTIONS, SMALL_DATA_YAML
 from tests.helpers import TOPIC_ID
 from tests.pipeline.test_ingest_stage import T0, _write
 
@@ -73,7 +73,8 @@ def _conf(tmp_path: Path) -> str:
         "    spark.sql.shuffle.partitions: 2\n    spark.default.parallelism: 2\n"
         # as the test session's (tests/conftest.py) instead of Delta's default of 50 partitions per log replay
         "    spark.databricks.delta.snapshotPartitions: 2\n    spark.ui.enabled: false\n"
-        "replay:\n  quorum_sizes: [2]\n  lag_ms: [3000]\n"
+        + SMALL_DATA_YAML
+        + "replay:\n  quorum_sizes: [2]\n  lag_ms: [3000]\n"
         # this test is about atomic commits; the checks between stages are tested in test_dq.py
         "quality:\n  enabled: false\n"
     )

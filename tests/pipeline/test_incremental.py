@@ -32,6 +32,7 @@ from ackreplay.kafka_lines import (
     topics_describe,
 )
 from ackreplay.lakehouse import read_table
+from tests.conftest import SMALL_DATA_YAML
 
 # Hourly rotated request logs of one UTC broker on three UTC dates, in offset order.
 HOURS = (
@@ -66,7 +67,7 @@ spark:
     spark.ui.enabled: false
     spark.ui.showConsoleProgress: false
     spark.driver.memory: 2g
-replay:
+""" + SMALL_DATA_YAML + """replay:
   quorum_sizes: [2]
   lag_ms: []
 quality:
