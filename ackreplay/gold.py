@@ -80,6 +80,7 @@ SUMMARY_COLUMNS = (
     ("NER", "not_enough_replicas", "{:,}"),
     ("NER reroutable", "reroutable_rejections", "{:,}"),
     ("NER wait s", "rejected_wait_ms", "{:,.1f}"),
+    ("KIP-637 saves s", "reroutable_wait_ms", "{:,.1f}"),
     ("timeouts", "timeouts", "{:,}"),
     ("not leader", "not_leader", "{:,}"),
     ("<minISR s", "under_min_isr_ms", "{:,.1f}"),
@@ -103,7 +104,7 @@ def summary_cell(row: dict, key: str, fmt: str) -> str:
         return _num(value, fmt) if least == value else f"{_num(least, fmt)}–{_num(value, fmt)}"
     if key == "exposure_byte_ms" and value is not None:
         value = value / 1e9  # byte·ms -> MB·s
-    if key in ("under_min_isr_ms", "rejected_wait_ms") and value is not None:
+    if key in ("under_min_isr_ms", "rejected_wait_ms", "reroutable_wait_ms") and value is not None:
         value = value / 1e3  # (partition·)ms -> s
     return _num(value, fmt)
 
@@ -127,7 +128,8 @@ def format_summary(rows: list[dict]) -> list[str]:
             " offline: acked with no follower in the ISR and no live eligible leader replica, a failure leaves the"
             " partition without a leader; NER reroutable: rejections (NotEnoughReplicas) at a moment another"
             " partition of the topic was writable, what a KIP-637 producer would have sent there; NER wait s:"
-            " the rejected batches' summed wait until their own partition was writable again;"
+            " the rejected batches' summed wait until their own partition was writable again; KIP-637 saves s: that"
+            " wait of the reroutable ones;"
             " '-': too few samples, or for <minISR s (partition·s under min ISR) an ISR not stored: acks=all@lag)"
         )
         verdict = block[0].get("self_check") or ""

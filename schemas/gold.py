@@ -117,6 +117,7 @@ AVAILABILITY = _schema(
     # again; never writable again within the data. Null for not_stored.
     ("reroutable_rejections", LongType(), True),
     ("rejected_wait_ms", DoubleType(), True),
+    ("reroutable_wait_ms", DoubleType(), True),  # the wait of the reroutable ones: what routing saves
     ("never_writable_rejections", LongType(), True),
     ("gold_run_id", StringType(), False),
 )
@@ -169,9 +170,11 @@ POLICY_SUMMARY = _schema(
     ("under_min_isr_ms", DoubleType(), True),  # summed over the topic's partitions (partition·ms)
     ("under_min_isr_source", StringType(), False),
     # KIP-637, summed from `availability` (null for not_stored): rejections another partition could have taken,
-    # and the wait of the rejected batches until their own partition was writable again
+    # and the wait of the rejected batches until their own partition was writable again, of all and of the
+    # reroutable ones (what routing saves a producer of keyless records)
     ("reroutable_rejections", LongType(), True),
     ("rejected_wait_ms", DoubleType(), True),
+    ("reroutable_wait_ms", DoubleType(), True),
     ("gold_run_id", StringType(), False),
 )
 

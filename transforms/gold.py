@@ -45,7 +45,9 @@ one rejected after its append was sent to a writable partition) `availability` s
 partition of the same topic was writable at that moment (its committed ISR at or above its min ISR:
 `reroutable_rejections`), and how long until the batch's own partition was writable again
 (`rejected_wait_ms`, summed: what today's retries, and a KIP-637 producer of keyed records that cannot
-move, wait; null when it never was within the data). Like the time under min ISR these come from the
+move, wait; a rejection whose partition was not writable again within the data adds nothing and is
+counted in `never_writable_rejections`). `reroutable_wait_ms` is that wait of the reroutable ones: what
+routing saves a producer of keyless records. Like the time under min ISR these come from the
 recorded ISR (null for `acks=all@lag=<ms>`), and a partition with no ISR line in the logs counts as not
 known to be writable.
 """
@@ -415,9 +417,11 @@ def routing_by_partition(
         F.min(F.when(F.col("w.w_partition") == F.col("r.partition"), F.col("w.from_us"))).alias("_writable_us"),
     )
     wait_ms = F.greatest(F.col("_writable_us") - F.col("t_us"), F.lit(0)) / F.lit(1000.0)
+    reroutable = F.coalesce(F.col("_reroutable"), F.lit(False))
     return per_rejection.groupBy("cluster", "topic", "partition", "policy", "window_start").agg(
-        _count_if(F.coalesce(F.col("_reroutable"), F.lit(False))).alias("reroutable_rejections"),
+        _count_if(reroutable).alias("reroutable_rejections"),
         F.sum(wait_ms).alias("rejected_wait_ms"),
+        F.sum(F.when(reroutable, wait_ms)).alias("reroutable_wait_ms"),
         _count_if(F.col("_writable_us").isNull()).alias("never_writable_rejections"),
     )
 
@@ -463,6 +467,7 @@ def availability(
                 "under_min_isr_ms": F.when(recorded_isr & (known > 0), F.col("under_min_isr_ms")),
                 "reroutable_rejections": F.when(recorded_isr, F.coalesce(F.col("reroutable_rejections"), F.lit(0))),
                 "rejected_wait_ms": F.when(recorded_isr, F.coalesce(F.col("rejected_wait_ms"), F.lit(0.0))),
+                "reroutable_wait_ms": F.when(recorded_isr, F.coalesce(F.col("reroutable_wait_ms"), F.lit(0.0))),
                 "never_writable_rejections": F.when(
                     recorded_isr, F.coalesce(F.col("never_writable_rejections"), F.lit(0))
                 ),
@@ -479,6 +484,7 @@ def _isr_time_by_policy(availability_df: DataFrame) -> DataFrame:
         F.first("under_min_isr_source").alias("under_min_isr_source"),
         F.sum("reroutable_rejections").alias("reroutable_rejections"),
         F.sum("rejected_wait_ms").alias("rejected_wait_ms"),
+        F.sum("reroutable_wait_ms").alias("reroutable_wait_ms"),
     )
 
 

@@ -281,7 +281,7 @@ def _checks() -> list[Check]:
           (_equal("produces", "outcomes_total"),)),
         c("availability.routing", "KIP-637: reroutable and never-writable rejections <= rejections; waits >= 0",
           (_ge("not_enough_replicas", "reroutable_rejections"), _ge("not_enough_replicas", "never_writable_rejections"),
-           _between("rejected_wait_ms", 0))),
+           _between("rejected_wait_ms", 0), _ge("rejected_wait_ms", "reroutable_wait_ms"))),
         c("policy_summary.unique_policy", "one row per (cluster, topic, policy)",
           (_unique("cluster", "topic", "policy"),)),
         c("policy_summary.counts", "n <= produces; lost acks, batches of known size or send times <= n <= acked_records",

@@ -364,22 +364,28 @@ def test_rejections_another_partition_could_have_taken_kip_637(spark):
     )  # fmt: skip
     parts = partitions_frame(spark, [("c1", "orders", p, 2) for p in range(3)] + [("c1", "solo", 0, 2)])
     available = availability(replay, isr, parts, "hour")
-    columns = ("topic", "partition", "policy", "reroutable_rejections", "rejected_wait_ms", "never_writable_rejections")
-    lag, ddl = "acks=all@lag=3000", "topic string, partition int, policy string, r bigint, w double, n bigint"
+    columns = ("topic", "partition", "policy", "reroutable_rejections", "rejected_wait_ms", "reroutable_wait_ms",
+               "never_writable_rejections")  # fmt: skip
+    lag = "acks=all@lag=3000"
+    ddl = "topic string, partition int, policy string, r bigint, w double, s double, n bigint"
     expected = spark.createDataFrame(
         [
-            ("orders", 0, "acks=all", 1, 300_000.0, 0), ("orders", 1, "acks=all", 0, 0.0, 0),
-            ("orders", 2, "acks=all", 1, 0.0, 1), ("solo", 0, "acks=all", 0, 600_000.0, 0),
-            ("orders", 0, lag, None, None, None), ("orders", 1, lag, None, None, None), ("orders", 2, lag, None, None, None),
+            ("orders", 0, "acks=all", 1, 300_000.0, 300_000.0, 0), ("orders", 1, "acks=all", 0, 0.0, 0.0, 0),
+            ("orders", 2, "acks=all", 1, 0.0, 0.0, 1), ("solo", 0, "acks=all", 0, 600_000.0, 0.0, 0),
+            ("orders", 0, lag, None, None, None, None), ("orders", 1, lag, None, None, None, None),
+            ("orders", 2, lag, None, None, None, None),
         ],
         ddl,
     ).toDF(*columns)  # fmt: skip
     assert_df_equality(available.select(*columns), expected, ignore_nullable=True, ignore_row_order=True)
-    summary = policy_summary(replay, parts, available).select("topic", "policy", "reroutable_rejections", "rejected_wait_ms")
-    expected = spark.createDataFrame(
-        [("orders", "acks=all", 2, 300_000.0), ("orders", lag, None, None), ("solo", "acks=all", 0, 600_000.0)],
-        "topic string, policy string, reroutable_rejections bigint, rejected_wait_ms double",
+    summary = policy_summary(replay, parts, available).select(
+        "topic", "policy", "reroutable_rejections", "rejected_wait_ms", "reroutable_wait_ms"
     )
+    expected = spark.createDataFrame(
+        [("orders", "acks=all", 2, 300_000.0, 300_000.0), ("orders", lag, None, None, None),
+         ("solo", "acks=all", 0, 600_000.0, 0.0)],
+        "topic string, policy string, reroutable_rejections bigint, rejected_wait_ms double, reroutable_wait_ms double",
+    )  # fmt: skip
     assert_df_equality(summary, expected, ignore_nullable=True, ignore_row_order=True)
 
 
