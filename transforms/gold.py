@@ -40,8 +40,9 @@ Routing around partitions below min ISR (KIP-637)
 KIP-637 proposes that an acks=all producer learn each topic's `min.insync.replicas` from the metadata
 and not send to a partition whose ISR is below it. Kafka never implemented it; today the producer sends,
 gets NOT_ENOUGH_REPLICAS, and retries every `retry.backoff.ms` until the ISR recovers or
-`delivery.timeout.ms` expires. For every produce a policy rejects at append (`not_enough_replicas`;
-one rejected after its append was sent to a writable partition) `availability` says whether another
+`delivery.timeout.ms` expires. For every produce a policy rejects at append (`not_enough_replicas`; one
+rejected after its append, `..._after_append`, was sent while its partition was writable) `availability`
+says whether another
 partition of the same topic was writable at that moment (its committed ISR at or above its min ISR:
 `reroutable_rejections`), and how long until the batch's own partition was writable again
 (`rejected_wait_ms`, summed: what today's retries, and a KIP-637 producer of keyed records that cannot
