@@ -210,8 +210,8 @@ class ReplayContext:
     strict_min_isr: bool
     run_id: str
     partitions: Mapping[int, PartitionEpochs]  # pkey -> the partition's epochs
-    # (pkey, leader_epoch) -> (commit times, ISRs, whether the controller alone made the change[, printed ELRs])
-    isr_changes: Mapping[tuple[int, int], tuple]
+    # (pkey, leader_epoch) -> (commit times, ISRs, whether the controller alone made the change)
+    isr_changes: Mapping[tuple[int, int], tuple[np.ndarray, tuple, np.ndarray]]
     source_files: Mapping[int, str]  # source_file_id -> source_file
     # (cluster, broker_id) -> int64 (S, 2): when the broker did not run (replay_inputs.broker_silences)
     leader_silences: Mapping[tuple[str, int], np.ndarray] = field(default_factory=dict)
@@ -383,7 +383,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         fs, fe = fetch_runs.get((int(pkey[s]), k), (0, 0))
         change_times, change_isrs, by_controller = ctx.isr_changes.get(
             (int(pkey[s]), number), (np.empty(0, np.int64), (), np.empty(0, bool))
-        )[:3]
+        )
         inputs, isr_source = epoch_inputs(
             base_offset=produce["offset"][s:e],
             appended=produce["offset"][s:e] >= 0,

@@ -510,7 +510,8 @@ def run_replay(
         max_in_flight=settings.producer.max_in_flight,
         run_id=run_id,
         partitions=partition_epochs,
-        isr_changes=changes,
+        # the groups need the changes themselves; the printed ELRs and partition epochs served _elr_rows
+        isr_changes={key: change[:3] for key, change in changes.items()},
         elr_rows=_elr_rows(partition_epochs, changes, report.elr),
         leader_silences=leader_silences(request_lines, proposals) if lag_ms else {},
         isr_proposals=proposals,
