@@ -1,5 +1,6 @@
 """The broker-log step of the ingest stage: `server.log*` + `state-change.log*` -> silver `isr_changes`,
-`leader_epochs`, `follower_starts`, and their unparseable lines -> bronze `quarantine` (stages `server_log`, `state_change_log`).
+`leader_epochs`, `follower_starts`, `broker_configs`, and their unparseable lines -> bronze `quarantine`
+(stages `server_log`, `state_change_log`).
 
 These logs are mostly other messages: they are counted (`unused`) but not kept, unlike the request
 log's lines, which all go to bronze. Like the request-log step, a run replaces exactly the rows that
@@ -26,8 +27,10 @@ from ackreplay.lakehouse import (
 )
 from ackreplay.line_reader import read_lines
 from schemas import tables
-from schemas.broker_logs import FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
+from schemas.broker_logs import BROKER_CONFIGS, FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
 from transforms.broker_logs import (
+    BROKER_SETTING,
+    CONFIG_DUMP,
     FOLLOWER_START,
     ISR_SHRINK,
     ISR_UPDATE,
@@ -36,6 +39,8 @@ from transforms.broker_logs import (
     SERVER_LOG,
     STATE_CHANGE_LOG,
     UNKNOWN_FORMAT,
+    broker_setting_rows,
+    build_broker_configs,
     build_follower_starts,
     build_isr_changes,
     build_leader_epochs,
@@ -49,11 +54,14 @@ from transforms.request_log import with_event_time, with_log_fields
 log = logging.getLogger(__name__)
 
 # The silver tables this stage writes (with quarantine rows): created empty when there are no files.
-BROKER_LOG_TABLES = (("isr_changes", ISR_CHANGES), ("leader_epochs", LEADER_EPOCHS), ("follower_starts", FOLLOWER_STARTS))
+BROKER_LOG_TABLES = (
+    ("isr_changes", ISR_CHANGES), ("leader_epochs", LEADER_EPOCHS), ("follower_starts", FOLLOWER_STARTS),
+    ("broker_configs", BROKER_CONFIGS),
+)  # fmt: skip
 
 STAGES = (SERVER_LOG, STATE_CHANGE_LOG)
 _STAGE_NAMES = {SERVER_LOG: "server.log", STATE_CHANGE_LOG: "state-change.log"}
-_KINDS_OF_STAGE = {SERVER_LOG: (ISR_SHRINK, ISR_UPDATE), STATE_CHANGE_LOG: (LEADER_START, LEADER_SKIP, FOLLOWER_START)}
+_KINDS_OF_STAGE = {SERVER_LOG: (ISR_SHRINK, ISR_UPDATE, CONFIG_DUMP, BROKER_SETTING), STATE_CHANGE_LOG: (LEADER_START, LEADER_SKIP, FOLLOWER_START)}
 
 
 class BrokerLogReconciliationError(RuntimeError):
@@ -87,10 +95,11 @@ class BrokerLogReport:
     parsed_detail: dict[str, int] = field(default_factory=dict)  # line kind -> lines
     unused_detail: dict[tuple[str, str], int] = field(default_factory=dict)  # (stage, what) -> lines
     quarantine_reasons: dict[tuple[str, str], int] = field(default_factory=dict)  # (stage, reason) -> lines
-    rows_written: dict[str, int] = field(default_factory=dict)  # isr_changes, leader_epochs, follower_starts, quarantine
+    rows_written: dict[str, int] = field(default_factory=dict)  # the BROKER_LOG_TABLES and quarantine
     isr_changes_by_kind: dict[tuple[str | None, str], int] = field(default_factory=dict)  # (change_kind, source)
     duplicate_commits: int = 0  # commit lines dropped because the other log had the same commit earlier
     shrinks_without_commit: int = 0  # "Shrinking ISR" proposals no committed ISR carried out
+    settings_without_dump: int = 0  # setting lines with no "KafkaConfig values:" line before them in their file
 
     def counts(self, stage: str) -> LineCounts:
         return {SERVER_LOG: self.server_log, STATE_CHANGE_LOG: self.state_change_log}[stage]
@@ -123,6 +132,11 @@ class BrokerLogReport:
             f"    {self.duplicate_commits:,} commits seen in both logs kept once; "
             f"{self.shrinks_without_commit:,} 'Shrinking ISR' proposals without a matching commit"
         )
+        if self.settings_without_dump:
+            out.append(
+                f"    {self.settings_without_dump:,} broker setting lines not kept: no 'KafkaConfig values:' line"
+                " before them in their file (a dump cut by a log rotation)"
+            )
         return out
 
 
@@ -196,7 +210,7 @@ def ingest_broker_logs(
         classify_broker_log_lines(lines, config)
         .select(
             "cluster", "broker_id", "stage", "source_file", "line_number",
-            F.when(status == "quarantined", F.col("line")).alias("line"),
+            F.when((status == "quarantined") | (F.col("line_kind") == BROKER_SETTING), F.col("line")).alias("line"),
             F.when(status == "parsed", F.col("message")).alias("message"),
             "status", "detail", "line_kind", "t_log", "event_date", "ingest_run_id",
         )
@@ -226,6 +240,10 @@ def ingest_broker_logs(
         report.rows_written["follower_starts"] = replace_rows(
             build_follower_starts(classified), lakehouse, "follower_starts", predicate, run_id
         )
+        log.info("writing broker_configs")
+        report.rows_written["broker_configs"] = replace_rows(
+            build_broker_configs(classified), lakehouse, "broker_configs", predicate, run_id
+        )
 
         per_file = (
             classified.groupBy("source_file")
@@ -234,6 +252,7 @@ def ingest_broker_logs(
             .collect()
         )
         commit_lines, distinct_commits = _commit_counts(classified)
+        report.settings_without_dump = broker_setting_rows(classified).filter(F.col("t_log").isNull()).count()
     finally:
         classified.unpersist()
 
@@ -315,6 +334,7 @@ def _reconcile(report: BrokerLogReport, incomplete_files: list, commit_lines: in
         "isr_changes": commit_lines - report.duplicate_commits,
         "leader_epochs": parsed.get(LEADER_START, 0),
         "follower_starts": parsed.get(FOLLOWER_START, 0),
+        "broker_configs": parsed.get(BROKER_SETTING, 0) - report.settings_without_dump,
     }
     for table, n in expected.items():
         if report.rows_written.get(table) != n:

@@ -83,6 +83,10 @@ class SelfCheckSettings(_Strict):
     max_p999_error: float = Field(default=0.10, ge=0.0)
     # fewer recorded acks=all produces than this: reported, not judged (a handful of misses is noise)
     min_produces: int = Field(default=200, ge=1)
+    # The ISR re-simulated at the cluster's own replica.lag.time.max.ms (`acks=all@lag=<own>`) against the
+    # recorded ISR (`acks=all`), on the same produces: acks within 2 ms of each other, P999 of ack wait.
+    isr_min_within_2ms: float = Field(default=0.98, ge=0.0, le=1.0)
+    isr_max_p999_error: float = Field(default=0.10, ge=0.0)
 
 
 class ProducerSettings(_Strict):
@@ -105,8 +109,10 @@ class ReplaySettings(_Strict):
     # KIP-250 quorum sizes Q (leader included) -> policies quorum=<Q>; KIP-250 allows 1 < Q < replicas,
     # so a topic whose replication factor is Q or less has no quorum=<Q> (its produces: unreplayable)
     quorum_sizes: list[int] = Field(default_factory=lambda: [2])
-    # replica.lag.time.max.ms values to re-simulate the ISR for -> policies acks=all@lag=<ms>
-    lag_ms: list[int] = Field(default_factory=lambda: [10000, 30000])
+    # replica.lag.time.max.ms values to re-simulate the ISR for -> policies acks=all@lag=<ms>. `own`: each
+    # cluster's own value, as its brokers logged it at start (silver broker_configs); the self-check then
+    # checks the re-simulation there against the recorded ISR's acks (README "The replay checks itself").
+    lag_ms: list[int | Literal["own"]] = Field(default_factory=lambda: ["own", 10000, 30000])
     # Kafka >= 3.7: the HW does not advance while the ISR is below min ISR (KIP-966 part 1)
     strict_min_isr: bool = True
     # One group (a task's unit of work) is one bucket of one leader broker's produces.
@@ -124,10 +130,20 @@ class ReplaySettings(_Strict):
 
     @field_validator("lag_ms")
     @classmethod
-    def _positive(cls, values: list[int]) -> list[int]:
-        if any(v < 1 for v in values):
-            raise ValueError("values must be >= 1")
+    def _positive(cls, values: list[int | str]) -> list[int | str]:
+        if any(v != "own" and v < 1 for v in values):
+            raise ValueError("values must be >= 1 (or `own`)")
         return values
+
+    @property
+    def fixed_lags_ms(self) -> tuple[float, ...]:
+        """The lags given as numbers (the same for every cluster)."""
+        return tuple(float(v) for v in self.lag_ms if v != "own")
+
+    @property
+    def own_lag(self) -> bool:
+        """Whether each cluster's own replica.lag.time.max.ms is replayed too."""
+        return "own" in self.lag_ms
 
     @field_validator("quorum_sizes")
     @classmethod

@@ -97,3 +97,14 @@ FOLLOWER_STARTS = _schema(
     *_LINE_ORIGIN,
 )
 
+
+# A broker setting the replay's rules rest on (transforms.broker_logs.BROKER_SETTINGS), as the broker logged
+# it when it started ("KafkaConfig values:" in server.log, one line per setting). `t_log`: the dump's time.
+BROKER_CONFIGS = _schema(
+    ("cluster", StringType(), False),
+    ("broker_id", IntegerType(), False),
+    ("setting", StringType(), False),
+    ("value", LongType(), False),
+    ("t_log", TimestampType(), False),
+    *_LINE_ORIGIN,
+)

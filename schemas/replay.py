@@ -92,6 +92,14 @@ REPLAY_CHECKS = StructType(
         StructField("trusted", BooleanType(), False),  # passed, or not judged
         # failed, and its produce_replay rows kept for gold anyway (--accept-untrusted, or the check switched off)
         StructField("accepted_untrusted", BooleanType(), False),
+        # The ISR re-simulated at the cluster's own replica.lag.time.max.ms (replay.lag_ms `own`) against the
+        # recorded ISR, on the produces the replayed acks=all acks: the lag (null: not replayed), those
+        # produces, the share the re-simulation acks within 2 ms of them, and both P999s of ack wait.
+        StructField("isr_lag_ms", DoubleType(), True),
+        StructField("isr_n", LongType(), True),
+        StructField("isr_within_2ms", DoubleType(), True),
+        StructField("isr_p999_resimulated_ms", DoubleType(), True),
+        StructField("isr_p999_recorded_ms", DoubleType(), True),
     ]
 )
 

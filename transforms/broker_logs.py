@@ -45,10 +45,12 @@ of the lines above but cannot be parsed; `detail` says why).
 
 from __future__ import annotations
 
+import re
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from schemas.broker_logs import FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
+from schemas.broker_logs import BROKER_CONFIGS, FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
 from transforms.common import conform
 
 SERVER_LOG, STATE_CHANGE_LOG = "server_log", "state_change_log"
@@ -56,6 +58,17 @@ SERVER_LOG, STATE_CHANGE_LOG = "server_log", "state_change_log"
 # Line kinds (the `detail` of a parsed line).
 ISR_SHRINK, ISR_UPDATE, LEADER_START, LEADER_SKIP = "isr_shrink", "isr_update", "leader_start", "leader_skip"
 FOLLOWER_START = "follower_start"
+CONFIG_DUMP, BROKER_SETTING = "config_dump", "broker_setting"
+
+# The broker settings the replay's rules rest on, from the dump KafkaConfig's constructor logs at every
+# broker start (`AbstractConfig.logAll`): a "KafkaConfig values: " line, then one "\t<name> = <value>" line per
+# setting, without a log4j prefix (the last one ends with the logger). Neither is a dynamic config
+# (`DynamicBrokerConfig.AllDynamicConfigs`): a broker runs with the values of its last start.
+# replica.lag.time.max.ms: the leader's ISR expiry (`Partition.getOutOfSyncReplicas`, `ReplicaManager`'s
+# isr-expiration task every half of it); replica.fetch.wait.max.ms: how long a follower's FETCH may wait.
+BROKER_SETTINGS = ("replica.lag.time.max.ms", "replica.fetch.wait.max.ms")
+_SETTING_NAMES = "|".join(re.escape(name) for name in BROKER_SETTINGS)
+_CONFIG_DUMP = r"^\[[^\]]*\] [A-Z]+ KafkaConfig values: ?$"
 
 # The message between `[time] LEVEL ` and ` (logger)`; a line cut short has no logger suffix.
 _MESSAGE = r"^\[[^\]]*\] [A-Z]+ (.*) \([\w.$]+\)$"
@@ -64,6 +77,7 @@ _MESSAGE = r"^\[[^\]]*\] [A-Z]+ (.*) \([\w.$]+\)$"
 # with ANSI mode a cast overflow would fail the job instead of the line.
 _ID, _INT, _LONG = r"\d{1,9}", r"-?\d{1,9}", r"-?\d{1,18}"
 _ISR = rf"({_ID}(?:,{_ID})*)"
+_SETTING = rf"^\t({_SETTING_NAMES}) = ({_LONG})(?: \([\w.$]+\))?$"
 _OUT_OF_SYNC = rf"\(brokerId: {_ID}, endOffset: (?:{_LONG}|unknown)(?:, lastCaughtUpTimeMs: (?:{_LONG}|unknown))?\)"
 _SHRINK = (
     rf"^\[Partition (\S+)-({_ID}) broker=({_ID})\] Shrinking ISR from {_ISR} to {_ISR}"
@@ -125,7 +139,11 @@ UNKNOWN_FORMAT = "line in no known format (cut short?)"
 _PATTERNS = {
     ISR_SHRINK: _SHRINK, ISR_UPDATE: _UPDATE, LEADER_START: _LEADER, LEADER_SKIP: _SKIP, FOLLOWER_START: _FOLLOWER
 }
+# Kinds whose whole line is matched: a config dump's first line has no logger suffix, its settings no prefix.
+_LINE_PATTERNS = {CONFIG_DUMP: _CONFIG_DUMP, BROKER_SETTING: _SETTING}
 _LABELS = {
+    CONFIG_DUMP: "KafkaConfig values:",
+    BROKER_SETTING: "KafkaConfig setting",
     ISR_SHRINK: "Shrinking ISR",
     ISR_UPDATE: "ISR updated to",
     LEADER_START: "Leader ... starts at leader epoch",
@@ -161,6 +179,8 @@ def _line_kind(stage: Column, line: Column) -> Column:
             & ~line.rlike(_SKIP_NO_CHANGE),
             F.lit(LEADER_SKIP),
         )
+        .when((stage == SERVER_LOG) & line.rlike(r"KafkaConfig values: ?$"), F.lit(CONFIG_DUMP))
+        .when((stage == SERVER_LOG) & line.rlike(rf"^\t({_SETTING_NAMES}) = "), F.lit(BROKER_SETTING))
     )
 
 
@@ -171,18 +191,19 @@ def with_broker_line_status(df: DataFrame) -> DataFrame:
     """
     stage, line, message = F.col("stage"), F.col("line"), F.col("message")
     kind = _line_kind(stage, line)
-    parses = F.coalesce(*[F.when(kind == k, message.rlike(pattern)) for k, pattern in _PATTERNS.items()], F.lit(False))
+    parses = F.coalesce(
+        *[F.when(kind == k, message.rlike(pattern)) for k, pattern in _PATTERNS.items()],
+        *[F.when(kind == k, line.rlike(pattern)) for k, pattern in _LINE_PATTERNS.items()],
+        F.lit(False),
+    )
     label = F.coalesce(*[F.when(kind == k, F.lit(v)) for k, v in _LABELS.items()])
     quarantined, parsed, unused = F.lit("quarantined"), F.lit("parsed"), F.lit("unused")
     used = kind.isNotNull()
     no_prefix = F.col("log_time_local").isNull()
     rules: list[tuple[Column, Column, Column]] = [
         (used & F.col("read_error").isNotNull(), quarantined, F.col("read_error")),
-        (
-            used & no_prefix,
-            quarantined,
-            F.lit(NO_LOG_TIME),
-        ),
+        # a setting line of a config dump has no prefix: its time is the dump's
+        (used & no_prefix & (kind != BROKER_SETTING), quarantined, F.lit(NO_LOG_TIME)),
         (used & ~parses, quarantined, F.format_string(f"'%s' {UNKNOWN_FORMAT}", label)),
         (used, parsed, kind),
         # A file that could not be read to its end loses lines nobody can classify: say so.
@@ -325,6 +346,40 @@ def build_follower_starts(lines_df: DataFrame) -> DataFrame:
         ),
         FOLLOWER_STARTS,
     )
+
+
+def broker_setting_rows(lines_df: DataFrame) -> DataFrame:
+    """Classified server.log lines -> one row per broker setting line, with the time of the "KafkaConfig
+    values:" line before it in the same file (`t_log`, null when the file holds none before it: a dump cut
+    by a rotation). Expects the setting lines' `line` and the dump lines' `t_log`, `event_date`."""
+    marks = _parsed(lines_df, CONFIG_DUMP).select(
+        "source_file", "line_number", "t_log", "event_date", F.lit(None).cast("string").alias("line")
+    )
+    settings = _parsed(lines_df, BROKER_SETTING).select(
+        "source_file", "line_number", F.lit(None).cast("timestamp").alias("t_log"),
+        F.lit(None).cast("date").alias("event_date"), "line",
+    )  # fmt: skip
+    before = Window.partitionBy("source_file").orderBy("line_number").rowsBetween(Window.unboundedPreceding, 0)
+    dated = marks.unionByName(settings).select(
+        "source_file", "line_number", "line",
+        F.last("t_log", ignorenulls=True).over(before).alias("t_log"),
+        F.last("event_date", ignorenulls=True).over(before).alias("event_date"),
+    ).filter(F.col("line").isNotNull())  # fmt: skip
+    g = _groups(F.col("line"), _SETTING, ("setting", "value"))
+    keys = ["source_file", "line_number"]
+    return (
+        _parsed(lines_df, BROKER_SETTING)
+        .select("cluster", "broker_id", "ingest_run_id", *keys)
+        .join(dated, keys)
+        .select("cluster", "broker_id", g["setting"].alias("setting"), g["value"].cast("bigint").alias("value"),
+                "t_log", *keys, "event_date", "ingest_run_id")  # fmt: skip
+    )
+
+
+def build_broker_configs(lines_df: DataFrame) -> DataFrame:
+    """Classified server.log lines -> the brokers' settings as logged at their starts (`broker_configs`
+    contract); a setting line without its dump's first line in the same file is left out (counted by the stage)."""
+    return conform(broker_setting_rows(lines_df).filter(F.col("t_log").isNotNull()), BROKER_CONFIGS)
 
 
 def _shrink_proposals(lines_df: DataFrame) -> DataFrame:

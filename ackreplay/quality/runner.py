@@ -297,7 +297,7 @@ def run_quality(
     partitions = read_table(spark, lakehouse, "partitions").filter(in_scope) if table_exists(
         spark, lakehouse, "partitions"
     ) else None
-    policies = _policies(config)
+    policies = _policies(spark, lakehouse, config, report.clusters) if "produce_replay" in STAGE_TABLES[stage] else []
     for table in STAGE_TABLES[stage]:
         if not table_exists(spark, lakehouse, table):
             report.skipped_tables.append(table)
@@ -317,10 +317,16 @@ def run_quality(
     return report
 
 
-def _policies(config: AppConfig) -> list[str]:
+def _policies(spark: SparkSession, lakehouse: str, config: AppConfig, clusters: list[str]) -> list[str]:
+    """The configured policies, with the own lags (replay.lag_ms `own`) of `clusters`."""
     from ackreplay.replay.groups import policy_order
+    from ackreplay.replay.own_lag import own_lags
 
-    return policy_order(tuple(config.replay.quorum_sizes), tuple(float(x) for x in config.replay.lag_ms))
+    lags = config.replay.fixed_lags_ms
+    if config.replay.own_lag and table_exists(spark, lakehouse, "broker_configs"):
+        own = own_lags(read_table(spark, lakehouse, "broker_configs"), clusters)
+        lags += tuple(o.lag_ms for o in own.values() if o.lag_ms is not None)
+    return policy_order(tuple(config.replay.quorum_sizes), tuple(dict.fromkeys(lags)))
 
 
 def _failure_message(report: QualityReport) -> str:

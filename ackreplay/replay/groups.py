@@ -206,7 +206,7 @@ class ReplayContext:
     (partitions, leader epochs, ISR changes, the source-file names) and shipped with the group function."""
 
     quorum_sizes: tuple[int, ...]
-    lag_ms: tuple[float, ...]
+    lag_ms: tuple[float, ...]  # the lags of every cluster (replay.lag_ms's numbers)
     strict_min_isr: bool
     run_id: str
     partitions: Mapping[int, PartitionEpochs]  # pkey -> the partition's epochs
@@ -225,10 +225,20 @@ class ReplayContext:
     linger_us: int = 5_000  # replay.producer.linger_ms (connections.py)
     blocked_gap_us: int = 1_000  # replay.producer.blocked_gap_ms
     max_in_flight: int = 5  # replay.producer.max_in_flight
+    # cluster -> its own replica.lag.time.max.ms, replayed besides `lag_ms` (replay.lag_ms `own`; own_lag.py)
+    own_lag_ms: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def policies(self) -> list[str]:
+        """The policies of every cluster; a cluster's own lag comes after them (`policies_of`)."""
         return policy_order(self.quorum_sizes, self.lag_ms)
+
+    def lags_of(self, cluster: str) -> tuple[float, ...]:
+        own = self.own_lag_ms.get(cluster)
+        return self.lag_ms if own is None else tuple(dict.fromkeys((*self.lag_ms, own)))
+
+    def policies_of(self, cluster: str) -> list[str]:
+        return policy_order(self.quorum_sizes, self.lags_of(cluster))
 
 
 def _np(table: pa.Table, name: str, dtype=None) -> np.ndarray:
@@ -310,6 +320,7 @@ class _Replayed:
     result: dict[str, np.ndarray]
     clusters: list[str]  # names behind produce["cluster"]
     topics: list[str]  # names behind produce["topic"]
+    policies: list[str]  # the rows of each `result` array (the group's cluster's, ReplayContext.policies_of)
     # the rejection ground truth over the group's recorded NOT_ENOUGH_REPLICAS produces (rejection_truth)
     rejections: dict[str, int] = field(default_factory=dict)
 
@@ -320,19 +331,20 @@ class _Replayed:
     def subset(self, keep: np.ndarray) -> _Replayed:
         return _Replayed(
             {k: v[keep] for k, v in self.produce.items()}, {k: v[:, keep] for k, v in self.result.items()},
-            self.clusters, self.topics, self.rejections,
+            self.clusters, self.topics, self.policies, self.rejections,
         )  # fmt: skip
 
 
 def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replayed | None:
-    """The kernel over every (partition, leader epoch) of the group; None when nothing is replayed."""
-    policies = ctx.policies
+    """The kernel over every (partition, leader epoch) of the group (one cluster's); None when nothing is replayed."""
     options = ReplayOptions(strict_min_isr=ctx.strict_min_isr)
     order, epoch = _place_in_epochs(ctx, _np(produces, "pkey"), _np(produces, "broker_id"), _np(produces, "t_us"))
     placed = epoch >= 0
     if not placed.any():
         return None
     rows = order[placed]
+    group_cluster = ctx.partitions[int(_np(produces, "pkey")[rows[0]])].cluster
+    lags, policies = ctx.lags_of(group_cluster), ctx.policies_of(group_cluster)
     produce = {name: _np(produces, name)[rows] for name in (
         "pkey", "broker_id", "t_us", "offset", "timeout_ms", "acks", "bytes", "t_start_us", "client_side_ms",
         "source_file_id", "line_number", "event_day",
@@ -403,10 +415,10 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             epoch_start_us=int(part.start_us[k]),
             epoch_end_us=_leadership_end(part, k, int(t[e - 1] if fe == fs else max(t[e - 1], f_t[fe - 1]))),
             quorum_sizes=ctx.quorum_sizes,
-            lag_ms=ctx.lag_ms,
+            lag_ms=lags,
             elr_membership=ctx.elr_rows.get((int(pkey[s]), number)),
         )
-        proposals = ctx.isr_proposals.get((part.cluster, int(part.leader[k]))) if ctx.lag_ms else None
+        proposals = ctx.isr_proposals.get((part.cluster, int(part.leader[k]))) if lags else None
         outcomes = replay_epoch(inputs, logged_isr_options(options, proposals, inputs.epoch_start))
         for i, policy in enumerate(policies):
             res = outcomes[policy]
@@ -440,11 +452,11 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         produce = {k: v[~rejected] for k, v in produce.items()}
         result = {k: v[:, ~rejected] for k, v in result.items()}
         if not produce["offset"].size:
-            return _Replayed(produce, result, list(cluster_of), list(topic_of), rejections)
+            return _Replayed(produce, result, list(cluster_of), list(topic_of), policies, rejections)
     # The broker answers a request when all its partitions are done: the client sees the latest t_ack.
     result["t_response"] = _request_max(result["t_ack"], produce["source_file_id"], produce["line_number"])
     result.update(_producer_view(ctx, produce, result["t_response"], result["t_ack"]))
-    return _Replayed(produce, result, list(cluster_of), list(topic_of), rejections)
+    return _Replayed(produce, result, list(cluster_of), list(topic_of), policies, rejections)
 
 
 def rejection_truth(ctx: ReplayContext, outcome: np.ndarray) -> dict[str, int]:
@@ -561,7 +573,7 @@ def _producer_view(
 def _long_table(ctx: ReplayContext, r: _Replayed, columns: Sequence[str]) -> pa.Table:
     """`produce_replay` rows (policy-major: one block of the group's produces per policy) as Arrow,
     strings dictionary-encoded, with the contract's `columns` (a subset, in that order)."""
-    policies = ctx.policies
+    policies = r.policies
     p, n = len(policies), r.n
     pr, res = r.produce, r.result
     tile = lambda values: np.tile(values, p)  # noqa: E731  (a produce's value on each of its policy rows)
@@ -617,7 +629,7 @@ def _long_table(ctx: ReplayContext, r: _Replayed, columns: Sequence[str]) -> pa.
 def _written_files(ctx: ReplayContext, r: _Replayed) -> pa.Table:
     """Write the group's rows as Delta data files, one per (cluster, event_date), one Parquet row group
     per policy, and describe them (WRITTEN_FILE: what the driver commits, with the outcome counts)."""
-    policies = ctx.policies
+    policies = r.policies
     columns = [f.name for f in PRODUCE_REPLAY if f.name not in PARTITION_COLUMNS]
     key = r.produce["cluster"].astype(np.int64) << 32 | (r.produce["event_day"].astype(np.int64) & 0xFFFFFFFF)
     values = np.unique(key)

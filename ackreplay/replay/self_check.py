@@ -12,6 +12,12 @@ milliseconds, so two P999s 2 ms apart cannot be told apart). Clusters with fewer
 such produces are reported, not judged; clusters replayed from JMX scrapes (no follower FETCH lines)
 are reported, not judged (their timeline is as coarse as the scrape interval, README "The replay").
 
+The ISR re-simulation checks itself too (`check_isr_resimulation`): where a cluster's own
+`replica.lag.time.max.ms` was replayed (`acks=all@lag=<own>`, replay.lag_ms `own`), its acks must be
+those of the replayed `acks=all` under the recorded ISR on the same produces: at least
+`isr_min_within_2ms` of them within 2 ms, and the P999 of ack wait within `isr_max_p999_error` (or 2 ms).
+Otherwise the cluster fails: the lag what-ifs rest on a re-simulation its own recording contradicts.
+
 Where the misses fall is shown per window: the 15 s after an event of the produce's partition in
 `isr_changes` (a new leader, an ISR expansion, an ISR shrink: a stalled follower, a controlled
 shutdown or a fenced broker) or none of them ("quiet"). The windows group the misses for a reader;
@@ -28,6 +34,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ackreplay.config import SelfCheckSettings
+from ackreplay.replay.kernel import lag_policy_id
 
 WINDOW_SECONDS = 15
 # isr_changes kinds that open a window; the latest such event of the partition names a produce's window.
@@ -51,6 +58,7 @@ class ClusterTruth:
     p999_observed_ms: float | None
     judged: str  # "judged" | "too few produces" | "JMX timeline"
     failures: tuple[str, ...] = ()
+    isr: dict | None = None  # check_isr_resimulation's figures; None: the cluster's own lag was not replayed
 
     @property
     def passed(self) -> bool:
@@ -76,9 +84,19 @@ class SelfCheck:
         for c in self.clusters:
             p999 = f"P999 {_ms(c.p999_replayed_ms)} replayed vs {_ms(c.p999_observed_ms)} observed"
             verdict = "FAILED: " + "; ".join(c.failures) if c.failures else ("ok" if c.judged == "judged" else f"not judged ({c.judged})")
-            out.append(
-                f"    {c.cluster}: n={c.n:,}, {c.within_2ms:.2%} within 2 ms, {c.not_acked:,} not acked, {p999}  {verdict}"
-            )
+            if c.n:
+                out.append(
+                    f"    {c.cluster}: n={c.n:,}, {c.within_2ms:.2%} within 2 ms, {c.not_acked:,} not acked, {p999}  {verdict}"
+                )
+            else:
+                out.append(f"    {c.cluster}: {c.judged}  {verdict}")
+            if c.isr is not None:
+                i = c.isr
+                out.append(
+                    f"      ISR re-simulated at its own lag (acks=all@lag={i['lag_ms']:g}) vs recorded (acks=all), "
+                    f"n={i['n']:,}: {i['within_2ms']:.2%} within 2 ms, P999 of ack wait "
+                    f"{_ms(i['p999_resimulated_ms'])} vs {_ms(i['p999_recorded_ms'])}"
+                )
         failed = {c.cluster for c in self.failed}
         if failed and not s.enabled:
             out.append("  self-check off (replay.self_check.enabled: false): gold and the report use these clusters anyway")
@@ -102,6 +120,7 @@ class SelfCheck:
                 "p999_replayed_ms": c.p999_replayed_ms, "p999_observed_ms": c.p999_observed_ms, "judged": c.judged,
                 "failures": "; ".join(c.failures) or None, "trusted": c.passed,
                 "accepted_untrusted": not c.passed and (accept_untrusted or not self.settings.enabled),
+                **{f"isr_{k}": (c.isr or {}).get(k) for k in ("lag_ms", "n", "within_2ms", "p999_resimulated_ms", "p999_recorded_ms")},
             }
             for c in unchecked + self.clusters
         ]  # fmt: skip
@@ -113,6 +132,12 @@ class SelfCheck:
             "not written from it. produce_replay keeps the rows for inspection; the next run replays these "
             "clusters again. README, 'The replay checks itself', says what each figure means; --accept-untrusted "
             "writes gold and the report anyway, marked untrusted."
+            + (
+                " A failed ISR re-simulation concerns the acks=all@lag what-ifs: without them in replay.lag_ms "
+                "(and without `own`) the other policies are judged on their own."
+                if any(c.isr is not None and any(f.startswith("ISR re-simulated") for f in c.failures) for c in self.failed)
+                else ""
+            )
         )
 
 
@@ -194,11 +219,78 @@ def _figures(df: DataFrame, by: list[str]) -> list[dict]:
     return out
 
 
+def _p999_off(replayed: float | None, reference: float | None, max_error: float) -> bool:
+    if reference is None:
+        return replayed is not None
+    return replayed is None or abs(replayed - reference) > max(max_error * reference, _P999_FLOOR_MS)
+
+
+def check_isr_resimulation(result: DataFrame, own_lag_ms: dict[str, float]) -> dict[str, dict]:
+    """cluster -> the ISR re-simulated at its own lag against the recorded ISR, over the produces the
+    replayed acks=all acks: n, the share `acks=all@lag=<own>` acks within 2 ms of them (not acking is a
+    miss), and both exact P999s of ack wait (ms)."""
+    from ackreplay.replay.stage import exact_high_percentiles
+
+    if not own_lag_ms:
+        return {}
+    key = ["cluster", "topic", "partition", "leader_epoch", "base_offset"]
+    wait = _ms_between("t_ack", "t_local_done")
+    acked = F.col("outcome") == "acked"
+    own_policy = reduce(
+        operator.or_, [(F.col("cluster") == c) & (F.col("policy") == lag_policy_id(v)) for c, v in own_lag_ms.items()]
+    )
+    scope = result.filter(F.col("cluster").isin(*own_lag_ms) & acked)
+    recorded = scope.filter(F.col("policy") == "acks=all").select(*key, wait.alias("recorded_ms"))
+    resimulated = scope.filter(own_policy).select(*key, wait.alias("resimulated_ms"))
+    both = recorded.join(resimulated, key, "left").cache()
+    try:
+        rows = (
+            both.groupBy("cluster")
+            .agg(
+                F.count("*").alias("n"),
+                F.count_if(F.abs(F.col("resimulated_ms") - F.col("recorded_ms")) <= 2).alias("within"),
+                F.count("resimulated_ms").alias("resimulated"),
+            )
+            .collect()  # one row per cluster
+        )
+        out = {}
+        for r in rows:
+            p999 = exact_high_percentiles(
+                both.filter(F.col("cluster") == r["cluster"]),
+                {"p999_resimulated_ms": F.col("resimulated_ms"), "p999_recorded_ms": F.col("recorded_ms")},
+                0.999, {"p999_resimulated_ms": r["resimulated"], "p999_recorded_ms": r["n"]},
+            )  # fmt: skip
+            out[r["cluster"]] = {"lag_ms": own_lag_ms[r["cluster"]], "n": r["n"], "within_2ms": r["within"] / r["n"], **p999}
+    finally:
+        both.unpersist()
+    return out
+
+
+def _isr_failures(isr: dict | None, settings: SelfCheckSettings) -> list[str]:
+    if isr is None or isr["n"] < settings.min_produces:
+        return []
+    failures = []
+    if isr["within_2ms"] < settings.isr_min_within_2ms:
+        failures.append(
+            f"ISR re-simulated at its own lag: {isr['within_2ms']:.2%} within 2 ms of the recorded ISR's acks "
+            f"< {settings.isr_min_within_2ms:.0%}"
+        )
+    if _p999_off(isr["p999_resimulated_ms"], isr["p999_recorded_ms"], settings.isr_max_p999_error):
+        failures.append(f"ISR re-simulated at its own lag: P999 off by more than {settings.isr_max_p999_error:.0%}")
+    return failures
+
+
 def check_replay(
-    result: DataFrame, isr_changes: DataFrame, settings: SelfCheckSettings, metric_clusters: list[str]
+    result: DataFrame,
+    isr_changes: DataFrame,
+    settings: SelfCheckSettings,
+    metric_clusters: list[str],
+    own_lag_ms: dict[str, float] | None = None,
 ) -> SelfCheck:
-    """The self-check of one replay run's clusters (`result`: produce_replay rows of the run's scope)."""
+    """The self-check of one replay run's clusters (`result`: produce_replay rows of the run's scope);
+    `own_lag_ms`: the clusters whose own lag was replayed (check_isr_resimulation)."""
     check = SelfCheck(settings)
+    isr = check_isr_resimulation(result, {c: v for c, v in (own_lag_ms or {}).items() if c not in metric_clusters})
     truth = truth_rows(result).cache()
     try:
         for row in _figures(truth, ["cluster"]):
@@ -211,14 +303,18 @@ def check_replay(
             if judged == "judged":
                 if row["within_2ms"] < settings.min_within_2ms:
                     failures.append(f"{row['within_2ms']:.2%} within 2 ms < {settings.min_within_2ms:.0%}")
-                replayed, observed = row["p999_replayed_ms"], row["p999_observed_ms"]
-                if replayed is None or abs(replayed - observed) > max(settings.max_p999_error * observed, _P999_FLOOR_MS):
+                if _p999_off(row["p999_replayed_ms"], row["p999_observed_ms"], settings.max_p999_error):
                     failures.append(f"P999 off by more than {settings.max_p999_error:.0%}")
+            figures = isr.pop(row["cluster"], None)
             check.clusters.append(ClusterTruth(
                 row["cluster"], row["n"], row["not_acked"], row["within_2ms"], row["p999_replayed_ms"],
-                row["p999_observed_ms"], judged, tuple(failures),
+                row["p999_observed_ms"], judged, tuple(failures + _isr_failures(figures, settings)), figures,
             ))  # fmt: skip
-        failed = [c.cluster for c in check.failed]
+        for cluster, figures in sorted(isr.items()):  # no recorded acks=all produce to judge the acks on
+            check.clusters.append(
+                ClusterTruth(cluster, 0, 0, None, None, None, NO_TRUTH, tuple(_isr_failures(figures, settings)), figures)
+            )
+        failed = [c.cluster for c in check.failed if c.n]
         if failed:
             check.windows = _figures(with_window(truth.filter(F.col("cluster").isin(*failed)), isr_changes), ["cluster", "window"])
     finally:

@@ -35,8 +35,9 @@ from ackreplay.config import AppConfig
 from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path, table_spec
 from ackreplay.replay.elr import ElrSetting, announced_levels, elr_settings, partition_elr_rows
 from ackreplay.replay.groups import PRODUCE_REPLAY_ARROW, PartitionEpochs, ReplayContext, replay_group
+from ackreplay.replay.own_lag import OwnLag, own_lags
 from ackreplay.replay.self_check import SelfCheck, ack_truth_columns, check_replay
-from schemas.broker_logs import FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
+from schemas.broker_logs import BROKER_CONFIGS, FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
 from schemas.metrics import FOLLOWER_LEO_SAMPLES
 from schemas.replay import PRODUCE_REPLAY, REPLAY_CHECKS, WRITTEN_FILE
 from schemas.tables import BATCH_SEND_TIMES, REQUEST_LOG_LINES
@@ -80,6 +81,7 @@ class ReplayReport:
     metric_clusters: list[str] = field(default_factory=list)  # replayed from JMX LEO scrapes (no FETCH lines)
     failovers: list[dict] = field(default_factory=list)  # transforms.failovers rows: leader changes that cut acks
     elr: dict[str, ElrSetting] = field(default_factory=dict)  # cluster -> keeps eligible leader replicas (elr.py)
+    own_lags: dict[str, OwnLag] = field(default_factory=dict)  # cluster -> its own replica.lag.time.max.ms (`own`)
 
     def summary_lines(self) -> list[str]:
         out = [
@@ -102,6 +104,9 @@ class ReplayReport:
                         f"eligible replicas a registration line printed on {s.derived_equal:,} of {s.printed:,} commits"
                         f"{gaps}"
                     )
+        if self.own_lags:
+            out.append("  own lag (replay.lag_ms `own`: the ISR re-simulated at each cluster's replica.lag.time.max.ms):")
+            out += [f"    {own.line()}" for _, own in sorted(self.own_lags.items())]
         if self.metric_clusters:
             out.append(
                 f"  no follower FETCH lines for {', '.join(self.metric_clusters)}: replayed from the JMX LEO scrapes "
@@ -451,6 +456,9 @@ def run_replay(
     leader_epochs = _read_or_empty(spark, lakehouse, "leader_epochs", LEADER_EPOCHS).filter(in_scope_clusters)
     isr_changes = _read_or_empty(spark, lakehouse, "isr_changes", ISR_CHANGES).filter(in_scope_clusters)
     follower_starts = _read_or_empty(spark, lakehouse, "follower_starts", FOLLOWER_STARTS).filter(in_scope_clusters)
+    if settings.own_lag:
+        report.own_lags = own_lags(_read_or_empty(spark, lakehouse, "broker_configs", BROKER_CONFIGS), clusters)
+    own_lag_ms = {c: own.lag_ms for c, own in report.own_lags.items() if own.lag_ms is not None}
     writer_kind = choose_writer(settings.writer, lakehouse)
     phases: dict[str, float] = {}
     mark = time.monotonic()
@@ -458,9 +466,10 @@ def run_replay(
     summary = _summarize_produces(produce)
     report.produces = summary.total
     bucket_us = settings.bucket_seconds * 1_000_000
-    lag_ms = tuple(float(x) for x in settings.lag_ms)
+    lag_ms = settings.fixed_lags_ms
+    all_lags = (*lag_ms, *own_lag_ms.values())
     # The ISR re-simulation of a bucket starts from the events of two lag windows before it.
-    lookback_us = int(2 * max(lag_ms, default=0.0) * 1000)
+    lookback_us = int(2 * max(all_lags, default=0.0) * 1000)
     if dates and summary.max_timeout_ms * 1000 + lookback_us >= 86_400_000_000:
         raise ValueError(
             f"a replay by dates reads fetches one day either side, but the request timeout "
@@ -490,7 +499,7 @@ def run_replay(
     target = table_path(lakehouse, "produce_replay")
     spec = table_spec("produce_replay")
     # what the ISR re-simulation takes from the logs besides the LEO timelines (rare events, collected)
-    proposals = isr_proposals(isr_changes) if lag_ms else {}
+    proposals = isr_proposals(isr_changes) if all_lags else {}
     partition_epochs = _partition_epochs(epochs, partitions)
     changes = _isr_changes(isr_changes, epochs)
     report.elr = elr_settings(
@@ -513,7 +522,8 @@ def run_replay(
         # the groups need the changes themselves; the printed ELRs and partition epochs served _elr_rows
         isr_changes={key: change[:3] for key, change in changes.items()},
         elr_rows=_elr_rows(partition_epochs, changes, report.elr),
-        leader_silences=leader_silences(request_lines, proposals) if lag_ms else {},
+        leader_silences=leader_silences(request_lines, proposals) if all_lags else {},
+        own_lag_ms=own_lag_ms,
         isr_proposals=proposals,
         source_files=summary.source_files,
         leo_sources={c: "jmx_metrics" for c in metric_clusters},
@@ -585,7 +595,7 @@ def run_replay(
     if unplaced:
         report.skipped["outside any known leader epoch or partition"] = unplaced
     report.ground_truth = _ground_truth(result, dict(truth_counts) if writer_kind == "arrow" else None)
-    report.self_check = check_replay(result, isr_changes, settings.self_check, metric_clusters)
+    report.self_check = check_replay(result, isr_changes, settings.self_check, metric_clusters, own_lag_ms)
     failovers = failover_truncations(leader_epochs, result, fetches)
     report.failovers = [r.asDict() for r in failovers.orderBy("cluster", "t_new_epoch", "topic", "partition").collect()]
     verdicts = spark.createDataFrame(report.self_check.rows(run_id, accept_untrusted, clusters), REPLAY_CHECKS)

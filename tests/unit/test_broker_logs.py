@@ -16,6 +16,8 @@ from pyspark.sql import functions as F
 
 from tests.helpers import lines_frame, micros
 from transforms.broker_logs import (
+    broker_setting_rows,
+    build_broker_configs,
     build_follower_starts,
     build_isr_changes,
     build_leader_epochs,
@@ -534,3 +536,54 @@ def test_the_console_breaks_each_logs_parsed_lines_down_by_kind_to_their_total()
         "    parsed          121  leader_skip",
         "    parsed          434  follower_start",
     ]
+
+
+def test_broker_settings_come_from_the_config_dump_of_each_start(spark):
+    """KafkaConfig's dump (AbstractConfig.logAll) as the 4.4.0 lab trace's broker 1 printed it: a "KafkaConfig
+    values:" line, then a "\t<name> = <value>" line per setting without a prefix; the two settings the replay
+    uses are kept with the dump's time, every other setting line is a continuation line. A second start with
+    another value; a setting line before any dump in the file (a rotation cut it) is not kept; a kept setting
+    whose value is not a number is quarantined, not guessed; "ProducerConfig values:" is another dump."""
+    server = [
+        "\treplica.lag.time.max.ms = 7000",  # 1 its dump is in the previous file
+        "[2026-11-25 22:32:01,138] INFO KafkaConfig values: ",  # 2
+        "\tadd.partitions.to.txn.retry.backoff.max.ms = 100",  # 3
+        "\treplica.fetch.wait.max.ms = 500",  # 4
+        "\treplica.lag.time.max.ms = 5000",  # 5
+        "\tzookeeper.ssl.truststore.type = null (kafka.server.KafkaConfig)",  # 6
+        "[2026-11-25 22:32:01,148] WARN num.partitions is defined in broker. (kafka.server.KafkaConfig)",  # 7
+        "[2026-11-25 22:36:12,188] INFO KafkaConfig values: ",  # 8
+        "\treplica.lag.time.max.ms = 30000",  # 9
+        "\treplica.fetch.wait.max.ms = soon",  # 10
+        "[2026-11-25 22:36:13,000] INFO ProducerConfig values: ",  # 11
+        "\tacks = -1",  # 12
+    ]
+    classified = classify(log_frame(spark, server, "server_log"))
+    statuses = [(r["line_number"], r["status"], r["detail"]) for r in classified.orderBy("line_number").collect()]
+    continuation = "no log4j prefix (continuation line: stack trace, config dump)"
+    assert statuses == [
+        (1, "parsed", "broker_setting"),
+        (2, "parsed", "config_dump"),
+        (3, "unused", continuation),
+        (4, "parsed", "broker_setting"),
+        (5, "parsed", "broker_setting"),
+        (6, "unused", continuation),
+        (7, "unused", "other message"),
+        (8, "parsed", "config_dump"),
+        (9, "parsed", "broker_setting"),
+        (10, "quarantined", "'KafkaConfig setting' line in no known format (cut short?)"),
+        (11, "unused", "other message"),
+        (12, "unused", continuation),
+    ]
+    kept = classified.withColumn("ingest_run_id", F.lit("r1")).withColumn("cluster", F.lit("c1"))
+    actual = build_broker_configs(kept).select("broker_id", "setting", "value", "t_log", "line_number", "event_date")
+    expected = spark.createDataFrame(
+        [
+            (1, "replica.fetch.wait.max.ms", 500, ts("2026-11-25 22:32:01.138"), 4, date(2026, 11, 25)),
+            (1, "replica.lag.time.max.ms", 5000, ts("2026-11-25 22:32:01.138"), 5, date(2026, 11, 25)),
+            (1, "replica.lag.time.max.ms", 30000, ts("2026-11-25 22:36:12.188"), 9, date(2026, 11, 25)),
+        ],
+        "broker_id int, setting string, value bigint, t_log timestamp, line_number bigint, event_date date",
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+    assert broker_setting_rows(kept).filter(F.col("t_log").isNull()).select("line_number").collect() == [(1,)]

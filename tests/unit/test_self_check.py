@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
+from pyspark.sql import functions as F
 
 from ackreplay.config import SelfCheckSettings
-from ackreplay.replay.self_check import check_replay
+from ackreplay.replay.self_check import _isr_failures, check_isr_resimulation, check_replay
 
 T0 = datetime(2026, 11, 20, 12, 0, 0)
 REPLAY_DDL = (
@@ -135,3 +136,50 @@ def test_the_replay_summary_prints_the_rejection_ground_truth_or_says_it_was_not
     assert ReplayReport("r", rejections=None).summary_lines()[1] == (
         "  rejections (NOT_ENOUGH_REPLICAS) against the replay: not counted with Spark's writer"
     )
+
+
+ISR_DDL = (
+    "cluster string, topic string, partition int, leader_epoch int, base_offset bigint, policy string, "
+    "outcome string, t_local_done timestamp, t_ack timestamp"
+)
+
+
+def _acks(cluster, policy, waits_ms, outcome="acked"):
+    """One produce per wait (base offsets 0, 1, ...), acknowledged `wait` ms after its append."""
+    return [
+        (cluster, "orders", 0, 1, i, policy, outcome, T0 + timedelta(seconds=i), T0 + timedelta(seconds=i, milliseconds=w))
+        for i, w in enumerate(waits_ms)
+    ]
+
+
+def test_the_isr_resimulated_at_the_clusters_own_lag_must_ack_as_the_recorded_isr(spark):
+    """`acks=all@lag=<own>` against `acks=all` on the produces acks=all acks: within 2 ms of each other, and
+    the P999s. `same`: 1 ms apart everywhere; `late`: 10 of 300 held 3 s by a shrink the recording did not
+    have (96.67% < 98%, P999 3,005 vs 5 ms); `short`: a produce the re-simulation rejects is a miss; `other`
+    replays another lag only (not judged); a cluster without its own lag replayed is not looked at."""
+    waits = [5.0] * 300
+    rows = _acks("same", "acks=all", waits) + _acks("same", "acks=all@lag=3000", [6.0] * 300)
+    rows += _acks("late", "acks=all", waits) + _acks("late", "acks=all@lag=5000", [5.0] * 290 + [3005.0] * 10)
+    rows += _acks("short", "acks=all", waits) + _acks("short", "acks=all@lag=3000", [5.0] * 299)
+    rows += _acks("other", "acks=all", waits) + _acks("other", "acks=all@lag=30000", waits)
+    result = spark.createDataFrame(rows, ISR_DDL)
+    figures = check_isr_resimulation(result, {"same": 3000.0, "late": 5000.0, "short": 3000.0, "other": 10000.0})
+    assert figures["same"] == {
+        "lag_ms": 3000.0, "n": 300, "within_2ms": 1.0, "p999_resimulated_ms": 6.0, "p999_recorded_ms": 5.0
+    }  # fmt: skip
+    late = figures["late"]
+    assert (late["n"], late["within_2ms"], late["p999_resimulated_ms"], late["p999_recorded_ms"]) == (300, 290 / 300, 3005.0, 5.0)
+    assert (figures["short"]["n"], figures["short"]["within_2ms"]) == (300, 299 / 300)
+    assert figures["other"]["within_2ms"] == 0.0 and figures["other"]["p999_resimulated_ms"] is None
+    settings = SelfCheckSettings()
+    assert _isr_failures(figures["same"], settings) == []
+    assert _isr_failures(figures["short"], settings) == []
+    assert _isr_failures(figures["late"], settings) == [
+        "ISR re-simulated at its own lag: 96.67% within 2 ms of the recorded ISR's acks < 98%",
+        "ISR re-simulated at its own lag: P999 off by more than 10%",
+    ]
+    assert _isr_failures(figures["other"], settings)[1] == "ISR re-simulated at its own lag: P999 off by more than 10%"
+    check = check_replay(result.withColumns({"recorded_acks": F.lit(1), "t_ack_observed": F.lit(None).cast("timestamp"), "t_start": F.col("t_local_done"), "t_response": F.col("t_ack")}),
+                         spark.createDataFrame([], "cluster string, topic string, partition int, change_kind string, t_log timestamp"),
+                         settings, metric_clusters=["other"], own_lag_ms={"late": 5000.0, "other": 30000.0})  # fmt: skip
+    assert [(c.cluster, c.judged, c.passed) for c in check.clusters] == [("late", "no recorded acks=all produce", False)]
