@@ -49,6 +49,9 @@ class ClusterSettings(_Strict):
     # Whether the cluster keeps eligible leader replicas (KIP-966; the `eligible.leader.replicas.version`
     # feature): None reads it from the logs (ackreplay/replay/elr.py).
     eligible_leader_replicas: bool | None = None
+    # The brokers' replica.lag.time.max.ms, for replay.lag_ms `own` when the collected server.log files do
+    # not hold a start of each broker (its "KafkaConfig values:" dump); None reads it from the logs.
+    replica_lag_time_max_ms: int | None = Field(default=None, ge=1)
 
     @field_validator("log_timezone")
     @classmethod
@@ -238,6 +241,10 @@ class AppConfig(_Strict):
     def cluster(self, name: str) -> ClusterSettings:
         """Settings of one cluster, falling back to `default_cluster`."""
         return self.clusters.get(name, self.default_cluster)
+
+    def configured_lags(self, clusters: list[str]) -> dict[str, int]:
+        """cluster -> replica_lag_time_max_ms where the conf gives it (the cluster's or `default_cluster`'s)."""
+        return {c: lag for c in clusters if (lag := self.cluster(c).replica_lag_time_max_ms) is not None}
 
 
 def parse_config(raw: dict[str, Any] | None, source: str = "<dict>") -> AppConfig:

@@ -321,10 +321,15 @@ def _policies(spark: SparkSession, lakehouse: str, config: AppConfig, clusters: 
     """The configured policies, with the own lags (replay.lag_ms `own`) of `clusters`."""
     from ackreplay.replay.groups import policy_order
     from ackreplay.replay.own_lag import own_lags
+    from schemas.broker_logs import BROKER_CONFIGS
 
     lags = config.replay.fixed_lags_ms
-    if config.replay.own_lag and table_exists(spark, lakehouse, "broker_configs"):
-        own = own_lags(read_table(spark, lakehouse, "broker_configs"), clusters)
+    if config.replay.own_lag:
+        logged = (
+            read_table(spark, lakehouse, "broker_configs") if table_exists(spark, lakehouse, "broker_configs")
+            else spark.createDataFrame([], BROKER_CONFIGS)
+        )  # fmt: skip
+        own = own_lags(logged, clusters, config.configured_lags(clusters))
         lags += tuple(o.lag_ms for o in own.values() if o.lag_ms is not None)
     return policy_order(tuple(config.replay.quorum_sizes), tuple(dict.fromkeys(lags)))
 

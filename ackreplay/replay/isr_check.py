@@ -267,18 +267,17 @@ def compare_isr(
     Events of the same follower and kind are paired closest first, at most `window_ms` apart.
     Collects each epoch's rows to the driver: for the small lab traces only (see the module doc).
     """
-    from ackreplay.replay.stage import isr_proposals, leader_silences
+    from ackreplay.replay.stage import isr_proposals, leader_silences, logged_lines
 
     pdf = epoch_rows(spark, config, lakehouse, clusters).toPandas()
-    lines = [
-        read_table(spark, lakehouse, name).select("cluster", "broker_id", "t_local_done")
-        for name in ("produce_requests", "follower_fetches")
-    ]
+    lines = logged_lines(read_table(spark, lakehouse, "request_log_lines"))
+    for name in ("produce_requests", "follower_fetches"):
+        lines = lines.unionByName(read_table(spark, lakehouse, name).select("cluster", "broker_id", "t_local_done"))
     if clusters is not None:
-        lines = [df.filter(F.col("cluster").isin(clusters)) for df in lines]
+        lines = lines.filter(F.col("cluster").isin(clusters))
     changes = read_table(spark, lakehouse, "isr_changes")
     proposals = isr_proposals(changes if clusters is None else changes.filter(F.col("cluster").isin(clusters)))
-    silences = leader_silences(lines[0].unionByName(lines[1]), proposals)
+    silences = leader_silences(lines, proposals)
     result = [
         compare_epoch(group, lag_ms, window_ms, options, silences, proposals)
         for _, group in sorted(pdf.groupby(EPOCH_KEY, sort=False), key=lambda kv: kv[0])

@@ -29,8 +29,9 @@ class OwnLag:
         return f"{self.cluster}: {self.note}"
 
 
-def own_lags(broker_configs: DataFrame, clusters: list[str]) -> dict[str, OwnLag]:
-    """cluster -> its own lag, when every broker that logged one logged the same at its last start."""
+def own_lags(broker_configs: DataFrame, clusters: list[str], configured: dict[str, int] | None = None) -> dict[str, OwnLag]:
+    """cluster -> its own lag: `configured` (clusters.<name>.replica_lag_time_max_ms) where given, else the
+    value every broker that logged one logged at its last start."""
     latest = Window.partitionBy("cluster", "broker_id").orderBy(
         F.col("t_log").desc(), F.col("source_file").desc(), F.col("line_number").desc()
     )
@@ -47,6 +48,12 @@ def own_lags(broker_configs: DataFrame, clusters: list[str]) -> dict[str, OwnLag
     out = {}
     for cluster in clusters:
         values = by_cluster.get(cluster, {})
+        given = (configured or {}).get(cluster)
+        if given is not None:
+            logged = sorted(set(values.values()))
+            contradicted = f"; its brokers logged {', '.join(map(str, logged))}" if logged and logged != [given] else ""
+            out[cluster] = OwnLag(cluster, float(given), f"{LAG_SETTING}={given} (conf: clusters.{cluster}){contradicted}")
+            continue
         brokers = ", ".join(str(b) for b in sorted(values))
         if not values:
             out[cluster] = OwnLag(cluster, None, f"no {LAG_SETTING} in a 'KafkaConfig values:' dump of its server.log")

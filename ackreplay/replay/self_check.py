@@ -79,7 +79,12 @@ class SelfCheck:
         s = self.settings
         out = [
             f"  self-check (recorded acks=all: >= {s.min_within_2ms:.0%} replayed within 2 ms of the broker's ack,"
-            f" P999 of ack wait within {s.max_p999_error:.0%}):"
+            f" P999 of ack wait within {s.max_p999_error:.0%}"
+            + (
+                f"; the ISR re-simulated at the cluster's own lag: >= {s.isr_min_within_2ms:.0%} acked within 2 ms of"
+                f" the recorded ISR's acks, P999 within {s.isr_max_p999_error:.0%}):"
+                if any(c.isr is not None for c in self.clusters) else "):"
+            )
         ]
         for c in self.clusters:
             p999 = f"P999 {_ms(c.p999_replayed_ms)} replayed vs {_ms(c.p999_observed_ms)} observed"

@@ -380,6 +380,18 @@ def _elr_rows(
     return out
 
 
+def logged_lines(request_log_lines: DataFrame) -> DataFrame:
+    """(cluster, broker_id, t_local_done): when each broker logged each request-log line, of any request.
+
+    Every line is a sign that the broker ran: a FETCH of a caught-up follower whose incremental session
+    lists no partition, or a consumer's, is in no silver table, and while an acks=all producer is held by a
+    stalled follower such lines may be all a leader logs for seconds. (The silver rows' `t_local_done`,
+    which comes before their line's time, says so earlier: both are used.)"""
+    return request_log_lines.where(F.col("t_log").isNotNull()).select(
+        "cluster", "broker_id", F.col("t_log").alias("t_local_done")
+    )
+
+
 def leader_silences(
     request_lines: DataFrame, proposals: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]
 ) -> dict[tuple[str, int], np.ndarray]:
@@ -450,14 +462,18 @@ def run_replay(
     dates = {c: span for c, span in (dates or {}).items() if c in clusters and span != (None, None)}
     in_scope = _dates_filter(clusters, dates)
     produce = read_table(spark, lakehouse, "produce_requests").filter(in_scope)
-    fetches = read_table(spark, lakehouse, "follower_fetches").filter(_dates_filter(clusters, dates, margin_days=1))
+    fetch_dates = _dates_filter(clusters, dates, margin_days=1)
+    fetches = read_table(spark, lakehouse, "follower_fetches").filter(fetch_dates)
     in_scope_clusters = F.col("cluster").isin(clusters)
+    bronze = _read_or_empty(spark, lakehouse, "request_log_lines", REQUEST_LOG_LINES).filter(in_scope_clusters)
     partitions = read_table(spark, lakehouse, "partitions").filter(in_scope_clusters)
     leader_epochs = _read_or_empty(spark, lakehouse, "leader_epochs", LEADER_EPOCHS).filter(in_scope_clusters)
     isr_changes = _read_or_empty(spark, lakehouse, "isr_changes", ISR_CHANGES).filter(in_scope_clusters)
     follower_starts = _read_or_empty(spark, lakehouse, "follower_starts", FOLLOWER_STARTS).filter(in_scope_clusters)
     if settings.own_lag:
-        report.own_lags = own_lags(_read_or_empty(spark, lakehouse, "broker_configs", BROKER_CONFIGS), clusters)
+        report.own_lags = own_lags(
+            _read_or_empty(spark, lakehouse, "broker_configs", BROKER_CONFIGS), clusters, config.configured_lags(clusters)
+        )
     own_lag_ms = {c: own.lag_ms for c, own in report.own_lags.items() if own.lag_ms is not None}
     writer_kind = choose_writer(settings.writer, lakehouse)
     phases: dict[str, float] = {}
@@ -506,9 +522,7 @@ def run_replay(
         clusters,
         {c: s.eligible_leader_replicas for c, s in config.clusters.items()},
         {partition_epochs[pkey].cluster for (pkey, _), change in changes.items() if pkey in partition_epochs and any(change[3])},
-        announced_levels(
-            _read_or_empty(spark, lakehouse, "request_log_lines", REQUEST_LOG_LINES).filter(in_scope_clusters)
-        ),
+        announced_levels(bronze),
     )  # fmt: skip
     context = ReplayContext(
         quorum_sizes=tuple(settings.quorum_sizes),
@@ -522,7 +536,9 @@ def run_replay(
         # the groups need the changes themselves; the printed ELRs and partition epochs served _elr_rows
         isr_changes={key: change[:3] for key, change in changes.items()},
         elr_rows=_elr_rows(partition_epochs, changes, report.elr),
-        leader_silences=leader_silences(request_lines, proposals) if all_lags else {},
+        leader_silences=leader_silences(request_lines.unionByName(logged_lines(bronze.filter(fetch_dates))), proposals)
+        if all_lags
+        else {},
         own_lag_ms=own_lag_ms,
         isr_proposals=proposals,
         source_files=summary.source_files,

@@ -128,7 +128,9 @@ EXPECTED = {
 
 def _independent_counts(trace: Path) -> dict[str, int]:
     """Lines and marker counts of the brokers' logs, read with gzip (the pipeline's reader is not used)."""
-    out = dict.fromkeys(("server_lines", "state_lines", "shrink", "updated", "leader", "skipped", "follower"), 0)
+    out = dict.fromkeys(
+        ("server_lines", "state_lines", "shrink", "updated", "leader", "skipped", "follower", "dumps", "settings"), 0
+    )
     for path in sorted(trace.glob("*/broker-*/*.log*")):
         name = path.name.split(".log")[0]
         if name not in ("server", "state-change"):
@@ -140,6 +142,8 @@ def _independent_counts(trace: Path) -> dict[str, int]:
             out["server_lines"] += n
             out["shrink"] += text.count("] Shrinking ISR from ")
             out["updated"] += text.count("] ISR updated to ")
+            out["dumps"] += text.count("] INFO KafkaConfig values: \n")
+            out["settings"] += text.count("\n\treplica.lag.time.max.ms = ") + text.count("\n\treplica.fetch.wait.max.ms = ")
         else:
             out["state_lines"] += n
             out["leader"] += text.count("] Leader ")
@@ -176,7 +180,12 @@ def test_every_broker_log_line_is_accounted_for(ingested, name):
         "leader_start": counts["leader"],
         "leader_skip": counts["skipped"],
         "follower_start": counts["follower"],
+        "config_dump": counts["dumps"],
+        "broker_setting": counts["settings"],
     }
+    # a config dump per broker start (3.9.1: broker 3 restarted; 4.1.1 prints the dump twice per start),
+    # with the two settings kept of each
+    assert (counts["dumps"], counts["settings"]) == {"trace-3.9.1-utc": (4, 8), "trace-4.1.1-berlin": (8, 16)}[trace.name]
     assert counts["shrink"] == manifest["counts"]["isr"]["shrink_lines"]
     assert counts["updated"] == manifest["counts"]["isr"]["updated_lines"]
     by_kind, duplicates = EXPECTED[name]["totals"]
@@ -188,7 +197,9 @@ def test_every_broker_log_line_is_accounted_for(ingested, name):
         "isr_changes": counts["updated"] + counts["skipped"] + counts["leader"] - duplicates,
         "leader_epochs": counts["leader"],
         "follower_starts": counts["follower"],
+        "broker_configs": counts["settings"],
     }
+    assert report.settings_without_dump == 0
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -321,7 +332,9 @@ def test_unparseable_lines_go_to_quarantine_and_no_files_still_create_the_tables
     report = ingest_broker_logs(spark, config, files, lakehouse, "r1")
     assert (report.server_log.parsed, report.server_log.unused, report.server_log.quarantined) == (1, 1, 1)
     assert (report.state_change_log.parsed, report.state_change_log.unused, report.state_change_log.total) == (0, 1, 1)
-    assert report.rows_written == {"quarantine": 1, "isr_changes": 1, "leader_epochs": 0, "follower_starts": 0}
+    assert report.rows_written == {
+        "quarantine": 1, "isr_changes": 1, "leader_epochs": 0, "follower_starts": 0, "broker_configs": 0
+    }  # fmt: skip
     assert report.isr_changes_by_kind == {(None, "server_log"): 1}  # no earlier state of this leader was read
     quarantine = read_table(spark, lakehouse, "quarantine").collect()
     assert [(r["stage"], r["source_file"], r["line_number"], r["line"], r["reason"], str(r["event_date"])) for r in quarantine] == [

@@ -125,3 +125,21 @@ def test_a_broker_silent_for_longer_than_a_running_leader_ever_is_did_not_run(sp
         "cluster string, broker_id int, silent_from_us bigint, resumed_us bigint",
     )
     assert_df_equality(broker_silences(lines), expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_every_request_log_line_shows_the_broker_ran_not_only_produces_and_follower_fetches(spark):
+    """pair-4.3.1-acks-all, broker 1 while follower 2 stalled: its acks=all producer was held (no PRODUCE
+    completed for 3.3 s) and follower 3 was caught up, so its FETCHes were incremental ones listing no
+    partition: lines in bronze only (`unused`). Taking those lines, the leader ran throughout; taking
+    produce and follower-fetch rows alone made it look paused, and moved its isr-expiration check 98 ms
+    late (README "The replay checks itself"). A quarantined line without a time counts for nothing."""
+    from ackreplay.replay.stage import leader_silences, logged_lines
+
+    bronze = [("c", 1, _at(400 * i), "parsed") for i in range(3)]  # produces and fetches until 0.8 s
+    bronze += [("c", 1, _at(800 + 500 * i), "unused") for i in range(1, 9)]  # empty incremental FETCHes to 4.8 s
+    bronze += [("c", 1, _at(5_000), "parsed"), ("c", 1, None, "quarantined")]
+    lines = spark.createDataFrame(bronze, "cluster string, broker_id int, t_log timestamp, status string")
+    assert leader_silences(logged_lines(lines), {}) == {}
+    parsed_only = logged_lines(lines.where("status = 'parsed'"))
+    silences = leader_silences(parsed_only, {})
+    assert {k: v.tolist() for k, v in silences.items()} == {("c", 1): [[us(800), us(5_000) - 1]]}
