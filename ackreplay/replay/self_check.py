@@ -30,6 +30,7 @@ import operator
 from dataclasses import dataclass, field
 from functools import reduce
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -196,13 +197,23 @@ def with_window(truth: DataFrame, isr_changes: DataFrame) -> DataFrame:
 
 
 def _figures(df: DataFrame, by: list[str]) -> list[dict]:
-    """Counts per group in one pass, then each group's exact P999s (top-k, never every value)."""
-    from ackreplay.replay.stage import exact_high_percentiles
-
+    """Counts per group in one pass, then each group's exact P999s (top-k, never every value). The columns
+    read are persisted first: every group's top-k reads them again, and `df` may be a join (with_window)
+    that would otherwise be computed once per group."""
     waits = {
         "p999_replayed_ms": F.when(F.col("acked"), F.col("replayed_wait_ms")),
         "p999_observed_ms": F.col("observed_wait_ms"),
     }
+    df = df.select(*by, "acked", "err_ms", "replayed_wait_ms", "observed_wait_ms").persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return _group_figures(df, by, waits)
+    finally:
+        df.unpersist()
+
+
+def _group_figures(df: DataFrame, by: list[str], waits: dict[str, Column]) -> list[dict]:
+    from ackreplay.replay.stage import exact_high_percentiles
+
     rows = (
         df.groupBy(*by)
         .agg(

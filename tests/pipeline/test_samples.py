@@ -213,6 +213,34 @@ def test_a_replay_its_ground_truth_contradicts_is_refused(spark, sample_run, tmp
     assert "<body>\n<p class=\"untrusted\">UNTRUSTED: the replay's self-check failed on lab-3.9.1 (" + html.escape(verdict) in page
 
 
+def test_every_data_quality_check_passes_on_a_real_trace(spark, sample_run, tmp_path):
+    """The data-quality checks of every stage, with conf/local.yaml's severities, on the 3.9.1 trace's
+    session run (ingest, replay and gold): no expectation fails and every reconciliation count holds.
+    The checks' behaviour on broken data is test_dq.py's and test_hostile_inputs.py's; this is the one
+    place they meet a real trace (the standalone cluster's run of the same trace skips them)."""
+    from ackreplay.config import load_config
+    from ackreplay.quality.runner import run_quality
+    from tests.conftest import SAMPLE_CONF
+
+    run = sample_run(next(p for p in SAMPLES if p.name == "trace-3.9.1-utc"), gold=True)
+    lakehouse = run.copy_lakehouse(tmp_path / "lakehouse")  # dq_results is written into it
+    config = load_config(SAMPLE_CONF)
+    figures = {}
+    for stage in ("ingest", "replay", "gold"):
+        report = run_quality(spark, config, lakehouse, stage, run.ingest.clusters, f"dq-{stage}")
+        assert report.failures == [], "\n".join(report.summary_lines())
+        assert all(c.ok for c in report.counts)
+        expectations = sum(o.expectation != "reconciliation" for o in report.outcomes)
+        figures[stage] = (len(report.tables), expectations, len(report.counts), report.skipped_tables)
+    assert figures == {
+        "ingest": (10, 262, 5, []),
+        "replay": (1, 65, 7, []),
+        "gold": (4, 156, 48, []),
+    }
+    recorded = read_table(spark, lakehouse, "dq_results").groupBy("stage").count().collect()
+    assert {r["stage"]: r["count"] for r in recorded} == {"ingest": 267, "replay": 72, "gold": 204}
+
+
 def test_policy_invariants_hold_on_real_data(spark, trace_run):
     _, _, lakehouse, _, _ = trace_run
     out = read_table(spark, lakehouse, "produce_replay")
