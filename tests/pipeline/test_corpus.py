@@ -33,7 +33,7 @@ from ackreplay.broker_logs import ingest_broker_logs
 from ackreplay.config import load_config
 from ackreplay.inputs import discover_inputs
 from ackreplay.lakehouse import read_table
-from tests.conftest import SAMPLE_CONF, recorded_policies_config
+from tests.conftest import SAMPLE_CONF, recorded_policies_config, spark_defaults_for_large_data
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE_431 = REPO / "data/corpus/trace-4.3.1-newyork"
@@ -205,7 +205,8 @@ def corpus_run(spark, tmp_path_factory) -> CorpusRun:
     traces = [*PAIR.values(), *PERF_TEST.values(), *VERSION_TRACES.values(), CRASH_TRACE, MIN_ISR_TRACE]
     ingest = run_ingest(spark, config, [str(t) for t in traces], lakehouse)
     assert len(ingest.clusters) == len(traces), ingest.clusters
-    report = run_replay(spark, config, lakehouse, ingest.clusters, run_id="corpus")
+    with spark_defaults_for_large_data(spark):
+        report = run_replay(spark, config, lakehouse, ingest.clusters, run_id="corpus")
     return CorpusRun(
         lakehouse,
         {c.cluster: c for c in report.self_check.clusters},
