@@ -307,32 +307,30 @@ def check_replay(
     `own_lag_ms`: the clusters whose own lag was replayed (check_isr_resimulation)."""
     check = SelfCheck(settings)
     isr = check_isr_resimulation(result, {c: v for c, v in (own_lag_ms or {}).items() if c not in metric_clusters})
-    truth = truth_rows(result).cache()
-    try:
-        for row in _figures(truth, ["cluster"]):
-            judged = (
-                "JMX timeline" if row["cluster"] in metric_clusters
-                else "too few produces" if row["n"] < settings.min_produces
-                else "judged"
-            )  # fmt: skip
-            failures: list[str] = []
-            if judged == "judged":
-                if row["within_2ms"] < settings.min_within_2ms:
-                    failures.append(f"{row['within_2ms']:.2%} within 2 ms < {settings.min_within_2ms:.0%}")
-                if _p999_off(row["p999_replayed_ms"], row["p999_observed_ms"], settings.max_p999_error):
-                    failures.append(f"P999 off by more than {settings.max_p999_error:.0%}")
-            figures = isr.pop(row["cluster"], None)
-            check.clusters.append(ClusterTruth(
-                row["cluster"], row["n"], row["not_acked"], row["within_2ms"], row["p999_replayed_ms"],
-                row["p999_observed_ms"], judged, tuple(failures + _isr_failures(figures, settings)), figures,
-            ))  # fmt: skip
-        for cluster, figures in sorted(isr.items()):  # no recorded acks=all produce to judge the acks on
-            check.clusters.append(
-                ClusterTruth(cluster, 0, 0, None, None, None, NO_TRUTH, tuple(_isr_failures(figures, settings)), figures)
-            )
-        failed = [c.cluster for c in check.failed if c.n]
-        if failed:
-            check.windows = _figures(with_window(truth.filter(F.col("cluster").isin(*failed)), isr_changes), ["cluster", "window"])
-    finally:
-        truth.unpersist()
+    # _figures persists the columns it reads; the window breakdown of a refused cluster reads `truth` again
+    truth = truth_rows(result)
+    for row in _figures(truth, ["cluster"]):
+        judged = (
+            "JMX timeline" if row["cluster"] in metric_clusters
+            else "too few produces" if row["n"] < settings.min_produces
+            else "judged"
+        )  # fmt: skip
+        failures: list[str] = []
+        if judged == "judged":
+            if row["within_2ms"] < settings.min_within_2ms:
+                failures.append(f"{row['within_2ms']:.2%} within 2 ms < {settings.min_within_2ms:.0%}")
+            if _p999_off(row["p999_replayed_ms"], row["p999_observed_ms"], settings.max_p999_error):
+                failures.append(f"P999 off by more than {settings.max_p999_error:.0%}")
+        figures = isr.pop(row["cluster"], None)
+        check.clusters.append(ClusterTruth(
+            row["cluster"], row["n"], row["not_acked"], row["within_2ms"], row["p999_replayed_ms"],
+            row["p999_observed_ms"], judged, tuple(failures + _isr_failures(figures, settings)), figures,
+        ))  # fmt: skip
+    for cluster, figures in sorted(isr.items()):  # no recorded acks=all produce to judge the acks on
+        check.clusters.append(
+            ClusterTruth(cluster, 0, 0, None, None, None, NO_TRUTH, tuple(_isr_failures(figures, settings)), figures)
+        )
+    failed = [c.cluster for c in check.failed if c.n]
+    if failed:
+        check.windows = _figures(with_window(truth.filter(F.col("cluster").isin(*failed)), isr_changes), ["cluster", "window"])
     return check
