@@ -1,4 +1,5 @@
-"""`ackreplay` console command: one subcommand per stage, `run` for all stages in order, `export`."""
+"""`ackreplay` console command: one subcommand per stage, `run` for all stages in order, `export`. It parses the
+arguments, builds the session and calls `ackreplay.pipeline`; exit codes and error lines are decided here."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import argparse
 import logging
 import sys
 import time
-from contextlib import contextmanager
 from datetime import date
 
 from ackreplay.config import ConfigError, load_config, parse_config
@@ -89,36 +89,6 @@ def _configure_logging(verbose: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def _check_quality(spark, config, lakehouse: str, stage: str, clusters: list[str], run_id: str) -> None:
-    """Data-quality checks of what `stage` wrote; a blocking failure raises before the next stage runs."""
-    from ackreplay.quality.runner import run_quality
-
-    print("\n".join(run_quality(spark, config, lakehouse, stage, clusters, run_id).summary_lines()))
-
-
-class _Steps:
-    """Wall time per step of a command, printed at its end (where a run's time goes)."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    @contextmanager
-    def timed(self, name: str):
-        started = time.monotonic()
-        try:
-            yield
-        finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started
-
-    def summary_lines(self, total: float) -> list[str]:
-        width = max(map(len, self.seconds), default=0)
-        lines = [f"time by step (of {total:.1f} s):"]
-        lines += [f"  {name:<{width}}  {seconds:6.1f} s" for name, seconds in self.seconds.items()]
-        rest = total - sum(self.seconds.values())
-        lines.append(f"  {'other':<{width}}  {rest:6.1f} s")
-        return lines
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _configure_logging(args.verbose)
@@ -146,77 +116,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     full = getattr(args, "full", False)
 
+    from ackreplay import pipeline
     from ackreplay.session import build_spark_session
 
     started = time.monotonic()
-    steps = _Steps()
+    steps = pipeline.StepTimes()
     try:
         with steps.timed("Spark session"):
             spark = build_spark_session(config.spark)
-        from ackreplay.ledger import mark_done, stage_scope
-
-        gold_scope = None
-        if args.command in ("run", "ingest"):
-            from ackreplay.ledger import ingest_new_files, plan_ingest
-
-            # Only new and changed files (README, "Scheduling"); the ledger is written once the ingest committed.
-            with steps.timed("listing and fingerprinting inputs"):
-                plan = plan_ingest(spark, config, lakehouse, args.input, dates, full)
-            print("\n".join(plan.summary_lines()))
-            with steps.timed("ingest"):
-                report = ingest_new_files(spark, config, lakehouse, plan)
-            if report is not None:
-                print("\n".join(report.summary_lines()))
-                with steps.timed("checks after ingest"):
-                    _check_quality(spark, config, lakehouse, "ingest", report.clusters, report.run_id)
-        if args.command in ("run", "replay"):
-            from ackreplay.replay.stage import run_replay
-
-            scope = stage_scope(spark, lakehouse, "replay", dates, full, getattr(args, "cluster", None))
-            print(scope.summary_line())
-            if scope.clusters:
-                replay_run_id = f"replay-{int(time.time())}"
-                accept = args.accept_untrusted
-                with steps.timed("replay"):
-                    replay_report = run_replay(
-                        spark, config, lakehouse, scope.clusters, run_id=replay_run_id, dates=scope.replay_dates(dates),
-                        accept_untrusted=accept,
-                    )  # fmt: skip
-                print("\n".join(replay_report.summary_lines()))
-                if replay_report.self_check.failed and config.replay.self_check.enabled:
-                    if not accept:
-                        raise ReplayUntrusted(replay_report.self_check.refusal())
-                    names = ", ".join(c.cluster for c in replay_report.self_check.failed)
-                    print(f"  --accept-untrusted: gold and the report of {names} are written marked UNTRUSTED")
-                with steps.timed("checks after replay"):
-                    _check_quality(spark, config, lakehouse, "replay", scope.clusters, replay_run_id)
-                mark_done(spark, lakehouse, scope, replay_run_id)
-        if args.command in ("run", "gold"):
-            from ackreplay.gold import run_gold
-
-            gold_scope = stage_scope(spark, lakehouse, "gold", dates, full, getattr(args, "cluster", None))
-            print(gold_scope.summary_line())
-            if gold_scope.clusters:
-                gold_run_id = f"gold-{int(time.time())}"
-                with steps.timed("gold"):
-                    gold_report = run_gold(
-                        spark, config, lakehouse, gold_scope.clusters, gold_run_id, config.gold.window
-                    )
-                print("\n".join(gold_report.summary_lines()))
-                with steps.timed("checks after gold"):
-                    _check_quality(spark, config, lakehouse, "gold", gold_scope.clusters, gold_run_id)
-                if args.command == "gold":
-                    mark_done(spark, lakehouse, gold_scope, gold_run_id)
-        if args.command == "report" or (args.command == "run" and gold_scope.clusters):
-            from ackreplay.report import build_report
-
-            with steps.timed("report"):
-                html = build_report(spark, lakehouse, getattr(args, "out", None))
-            print(f"report: {html}")
-            if args.command == "run":  # marked after the report, so a retry rebuilds a report that failed
-                mark_done(spark, lakehouse, gold_scope, gold_run_id)
-        elif args.command == "run":
-            print("report: unchanged (no gold table was rebuilt)")
+        if args.command == "run":
+            pipeline.run(spark, config, lakehouse, args.input, dates, full, args.accept_untrusted, steps=steps)
+        elif args.command == "ingest":
+            pipeline.ingest(spark, config, lakehouse, args.input, dates, full, steps=steps)
+        elif args.command == "replay":
+            pipeline.replay(spark, config, lakehouse, dates, full, args.cluster, args.accept_untrusted, steps=steps)
+        elif args.command == "gold":
+            pipeline.gold(spark, config, lakehouse, dates, full, args.cluster, steps=steps)
+        elif args.command == "report":
+            print(f"report: {pipeline.report(spark, lakehouse, args.out)}")
         elif args.command == "export":
             from ackreplay.export import export_table
 

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from ackreplay.replay import EpochInputs, replay_epoch
+from ackreplay.replay.kernel import EpochInputs, replay_epoch
 
 T0 = 1_790_000_000_000_000  # µs since the Unix epoch
 

@@ -29,6 +29,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from schemas.vocabulary import ACKS_1, Outcome
+
 _PARTITION = ["cluster", "topic", "partition"]
 
 
@@ -79,17 +81,17 @@ def failover_truncations(leader_epochs: DataFrame, replay: DataFrame, fetches: D
         .groupBy(*_PARTITION, "old_leader", "new_leader", "old_epoch")
         .agg(F.max("fetch_offset").alias("replayed_held_offset"))
     )
-    appends = replay.where(F.col("policy") == "acks=1").select(
+    appends = replay.where(F.col("policy") == ACKS_1.id).select(
         "cluster", "topic", "partition", F.col("broker_id").alias("old_leader"), "t_local_done"
     )
     sent = _last_response_built(changes, fetches, appends)
     # the broker's own acks: a recorded acks=1 produce is acked once appended (its acks=1 row is acked);
     # a recorded acks=all produce, when its PRODUCE line has the broker's ack time
-    broker_acked = F.when(F.col("recorded_acks") == 1, F.col("outcome") == "acked").otherwise(
+    broker_acked = F.when(F.col("recorded_acks") == 1, F.col("outcome") == Outcome.ACKED.label).otherwise(
         (F.col("recorded_acks") == -1) & F.col("t_ack_observed").isNotNull()
     )
     acked_at_epoch = (
-        replay.where((F.col("policy") == "acks=1") & broker_acked)
+        replay.where((F.col("policy") == ACKS_1.id) & broker_acked)
         .select(
             *_PARTITION,
             F.col("leader_epoch").alias("old_epoch"),

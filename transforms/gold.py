@@ -59,14 +59,23 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from schemas.tables import RECORD_SENDS
+from schemas.vocabulary import (
+    ACKS_1,
+    ACKS_ALL,
+    LAG_PREFIX,
+    MIN_INSYNC,
+    QUORUM_PREFIX,
+    READING_ORDER,
+    Outcome,
+    PolicyKind,
+)
 
 WINDOWS = ("minute", "hour", "day")
 P999_MIN_N = 1000
 P9999_MIN_N = 10000
-ACKED = "acked"
-NOT_ENOUGH_REPLICAS = ("not_enough_replicas", "not_enough_replicas_after_append")
-RECORDED_POLICY = "acks=all"  # the baseline of policy_summary: the replayed acks=all
-LAG_POLICY_PREFIX = "acks=all@lag="
+ACKED = Outcome.ACKED.label
+NOT_ENOUGH_REPLICAS = (Outcome.NOT_ENOUGH_REPLICAS.label, Outcome.NOT_ENOUGH_REPLICAS_AFTER_APPEND.label)
+RECORDED_POLICY = ACKS_ALL.id  # the baseline of policy_summary: the replayed acks=all
 ISR_FROM_CHANGES = "isr_changes"  # under_min_isr_source: the committed ISR of silver isr_changes
 ISR_NOT_STORED = "not_stored"  # ... acks=all@lag: the re-simulated ISR is not kept by the replay
 WINDOW_US = {"minute": 60_000_000, "hour": 3_600_000_000, "day": 86_400_000_000}
@@ -80,14 +89,16 @@ def with_window(df: DataFrame, window: str = "hour") -> DataFrame:
 
 
 def policy_rank(policy: Column) -> Column:
-    """Reading order of a policy: acks=all, acks=all@lag=..., min.insync, quorum=..., acks=1, others."""
+    """Reading order of a policy (`schemas.vocabulary.READING_ORDER`): acks=all, acks=all@lag=..., min.insync,
+    quorum=..., acks=1, others."""
+    rank = READING_ORDER
     return (
-        F.when(policy == F.lit("acks=all"), 0)
-        .when(policy.startswith("acks=all@lag="), 1)
-        .when(policy == F.lit("min.insync"), 2)
-        .when(policy.startswith("quorum="), 3)
-        .when(policy == F.lit("acks=1"), 4)
-        .otherwise(5)
+        F.when(policy == F.lit(ACKS_ALL.id), rank[PolicyKind.ACKS_ALL])
+        .when(policy.startswith(LAG_PREFIX), rank[PolicyKind.ACKS_ALL_AT_LAG])
+        .when(policy == F.lit(MIN_INSYNC.id), rank[PolicyKind.MIN_INSYNC])
+        .when(policy.startswith(QUORUM_PREFIX), rank[PolicyKind.QUORUM])
+        .when(policy == F.lit(ACKS_1.id), rank[PolicyKind.ACKS_1])
+        .otherwise(len(rank))
         .cast("int")
     )
 
@@ -393,7 +404,7 @@ def routing_by_partition(
     )
     rejected = (
         with_window(replay.filter(F.col("outcome") == F.lit(NOT_ENOUGH_REPLICAS[0])), window)
-        .filter(~F.col("policy").startswith(LAG_POLICY_PREFIX))
+        .filter(~F.col("policy").startswith(LAG_PREFIX))
         .select(
             "cluster", "topic", "partition", "leader_epoch", "base_offset", "policy", "window_start",
             F.unix_micros("t_local_done").alias("t_us"),
@@ -429,7 +440,7 @@ def routing_by_partition(
 
 def _isr_source(policy: Column) -> Column:
     """Where a policy's time under min ISR comes from (see the module docstring)."""
-    return F.when(policy.startswith(LAG_POLICY_PREFIX), F.lit(ISR_NOT_STORED)).otherwise(F.lit(ISR_FROM_CHANGES))
+    return F.when(policy.startswith(LAG_PREFIX), F.lit(ISR_NOT_STORED)).otherwise(F.lit(ISR_FROM_CHANGES))
 
 
 def availability(

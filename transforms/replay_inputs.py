@@ -15,7 +15,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-EPOCH_END_NEVER = 2**62  # µs: "still leader at the end of the data"
+from schemas.vocabulary import NEVER
+
 # A running leader logs its followers' FETCHes at least every replica.fetch.wait.max.ms (default 500 ms);
 # a longer silence after it lost its partition means it had stopped (with_leader_until).
 RUNNING_LEADER_MAX_SILENCE_US = 1_000_000
@@ -118,7 +119,7 @@ def build_epochs(
     )
     following = Window.partitionBy("cluster", "topic", "partition").orderBy("epoch_start_us", "leader_epoch")
     epochs = epochs.withColumn(
-        "epoch_end_us", F.coalesce(F.lead("epoch_start_us").over(following), F.lit(EPOCH_END_NEVER))
+        "epoch_end_us", F.coalesce(F.lead("epoch_start_us").over(following), F.lit(NEVER))
     )
     return with_leader_until(epochs, follower_starts_df, request_lines_df)
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from schemas.vocabulary import OUTCOMES
+
 BLOCKING, WARNING, OFF = "blocking", "warning", "off"
 
 # Tables checked after each stage.
@@ -132,8 +134,6 @@ def _equal(a: str, b: str, condition: str | None = None) -> tuple[str, dict]:
 
 APPENDED = "acks != 0 AND error_code = 0"
 ACKED = "outcome = 'acked'"
-# The names of ackreplay.replay.kernel.Outcome (a unit test keeps them in step).
-OUTCOMES = ["acked", "not_enough_replicas", "timeout", "not_leader", "not_enough_replicas_after_append", "unreplayable"]
 
 
 def _checks() -> list[Check]:

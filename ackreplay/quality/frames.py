@@ -23,6 +23,7 @@ from schemas.tables import (
     QUARANTINE,
     REQUEST_LOG_LINES,
 )
+from schemas.vocabulary import MIN_INSYNC, QUORUM_PREFIX
 
 CONTRACTS: dict[str, StructType] = {
     "request_log_lines": REQUEST_LOG_LINES,
@@ -66,8 +67,8 @@ def required_copies(policy: str = "policy") -> Column:
     partition's min.insync.replicas for min.insync, 1 otherwise (acks=all may ack on a leader-only ISR)."""
     p = F.col(policy)
     return (
-        F.when(p.startswith("quorum="), F.regexp_extract(p, r"^quorum=(\d+)$", 1).try_cast("int"))
-        .when(p == F.lit("min.insync"), F.col("min_insync_replicas"))
+        F.when(p.startswith(QUORUM_PREFIX), F.regexp_extract(p, rf"^{QUORUM_PREFIX}(\d+)$", 1).try_cast("int"))
+        .when(p == F.lit(MIN_INSYNC.id), F.col("min_insync_replicas"))
         .otherwise(F.lit(1))
     )
 

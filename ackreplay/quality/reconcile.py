@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.lakehouse import read_table, table_exists
+from schemas.vocabulary import ACKS_1, Outcome
 from transforms.replay_inputs import appended
 
 
@@ -111,13 +112,13 @@ def replay_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> l
     per_policy = _grouped(replay, ["cluster", "policy"], F.count("*").alias("n"))
     # replay rows without their produce row: invented or mis-keyed by the replay
     orphans = _grouped(
-        replay.filter(F.col("policy") == "acks=1").join(produce.select(*PRODUCE_ROW), PRODUCE_ROW, "left_anti"),
+        replay.filter(F.col("policy") == ACKS_1.id).join(produce.select(*PRODUCE_ROW), PRODUCE_ROW, "left_anti"),
         ["cluster"],
         F.count("*").alias("n"),
     )
     out: list[Count] = []
     for cluster in sorted({k[0] for k in candidates}):
-        replayed = per_policy.get((cluster, "acks=1"), {"n": 0})["n"]
+        replayed = per_policy.get((cluster, ACKS_1.id), {"n": 0})["n"]
         out.append(
             Count("reconcile.replayed", "produce_replay", cluster, "replayed batches", replayed, "<=",
                   "appended produce rows", candidates[(cluster,)]["n"], "outside any known leader epoch or partition")
@@ -127,7 +128,7 @@ def replay_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> l
                   orphans.get((cluster,), {"n": 0})["n"], "=", "none", 0)
         )
         for (c, policy), r in sorted(per_policy.items()):
-            if c == cluster and policy != "acks=1":
+            if c == cluster and policy != ACKS_1.id:
                 out.append(
                     Count(f"reconcile.policy_rows[{policy}]", "produce_replay", cluster, f"{policy} rows", r["n"], "=",
                           "acks=1 rows", replayed)
@@ -150,7 +151,7 @@ def gold_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> lis
     if replay is None:
         return []
     expected = _grouped(
-        replay, ["cluster", "policy"], F.count("*").alias("rows"), F.count_if(F.col("outcome") == "acked").alias("acked")
+        replay, ["cluster", "policy"], F.count("*").alias("rows"), F.count_if(F.col("outcome") == Outcome.ACKED.label).alias("acked")
     )
     out: list[Count] = []
     for table, (rows_col, acked_col) in GOLD_SUMS.items():

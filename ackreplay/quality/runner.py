@@ -319,9 +319,9 @@ def run_quality(
 
 def _policies(spark: SparkSession, lakehouse: str, config: AppConfig, clusters: list[str]) -> list[str]:
     """The configured policies, with the own lags (replay.lag_ms `own`) of `clusters`."""
-    from ackreplay.replay.groups import policy_order
     from ackreplay.replay.own_lag import own_lags
     from schemas.broker_logs import BROKER_CONFIGS
+    from schemas.vocabulary import policy_order
 
     lags = config.replay.fixed_lags_ms
     if config.replay.own_lag:

@@ -22,36 +22,18 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from ackreplay.arrow_delta import ArrowFileWriter
 from ackreplay.replay.connections import chain_requests
-from ackreplay.replay.kernel import (
-    LOSS_WINDOWS,
-    NEVER,
-    OUTCOME_NAMES,
-    EpochInputs,
-    Outcome,
-    ReplayOptions,
-    lag_policy_id,
-    replay_epoch,
-)
+from ackreplay.replay.kernel import LOSS_WINDOWS, EpochInputs, ReplayOptions, replay_epoch
 from schemas.replay import ISR_SOURCES, PRODUCE_REPLAY, WRITTEN_FILE
+from schemas.vocabulary import ACKS_1, ACKS_ALL, NEVER, OUTCOMES, Outcome, Policy, PolicyKind, policy_order
 
-OUTCOMES = [OUTCOME_NAMES[code] for code in sorted(OUTCOME_NAMES)]
-_ARROW_TYPES = {
-    "StringType()": pa.string(), "IntegerType()": pa.int32(), "LongType()": pa.int64(), "DoubleType()": pa.float64(),
-    "BooleanType()": pa.bool_(), "DateType()": pa.date32(), "TimestampType()": pa.timestamp("us", tz="UTC"),
-}  # fmt: skip
-# produce_replay as Arrow (the schema Spark expects back when it writes the rows itself).
-PRODUCE_REPLAY_ARROW = pa.schema([pa.field(f.name, _ARROW_TYPES[repr(f.dataType)], f.nullable) for f in PRODUCE_REPLAY])
-WRITTEN_FILE_ARROW = pa.schema([pa.field(f.name, _ARROW_TYPES[repr(f.dataType)], f.nullable) for f in WRITTEN_FILE])
+# produce_replay as Arrow (the schema Spark expects back when it writes the rows itself), from the contract.
+PRODUCE_REPLAY_ARROW = to_arrow_schema(PRODUCE_REPLAY)
+WRITTEN_FILE_ARROW = to_arrow_schema(WRITTEN_FILE)
 PARTITION_COLUMNS = ("cluster", "event_date")
-
-
-def policy_order(quorum_sizes: tuple[int, ...], lag_ms: tuple[float, ...]) -> list[str]:
-    """The policy ids in the order their codes are numbered (the kernel's order)."""
-    ids = ["acks=1", "acks=all", "min.insync"] + [f"quorum={q}" for q in quorum_sizes]
-    return list(dict.fromkeys(ids + [lag_policy_id(x) for x in lag_ms]))
 
 
 def isr_timeline(
@@ -146,7 +128,7 @@ class PartitionEpochs:
     leader_epoch: np.ndarray  # int32 (E,)
     leader: np.ndarray  # int32 (E,)
     start_us: np.ndarray  # int64 (E,), sorted
-    end_us: np.ndarray  # int64 (E,): the next epoch's start, or EPOCH_END_NEVER
+    end_us: np.ndarray  # int64 (E,): the next epoch's start, or NEVER
     start_isr: tuple  # per epoch: the ISR at its start (state-change.log), or None
     # int64 (E,): until when the leader led the epoch on its own clock (replay_inputs.with_leader_until);
     # None: the next epoch's start
@@ -379,7 +361,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         **{name: np.empty((p, n), np.float64) for name in LOSS_WINDOWS},
         "isr_source": np.empty((p, n), np.int8),
     }  # fmt: skip
-    lag_policy = np.array(["@lag=" in policy for policy in policies])
+    lag_policy = np.array([Policy.parse(policy).kind is PolicyKind.ACKS_ALL_AT_LAG for policy in policies])
     leader_epoch = np.empty(n, np.int32)
     cluster_of: dict[str, int] = {}
     topic_of: dict[str, int] = {}
@@ -467,7 +449,7 @@ def rejection_truth(ctx: ReplayContext, outcome: np.ndarray) -> dict[str, int]:
     written to produce_replay: without an offset their ack under another policy is not known."""
     if not outcome.shape[1]:
         return {}
-    replayed = outcome[ctx.policies.index("acks=all")] == Outcome.NOT_ENOUGH_REPLICAS
+    replayed = outcome[ctx.policies.index(ACKS_ALL.id)] == Outcome.NOT_ENOUGH_REPLICAS
     return {"rejected": int(outcome.shape[1]), "rejected_replayed": int(replayed.sum())}
 
 
@@ -475,8 +457,8 @@ def _recorded_policy(ctx: ReplayContext, acks: np.ndarray) -> np.ndarray:
     """Per request, the index of the policy it was recorded with: acks=-1 -> acks=all, 1 -> acks=1."""
     policies = ctx.policies
     out = np.full(acks.size, -1, np.int64)
-    out[acks == -1] = policies.index("acks=all")
-    out[acks == 1] = policies.index("acks=1")
+    out[acks == -1] = policies.index(ACKS_ALL.id)
+    out[acks == 1] = policies.index(ACKS_1.id)
     return out
 
 
@@ -664,7 +646,7 @@ def _truth_counts(ctx: ReplayContext, r: _Replayed) -> dict[str, int]:
     """The ground truth's counts over these rows (stage._ground_truth, without reading them back): produces
     recorded with acks=all that the replayed acks=all acks; of those with the broker's own ack time, how
     many the replay's response time matches within 1 and 2 ms."""
-    i = ctx.policies.index("acks=all")
+    i = ctx.policies.index(ACKS_ALL.id)
     truth = (r.produce["acks"] == -1) & (r.result["outcome"][i] == Outcome.ACKED)
     observed = truth & r.produce["observed_valid"]
     error_us = np.abs(r.result["t_response"][i] - r.produce["t_ack_observed_us"])[observed]

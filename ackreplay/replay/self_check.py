@@ -35,7 +35,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ackreplay.config import SelfCheckSettings
-from ackreplay.replay.kernel import lag_policy_id
+from schemas.vocabulary import ACKS_ALL, Outcome, lag_policy_id
 
 WINDOW_SECONDS = 15
 # isr_changes kinds that open a window; the latest such event of the partition names a produce's window.
@@ -167,10 +167,10 @@ def ack_truth_columns() -> list[Column]:
 def truth_rows(result: DataFrame) -> DataFrame:
     """Recorded acks=all produces with the broker's ack: replayed ack error, waits, whether acked."""
     return result.filter(
-        (F.col("policy") == "acks=all") & (F.col("recorded_acks") == -1) & F.col("t_ack_observed").isNotNull()
+        (F.col("policy") == ACKS_ALL.id) & (F.col("recorded_acks") == -1) & F.col("t_ack_observed").isNotNull()
     ).select(
         F.monotonically_increasing_id().alias("row_id"), "cluster", "topic", "partition", "t_start",
-        (F.col("outcome") == "acked").alias("acked"), *ack_truth_columns(),
+        (F.col("outcome") == Outcome.ACKED.label).alias("acked"), *ack_truth_columns(),
     )  # fmt: skip
 
 
@@ -251,12 +251,12 @@ def check_isr_resimulation(result: DataFrame, own_lag_ms: dict[str, float]) -> d
         return {}
     key = ["cluster", "topic", "partition", "leader_epoch", "base_offset"]
     wait = _ms_between("t_ack", "t_local_done")
-    acked = F.col("outcome") == "acked"
+    acked = F.col("outcome") == Outcome.ACKED.label
     own_policy = reduce(
         operator.or_, [(F.col("cluster") == c) & (F.col("policy") == lag_policy_id(v)) for c, v in own_lag_ms.items()]
     )
     scope = result.filter(F.col("cluster").isin(*own_lag_ms) & acked)
-    recorded = scope.filter(F.col("policy") == "acks=all").select(*key, wait.alias("recorded_ms"))
+    recorded = scope.filter(F.col("policy") == ACKS_ALL.id).select(*key, wait.alias("recorded_ms"))
     resimulated = scope.filter(own_policy).select(*key, wait.alias("resimulated_ms"))
     both = recorded.join(resimulated, key, "left").cache()
     try:

@@ -41,6 +41,7 @@ from schemas.broker_logs import BROKER_CONFIGS, FOLLOWER_STARTS, ISR_CHANGES, LE
 from schemas.metrics import FOLLOWER_LEO_SAMPLES
 from schemas.replay import PRODUCE_REPLAY, REPLAY_CHECKS, WRITTEN_FILE
 from schemas.tables import BATCH_SEND_TIMES, REQUEST_LOG_LINES
+from schemas.vocabulary import ACKS_1, ACKS_ALL, Outcome
 from transforms.common import conform
 from transforms.failovers import failover_truncations
 from transforms.replay_inputs import (
@@ -63,6 +64,9 @@ from transforms.replay_inputs import (
 )
 
 log = logging.getLogger(__name__)
+
+DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # a producer's request.timeout.ms default, for produces with no timeoutMs
+DAY_US = 86_400_000_000
 
 
 @dataclass
@@ -283,7 +287,7 @@ def _summarize_produces(produce: DataFrame) -> _ProduceSummary:
     total = sum(r["rows"] for r in rows)
     return _ProduceSummary(
         source_files=source_files,
-        max_timeout_ms=max((r["max_timeout_ms"] or 0 for r in rows), default=0) or 30_000,
+        max_timeout_ms=max((r["max_timeout_ms"] or 0 for r in rows), default=0) or DEFAULT_REQUEST_TIMEOUT_MS,
         total=total,
         skipped={k: v for k, v in skipped.items() if v},
         appended=total - sum(skipped.values()),
@@ -486,7 +490,7 @@ def run_replay(
     all_lags = (*lag_ms, *own_lag_ms.values())
     # The ISR re-simulation of a bucket starts from the events of two lag windows before it.
     lookback_us = int(2 * max(all_lags, default=0.0) * 1000)
-    if dates and summary.max_timeout_ms * 1000 + lookback_us >= 86_400_000_000:
+    if dates and summary.max_timeout_ms * 1000 + lookback_us >= DAY_US:
         raise ValueError(
             f"a replay by dates reads fetches one day either side, but the request timeout "
             f"({summary.max_timeout_ms} ms) plus two lag windows reach further: replay whole clusters (no dates) instead"
@@ -605,7 +609,7 @@ def run_replay(
             (r["policy"], r["outcome"]): r["count"] for r in result.groupBy("policy", "outcome").count().collect()
         }
     report.policies = sorted({p for p, _ in report.outcomes})
-    report.replayed = sum(n for (policy, _), n in report.outcomes.items() if policy == "acks=1")
+    report.replayed = sum(n for (policy, _), n in report.outcomes.items() if policy == ACKS_1.id)
     report.skipped = dict(summary.skipped)
     unplaced = summary.appended - report.replayed
     if unplaced:
@@ -675,7 +679,7 @@ def _ground_truth(result: DataFrame, counts: Mapping[str, int] | None = None) ->
     otherwise they are counted here. The P999s are exact either way (`exact_high_percentiles`).
     """
     truth = result.filter(
-        (F.col("policy") == "acks=all") & (F.col("recorded_acks") == -1) & (F.col("outcome") == "acked")
+        (F.col("policy") == ACKS_ALL.id) & (F.col("recorded_acks") == -1) & (F.col("outcome") == Outcome.ACKED.label)
     ).select(*ack_truth_columns())
     if counts is None:
         counts = truth.agg(

@@ -20,7 +20,9 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType
 
+from ackreplay import pipeline
 from ackreplay.cli import main
+from ackreplay.config import load_config
 from ackreplay.kafka_lines import (
     FetchPartition,
     FetchTopic,
@@ -147,12 +149,37 @@ def _ledger(spark, lakehouse: str) -> dict[str, tuple]:
 
 
 @pytest.fixture(scope="module")
-def single_run(spark, tmp_path_factory) -> str:
-    """The reference: one run over every hour."""
+def single_pipeline_run(spark, tmp_path_factory):
+    """The reference: one run over every hour, through the pipeline API (what `ackreplay run` calls): its
+    lakehouse, its RunResult and the lines it echoed."""
     base = tmp_path_factory.mktemp("single")
     lakehouse = base / "lakehouse"
-    assert _ackreplay("run", _conf(base, lakehouse), "--input", str(_input(base / "input", (0, 1, 2, 3)))) == 0
-    return str(lakehouse)
+    echoed: list[str] = []
+    config = load_config(_conf(base, lakehouse))
+    result = pipeline.run(spark, config, str(lakehouse), [str(_input(base / "input", (0, 1, 2, 3)))], echo=echoed.append)
+    return str(lakehouse), result, "\n".join(echoed)
+
+
+@pytest.fixture(scope="module")
+def single_run(single_pipeline_run) -> str:
+    return single_pipeline_run[0]
+
+
+def test_the_pipeline_api_runs_every_stage_and_returns_each_ones_report(single_pipeline_run):
+    lakehouse, result, echoed = single_pipeline_run
+    assert result.ingest.rows_written["produce_requests"] == 4 * PRODUCES_PER_HOUR
+    assert result.replay.scope.clusters == result.gold.scope.clusters == ["c1"]
+    # the first produce comes before the partition's first follower FETCH: outside any (fetch-derived) epoch
+    assert result.replay.report.replayed == 4 * PRODUCES_PER_HOUR - 1
+    assert result.replay.report.skipped == {"outside any known leader epoch or partition": 1}
+    assert result.replay.run_id.startswith("replay-") and result.gold.run_id.startswith("gold-")
+    assert result.gold.report.rows["policy_summary"] == 4  # one topic, four policies (quorum=2 besides the three)
+    assert result.report_html == Path(lakehouse) / "report" / "report.html" and result.report_html.stat().st_size > 0
+    assert list(result.steps.seconds) == ["listing and fingerprinting inputs", "ingest", "checks after ingest",
+                                          "replay", "checks after replay", "gold", "checks after gold", "report"]
+    assert "5 files listed; 5 to ingest (5 new, 0 changed)" in echoed, echoed
+    assert "replay of c1 (2026-11-19..2026-11-21): 5 input files ingested since the last replay" in echoed, echoed
+    assert echoed.endswith(f"report: {result.report_html}")
 
 
 def test_overlapping_date_ranges_and_a_late_file_equal_one_run_over_their_union(spark, single_run, tmp_path, capsys):

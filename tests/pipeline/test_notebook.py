@@ -3,7 +3,7 @@
 The notebook opens a lakehouse holding the bundled 3.9.1 trace's tables (a copy of the test session's
 run of it, tests/conftest.py), shows the policy summary and draws the charts; the outputs are checked
 for both. Its first cells run the pipeline only when the gold tables are missing, through `ackreplay
-run`'s own entry point (`cli.main`, tested by test_cli.py and test_incremental.py); running it again
+run`'s own entry point (`ackreplay.pipeline.run`, tested by test_incremental.py); running it again
 here would start a second pipeline run of the trace in the kernel's JVM for nothing new.
 """
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 from schemas.broker_logs import FOLLOWER_STARTS, LEADER_EPOCHS
-from transforms.replay_inputs import EPOCH_END_NEVER, build_epochs
+from schemas.vocabulary import NEVER
+from transforms.replay_inputs import build_epochs
 
 T0 = dt.datetime(2026, 11, 26, 6, 51, 8)
 T0_US = int(T0.replace(tzinfo=dt.timezone.utc).timestamp() * 1_000_000)
@@ -66,16 +67,16 @@ def test_a_leader_leads_until_its_own_follower_line_or_its_own_next_epoch(spark)
     assert _until(spark, epochs, follower) == [
         (0, 0, 2, us(0), us(28)),
         (0, 1, 3, us(8_000), us(9_000)),
-        (0, 2, 2, EPOCH_END_NEVER, EPOCH_END_NEVER),
+        (0, 2, 2, NEVER, NEVER),
         (1, 0, 1, us(100), us(100)),
-        (1, 1, 1, EPOCH_END_NEVER, EPOCH_END_NEVER),
+        (1, 1, 1, NEVER, NEVER),
         (2, 0, 1, us(200), us(200)),
-        (2, 1, 3, EPOCH_END_NEVER, EPOCH_END_NEVER),
+        (2, 1, 3, NEVER, NEVER),
     ]
     # Without the table (an older lakehouse): the next epoch's start, as before.
     assert [(row[3], row[4]) for row in _until(spark, epochs, None)] == [
-        (us(0), us(0)), (us(8_000), us(8_000)), (EPOCH_END_NEVER,) * 2, (us(100), us(100)), (EPOCH_END_NEVER,) * 2,
-        (us(200), us(200)), (EPOCH_END_NEVER,) * 2,
+        (us(0), us(0)), (us(8_000), us(8_000)), (NEVER,) * 2, (us(100), us(100)), (NEVER,) * 2,
+        (us(200), us(200)), (NEVER,) * 2,
     ]  # fmt: skip
 
 
@@ -100,11 +101,11 @@ def test_a_leader_that_lost_its_partition_without_handing_over_leads_until_its_l
     out = build_epochs(epochs, fetched, follower, lines).orderBy("partition", "leader_epoch")
     assert [(r["partition"], r["leader_epoch"], r["epoch_end_us"], r["leader_until_us"]) for r in out.collect()] == [
         (0, 0, us(18_000), us(5_000) + 1),
-        (0, 1, EPOCH_END_NEVER, EPOCH_END_NEVER),
+        (0, 1, NEVER, NEVER),
         (1, 0, us(10_000), us(10_000)),
-        (1, 1, EPOCH_END_NEVER, EPOCH_END_NEVER),
+        (1, 1, NEVER, NEVER),
         (2, 0, us(0), us(30)),
-        (2, 1, EPOCH_END_NEVER, EPOCH_END_NEVER),
+        (2, 1, NEVER, NEVER),
     ]
 
 

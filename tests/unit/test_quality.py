@@ -9,7 +9,6 @@ from ackreplay.config import parse_config
 from ackreplay.quality.catalog import (
     BLOCKING,
     CHECKS,
-    OUTCOMES,
     ROW_IDS,
     STAGE_TABLES,
     WARNING,
@@ -19,7 +18,6 @@ from ackreplay.quality.catalog import (
 from ackreplay.quality.frames import CONTRACTS, required_copies
 from ackreplay.quality.reconcile import Count
 from ackreplay.quality.runner import QualityReport, check_table, gx_frames
-from ackreplay.replay.kernel import OUTCOME_NAMES
 from schemas.tables import PARTITIONS
 
 
@@ -30,10 +28,6 @@ def test_every_checked_table_has_a_contract_row_ids_and_a_schema_check():
     assert all(f"{t}.schema" in CHECKS for t in tables)
     for table, ids in ROW_IDS.items():
         assert set(ids) <= set(CONTRACTS[table].fieldNames()), table
-
-
-def test_outcome_names_follow_the_kernel():
-    assert OUTCOMES == [OUTCOME_NAMES[i] for i in sorted(OUTCOME_NAMES)]
 
 
 def test_conf_overrides_severity_and_turns_checks_off():

@@ -20,10 +20,10 @@ from ackreplay.replay.groups import (
     WRITTEN_FILE_ARROW,
     PartitionEpochs,
     ReplayContext,
-    policy_order,
     replay_group,
 )
-from transforms.replay_inputs import EPOCH_END_NEVER, event_side, group_key, leo_evidence
+from schemas.vocabulary import NEVER, policy_order
+from transforms.replay_inputs import event_side, group_key, leo_evidence
 
 MS = 1000
 T0 = 1_795_300_000_000_000  # µs
@@ -41,7 +41,7 @@ def partition(
     return PartitionEpochs(
         cluster="c", topic=topic, partition=pkey % 100, replicas=(1, 2, 3), min_insync_replicas=min_isr,
         leader_epoch=np.array([e for e, _, _ in epochs], np.int32), leader=np.array([b for _, b, _ in epochs], np.int32),
-        start_us=np.array(starts, np.int64), end_us=np.array(starts[1:] + [EPOCH_END_NEVER], np.int64),
+        start_us=np.array(starts, np.int64), end_us=np.array(starts[1:] + [NEVER], np.int64),
         start_isr=tuple(tuple(isr) for _ in epochs),
     )  # fmt: skip
 
@@ -184,7 +184,7 @@ def test_an_old_leader_appends_in_its_epoch_until_its_own_follower_line():
     (the followers follow broker 3 by then), and past that bound nothing is placed."""
     start = T0 - 60_000 * MS
     p = partition(101, epochs=((0, 2, start), (1, 3, T0)))
-    p = PartitionEpochs(**{**p.__dict__, "leader_until_us": np.array([T0 + 28 * MS, EPOCH_END_NEVER], np.int64)})
+    p = PartitionEpochs(**{**p.__dict__, "leader_until_us": np.array([T0 + 28 * MS, NEVER], np.int64)})
     produces = produce_table(
         [
             {"pkey": 101, "broker_id": 2, "t_us": T0 + 1 * MS, "offset": 14453, "t_start_us": T0 - 94 * MS, "acks": 1, "line_number": 1},

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from ackreplay.replay import (
+from ackreplay.replay.kernel import (
     NEVER,
     EpochInputs,
     IsrTimeline,
@@ -22,7 +22,6 @@ from ackreplay.replay import (
     policy_ids,
     replay_epoch,
     simulate_isr,
-    to_columns,
 )
 
 ACKED = Outcome.ACKED
@@ -503,18 +502,6 @@ def test_rows_in_any_order():
     for pid in a:
         for name, arr in a[pid].as_dict().items():
             np.testing.assert_array_equal(arr[perm], b[pid].as_dict()[name], err_msg=f"{pid} {name}")
-
-
-def test_to_columns_is_policy_major_and_copy_free():
-    r = replay_epoch(epoch([(0, 100), (10, 200)], [[(150, 20)], [(250, 20)]]))
-    cols = to_columns(r)
-    assert cols["policy"].tolist() == [p for p in r for _ in range(2)]
-    assert cols["produce_index"].tolist() == [0, 1] * len(r)
-    assert np.shares_memory(cols["t_ack"], r["acks=1"].t_ack)
-    assert cols["t_ack"].tolist() == [t for res in r.values() for t in res.t_ack.tolist()]
-    # outcomes from different calls still work (copied)
-    mixed = to_columns([r["acks=all"], replay_epoch(epoch([(0, 1)], [[], []]))["acks=1"]])
-    assert mixed["outcome"].size == 3
 
 
 def test_input_validation():
