@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from ackreplay.config import MetastoreSettings
 from ackreplay.lakehouse import TABLES, sql_string, table_exists, table_path, table_spec
@@ -61,8 +61,3 @@ def register_tables(spark: SparkSession, lakehouse: str, settings: MetastoreSett
             log.info("registered %s over %s", full_name, qualified)
         registered.append(full_name)
     return registered
-
-
-def read_named_table(spark: SparkSession, settings: MetastoreSettings, name: str) -> DataFrame:
-    """A lakehouse table read by its catalog name."""
-    return spark.table(table_name(settings, name))

@@ -1,10 +1,14 @@
-"""Building input frames for transform tests."""
+"""Building input frames for transform tests, and the parsers as DataFrame transforms (the ingest runs them
+inside its file reader's tasks, `ackreplay.line_reader`; tests apply them to frames of lines)."""
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ackreplay.line_reader import LINES_DDL
+from schemas.request_log import PARSED_ROW_DDL
+from transforms.send_times import dump_lines_classified
 
 TOPIC_ID = "9X2k7vQJTiGq5lq6w3xZ1A"
 TOPIC_IDS = {f"c1/{TOPIC_ID}": "orders"}
@@ -60,3 +64,60 @@ def micros(line: str, digits: str) -> str:
     """`line` with its `,SSS` stamp written as log4j2's `%d{DEFAULT_MICROS}` does: `,SSS` + `digits`."""
     assert line[24] == "]"
     return line[:24] + digits + line[24:]
+
+
+def parse_request_log_lines(lines_df: DataFrame, topic_ids: dict[str, str]) -> DataFrame:
+    """Numbered lines (the line reader's columns) -> one `line` row per line with `status`, `detail`,
+    `api_key_name`, plus the silver rows of its parsed PRODUCE or follower FETCH request.
+
+    The work is `ackreplay.request_log_parser` in Arrow, run by `mapInArrow`; the ingest calls the
+    same code inside its file reader task, so the text crosses into Python once. `topic_ids` maps
+    "cluster/topicId" -> topic name (from topics.txt). `log_time_local` is zone-less; follow with
+    `with_local_log_time` and `with_event_time`.
+    """
+    from ackreplay.request_log_parser import parsed_batches
+
+    origin = [f for f in lines_df.schema.fields if f.name not in ("line", "line_bytes", "read_error")]
+    ddl = ", ".join([f"{f.name} {f.dataType.simpleString()}" for f in origin] + [PARSED_ROW_DDL])
+    origin_names = [f.name for f in origin]
+
+    def parse(batches):
+        for batch in batches:
+            yield from parsed_batches(
+                batch.select(origin_names),
+                batch.column("line"),
+                batch.column("line_bytes"),
+                batch.column("read_error"),
+                batch.column("cluster"),
+                topic_ids,
+            )
+
+    return lines_df.mapInArrow(parse, ddl)
+
+
+def classify_dump_lines(lines: DataFrame) -> DataFrame:
+    """Numbered lines of kafka-dump-log output -> every line with a status; parsed ones carry a batch's
+    (topic, partition, base_offset, records, t_send).
+
+    Each file's lines are classified in file order by `ackreplay.dump_log_parser` (the ingest does it in
+    the task that reads the file, `line_reader.read_dump_logs`; this takes any DataFrame of lines).
+    """
+    import pyarrow as pa
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from ackreplay.dump_log_parser import CLASSIFIED_SPARK_SCHEMA, classify_file
+
+    def classify(table: pa.Table) -> pa.Table:
+        table = table.sort_by("line_number")
+        out = classify_file(table["line_number"], table["line"], table["read_error"])
+        origin = {c: pa.repeat(table[c][0], out.num_rows) for c in ("cluster", "source_file")}  # a group: one file
+        return pa.table({**origin, **{name: out[name] for name in out.column_names}})
+
+    origin = [StructField("cluster", StringType()), StructField("source_file", StringType())]
+    schema = StructType([*origin, *CLASSIFIED_SPARK_SCHEMA.fields])
+    classified = (
+        lines.select("cluster", "source_file", "line_number", "line", "read_error")
+        .groupBy("source_file")
+        .applyInArrow(classify, schema)
+    )
+    return dump_lines_classified(classified)

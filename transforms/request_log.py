@@ -20,7 +20,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from schemas import tables
-from schemas.request_log import PARSED_ROW_DDL
 from transforms.common import conform, literal_map, plus_ms
 
 _MARKER = "Completed request:"
@@ -82,35 +81,6 @@ def with_event_time(
             "event_date": F.to_date(F.coalesce(t_log, F.to_utc_timestamp(first_local, zone))),
         }
     )
-
-
-def parse_request_log_lines(lines_df: DataFrame, topic_ids: dict[str, str]) -> DataFrame:
-    """Numbered lines (the line reader's columns) -> one `line` row per line with `status`, `detail`,
-    `api_key_name`, plus the silver rows of its parsed PRODUCE or follower FETCH request.
-
-    The work is `ackreplay.request_log_parser` in Arrow, run by `mapInArrow`; the ingest calls the
-    same code inside its file reader task, so the text crosses into Python once. `topic_ids` maps
-    "cluster/topicId" -> topic name (from topics.txt). `log_time_local` is zone-less; follow with
-    `with_local_log_time` and `with_event_time`.
-    """
-    from ackreplay.request_log_parser import parsed_batches
-
-    origin = [f for f in lines_df.schema.fields if f.name not in ("line", "line_bytes", "read_error")]
-    ddl = ", ".join([f"{f.name} {f.dataType.simpleString()}" for f in origin] + [PARSED_ROW_DDL])
-    origin_names = [f.name for f in origin]
-
-    def parse(batches):
-        for batch in batches:
-            yield from parsed_batches(
-                batch.select(origin_names),
-                batch.column("line"),
-                batch.column("line_bytes"),
-                batch.column("read_error"),
-                batch.column("cluster"),
-                topic_ids,
-            )
-
-    return lines_df.mapInArrow(parse, ddl)
 
 
 def with_local_log_time(rows_df: DataFrame) -> DataFrame:

@@ -53,34 +53,6 @@ _CLIENT_COLUMNS = ("client_id", "partition", "base_offset", "first_send_us")
 MIN_SEND_MS, MAX_SEND_MS = 946_684_800_000, 4_102_444_800_000
 
 
-def classify_dump_lines(lines: DataFrame) -> DataFrame:
-    """Numbered lines of kafka-dump-log output -> every line with a status; parsed ones carry a batch's
-    (topic, partition, base_offset, records, t_send).
-
-    Each file's lines are classified in file order by `ackreplay.dump_log_parser` (the ingest does it in
-    the task that reads the file, `line_reader.read_dump_logs`; this takes any DataFrame of lines).
-    """
-    import pyarrow as pa
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    from ackreplay.dump_log_parser import CLASSIFIED_SPARK_SCHEMA, classify_file
-
-    def classify(table: pa.Table) -> pa.Table:
-        table = table.sort_by("line_number")
-        out = classify_file(table["line_number"], table["line"], table["read_error"])
-        origin = {c: pa.repeat(table[c][0], out.num_rows) for c in ("cluster", "source_file")}  # a group: one file
-        return pa.table({**origin, **{name: out[name] for name in out.column_names}})
-
-    origin = [StructField("cluster", StringType()), StructField("source_file", StringType())]
-    schema = StructType([*origin, *CLASSIFIED_SPARK_SCHEMA.fields])
-    classified = (
-        lines.select("cluster", "source_file", "line_number", "line", "read_error")
-        .groupBy("source_file")
-        .applyInArrow(classify, schema)
-    )
-    return dump_lines_classified(classified)
-
-
 def dump_lines_classified(classified: DataFrame) -> DataFrame:
     """kafka-dump-log lines classified by `ackreplay.dump_log_parser` in the columns of `classify_client_lines`."""
     return classified.select(

@@ -10,7 +10,7 @@ written per broker in log-time order, a time window at a time, so memory stays b
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -423,7 +423,3 @@ def write_metrics(trace: Trace, out: Path) -> int:
                 f.write("\n".join(rows) + "\n\n")
                 lines += len(rows) + 1
     return lines
-
-
-def start_datetime(trace: Trace) -> datetime:
-    return datetime.fromtimestamp(trace.t0 / 1e6, tz=timezone.utc)

@@ -9,7 +9,7 @@ from chispa import assert_df_equality
 
 from ackreplay.config import ConfigError, MetastoreSettings, parse_config
 from ackreplay.lakehouse import read_table, replace_rows
-from ackreplay.metastore import MetastoreError, read_named_table, register_tables, table_name
+from ackreplay.metastore import MetastoreError, register_tables, table_name
 
 PARTITIONS_DDL = "cluster STRING, topic STRING, partition INT, replication_factor INT"
 
@@ -55,13 +55,13 @@ def test_registered_tables_read_the_same_rows_as_their_paths(spark, tmp_path, sc
 
     # Only tables that exist in the lakehouse are registered.
     assert names == [f"`spark_catalog`.`{schema.schema_name}`.`partitions`"]
-    assert_df_equality(read_named_table(spark, schema, "partitions"), read_table(spark, lakehouse, "partitions"),
+    assert_df_equality(spark.table(table_name(schema, "partitions")), read_table(spark, lakehouse, "partitions"),
                        ignore_row_order=True)
     # Later writes by path are seen by name (the catalog entry is an external table over the path), and a
     # second registration keeps the entry.
     replace_rows(_partitions(spark, [("c2", "audit", 0, 1)]), lakehouse, "partitions", "cluster = 'c2'", "run-2")
     assert register_tables(spark, lakehouse, schema) == names
-    assert sorted(tuple(r) for r in read_named_table(spark, schema, "partitions").collect()) == [
+    assert sorted(tuple(r) for r in spark.table(table_name(schema, "partitions")).collect()) == [
         ("c1", "orders", 0, 3), ("c1", "orders", 1, 3), ("c2", "audit", 0, 1)
     ]
 

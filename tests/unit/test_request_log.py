@@ -16,9 +16,16 @@ from ackreplay.kafka_lines import (
     produce_body,
     request_log_line,
 )
-from tests.helpers import REAL_PRODUCE, REAL_TOPIC_IDS, TOPIC_ID, TOPIC_IDS, lines_frame, micros
-from transforms.request_log import (
+from tests.helpers import (
+    REAL_PRODUCE,
+    REAL_TOPIC_IDS,
+    TOPIC_ID,
+    TOPIC_IDS,
+    lines_frame,
+    micros,
     parse_request_log_lines,
+)
+from transforms.request_log import (
     select_produce_requests,
     with_event_time,
     with_local_log_time,

@@ -7,7 +7,8 @@ from pyspark.sql import functions as F
 
 from ackreplay.line_reader import LINES_DDL
 from schemas.tables import BATCH_SEND_TIMES
-from transforms.send_times import batch_send_times, classify_client_lines, classify_dump_lines
+from tests.helpers import classify_dump_lines
+from transforms.send_times import batch_send_times, classify_client_lines
 
 _BATCH = (
     "baseOffset: {base} lastOffset: {last} count: {count} baseSequence: 0 lastSequence: 1 producerId: 0"
