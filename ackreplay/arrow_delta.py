@@ -198,7 +198,7 @@ def commit_files(
     if existing.num_rows:
         part_columns = [existing.column(f"partition.{k}").cast(pa.string()).to_pylist() for k in partition_by]
         for i, (path, size) in enumerate(
-            zip(existing.column("path").to_pylist(), existing.column("size_bytes").to_pylist())
+            zip(existing.column("path").to_pylist(), existing.column("size_bytes").to_pylist(), strict=False)
         ):
             values = {k: part_columns[j][i] for j, k in enumerate(partition_by)}
             if replaces(values):

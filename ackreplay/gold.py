@@ -136,7 +136,7 @@ def format_summary(rows: list[dict]) -> list[str]:
         if verdict.startswith("FAILED"):
             out.append(f"    UNTRUSTED: the replay's self-check {verdict} (--accept-untrusted); not a basis for a decision")
         for row in cells:
-            out.append("    " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+            out.append("    " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))))
     return out
 
 

@@ -68,7 +68,7 @@ def _coinciding(series: dict[str, list[tuple]]) -> str:
         for group in groups:
             other = series[group[0]]
             if len(other) == len(pts) and all(
-                a[0] == b[0] and abs(a[1] - b[1]) <= 0.01 * max(abs(a[1]), abs(b[1])) for a, b in zip(other, pts)
+                a[0] == b[0] and abs(a[1] - b[1]) <= 0.01 * max(abs(a[1]), abs(b[1])) for a, b in zip(other, pts, strict=False)
             ):
                 group.append(policy)
                 break

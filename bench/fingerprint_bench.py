@@ -76,7 +76,10 @@ def main() -> None:
         gz_size = os.path.getsize(compressed)
         facts = {}
         for label, path, compression, listed in (("plain", plain, "none", size), ("gzip", compressed, "gzip", gz_size)):
-            wall, cpu = _best(lambda: facts.__setitem__(label, read_facts(path, compression, "request_log", listed)), args.repeat)
+            def read(label=label, path=path, compression=compression, listed=listed):
+                facts[label] = read_facts(path, compression, "request_log", listed)
+
+            wall, cpu = _best(read, args.repeat)
             print(
                 f"{label:>5}: {listed / 1e6:8.1f} MB on disk, {size / 1e6:8.1f} MB of content: "
                 f"{wall:7.3f} s wall, {cpu:7.3f} s CPU = {size / 1e6 / wall:8.1f} MB/s of content"

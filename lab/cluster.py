@@ -7,6 +7,7 @@ finally SIGKILLs each group.  ``LabCluster`` is a context manager that always ca
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import shutil
@@ -77,7 +78,7 @@ class ProcessRegistry:
     def start(self, name: str, cmd: list[str], log_path: Path, env: dict | None = None,
               cwd: Path | None = None) -> subprocess.Popen:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        out = open(log_path, "ab")
+        out = open(log_path, "ab")  # noqa: SIM115 (the child keeps its own descriptor; ours is closed below)
         try:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=env, cwd=cwd, start_new_session=True,
@@ -97,10 +98,8 @@ class ProcessRegistry:
 
     @staticmethod
     def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)  # start_new_session=True: pgid == pid
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def stop(self, name: str, timeout: float = 30.0, sig: int = signal.SIGTERM) -> int | None:
         proc = self._procs.get(name)
@@ -140,10 +139,8 @@ class ProcessRegistry:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 self._signal_group(p, signal.SIGKILL)
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    pass
         with self._lock:
             for name, _ in procs:
                 self._procs.pop(name, None)
@@ -346,9 +343,9 @@ class LabCluster:
         proc = self.reg.start(name, cmd, out_path)
         try:
             rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as exc:
             self.reg.stop(name, timeout=5, sig=signal.SIGKILL)
-            raise LabError(f"{main_class} {' '.join(args)} timed out")
+            raise LabError(f"{main_class} {' '.join(args)} timed out") from exc
         finally:
             self.reg.forget(name)
         text = out_path.read_text(errors="replace")
@@ -445,7 +442,7 @@ class LabCluster:
         self.stop_node(CONTROLLER_ID, timeout=30)
         self.reg.stop_all()
 
-    def __enter__(self) -> "LabCluster":
+    def __enter__(self) -> LabCluster:
         return self
 
     def __exit__(self, *exc) -> None:

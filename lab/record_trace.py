@@ -60,7 +60,7 @@ class Abort(BaseException):
 
 def utc_iso(t: float | None = None) -> str:
     t = time.time() if t is None else t
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def log(msg: str) -> None:
@@ -81,7 +81,7 @@ def make_schedule(args, brokers: list[int]) -> list[dict]:
     events: list[dict] = []
     busy: list[tuple[float, float]] = []
     t = max(warm + 2, 0.2 * d)
-    for i in range(args.long_stalls):
+    for _ in range(args.long_stalls):
         b = rnd.choice(brokers)
         events.append({"kind": "long_stall", "broker": b, "at_s": round(t, 1), "duration_ms": long_ms,
                        "signal": "SIGSTOP/SIGCONT"})
@@ -724,10 +724,11 @@ def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summ
                     ("lab-producer-acks-1", {"acks": "1", "enable.idempotence": False}, args.acks1_share),
                 )
                 if share > 0 and args.client == "lab"
-            } | {
-                PERF_TEST_CLIENT_ID: {"acks": p["acks"], "enable.idempotence": "default"}
-                for p in summary["producers"] if args.client == "perf-test"
-            },
+            } | (
+                # one perf-test producer per run (its last, should there be more)
+                {PERF_TEST_CLIENT_ID: {"acks": summary["producers"][-1]["acks"], "enable.idempotence": "default"}}
+                if args.client == "perf-test" and summary["producers"] else {}
+            ),
             "producer_configs": {"linger.ms": args.linger_ms, "compression.type": args.compression,
                                  "request.timeout.ms": 30000, "delivery.timeout.ms": 120000},
             "value_size_bytes": {"mean": args.size, "min": args.size // 2, "max": args.size + args.size // 2},

@@ -74,7 +74,7 @@ def ingest_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> l
     )
     out: list[Count] = []
     for cluster in sorted({k[0] for k in lines}):
-        def lines_of(status: str, api: str | None = None) -> int:
+        def lines_of(status: str, api: str | None = None, cluster: str = cluster) -> int:
             return sum(
                 r["n"] for (c, s, a), r in lines.items() if c == cluster and s == status and (api is None or a == api)
             )

@@ -15,7 +15,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from pyspark import StorageLevel
@@ -256,7 +256,7 @@ def _count_outcome(count: Count) -> Outcome:
 
 def _results_frame(spark: SparkSession, report: QualityReport) -> DataFrame:
     """dq_results rows of a run (one per expectation and count: bounded by the catalog, not the data)."""
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    now = datetime.now(UTC).replace(tzinfo=None)
     rows = [
         (
             report.run_id,

@@ -124,7 +124,7 @@ def chain_requests(
     last_send = np.where(has_send[order], send_last[order], NEVER)
     merged = 0
     bounds = np.append(np.flatnonzero(~same), n)
-    for s, e in zip(bounds[:-1], bounds[1:]):
+    for s, e in zip(bounds[:-1], bounds[1:], strict=False):
         if e - s == 1:  # a chain of one request starts at its floor
             continue
         cum = np.cumsum(c[:, s:e], axis=1)

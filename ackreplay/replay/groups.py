@@ -267,7 +267,7 @@ def _place_in_epochs(
     order = np.lexsort((t, pkey))
     pkey, broker, t = pkey[order], broker[order], t[order]
     epoch = np.full(order.size, -1, np.int64)
-    for s, e in zip(*_runs(pkey)):
+    for s, e in zip(*_runs(pkey), strict=False):
         part = ctx.partitions.get(int(pkey[s]))
         if part is None:
             continue
@@ -349,7 +349,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     f_keep = f_order[f_epoch >= 0]
     f_pkey, f_epoch = _np(events, "pkey")[f_keep], f_epoch[f_epoch >= 0]
     f_t, f_follower, f_offset = (_np(events, c)[f_keep] for c in ("t_us", "follower_id", "offset"))
-    fetch_runs = {(int(f_pkey[s]), int(f_epoch[s])): (s, e) for s, e in zip(*_runs(f_pkey, f_epoch))}
+    fetch_runs = {(int(f_pkey[s]), int(f_epoch[s])): (s, e) for s, e in zip(*_runs(f_pkey, f_epoch), strict=False)}
 
     p, n = len(policies), pkey.size
     result = {
@@ -366,7 +366,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     cluster_of: dict[str, int] = {}
     topic_of: dict[str, int] = {}
     cluster, topic, partition = np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.int32)
-    for s, e in zip(*_runs(pkey, epoch_index)):
+    for s, e in zip(*_runs(pkey, epoch_index), strict=False):
         part = ctx.partitions[int(pkey[s])]
         k = int(epoch_index[s])
         number = int(part.leader_epoch[k])
@@ -479,13 +479,13 @@ class _AckProfiles:
         self.run_start = np.empty(t.size, np.int64)
         self.run_end = np.empty(t.size, np.int64)
         self.next_ack = np.empty_like(t_ack)  # per policy, the earliest ack among rows appended at or after
-        for s, e in zip(*_runs(pkey)):
+        for s, e in zip(*_runs(pkey), strict=False):
             self.run_start[s:e], self.run_end[s:e] = s, e
             self.next_ack[:, s:e] = np.minimum.accumulate(t_ack[:, s:e][:, ::-1], axis=1)[:, ::-1]
 
     def ack_at(self, policy: int, rows: np.ndarray, appended_at: np.ndarray) -> np.ndarray:
         out = np.empty(rows.size, np.int64)
-        for k, (row, t_new) in enumerate(zip(rows.tolist(), appended_at.tolist())):
+        for k, (row, t_new) in enumerate(zip(rows.tolist(), appended_at.tolist(), strict=False)):
             s, e = self.run_start[row], self.run_end[row]
             times = self.t[s:e]
             at_or_after = s + int(np.searchsorted(times, t_new, "left"))
@@ -627,7 +627,7 @@ def _written_files(ctx: ReplayContext, r: _Replayed) -> pa.Table:
         record = ctx.writer.write(partition_values, blocks)
         counts = {
             f"{policy}|{OUTCOMES[code]}": int(count)
-            for policy, outcome in zip(policies, part.result["outcome"])
+            for policy, outcome in zip(policies, part.result["outcome"], strict=False)
             for code, count in enumerate(np.bincount(outcome, minlength=len(OUTCOMES)))
             if count
         }

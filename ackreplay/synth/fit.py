@@ -15,7 +15,7 @@ import gzip
 import json
 import math
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,7 @@ def _open(path: Path):
 
 def _log_ms(line: str) -> float:
     # up to the `]`: the stamp is `,SSS` or `,SSSSSS` (log4j2 DEFAULT_MICROS); %f reads both
-    stamp = datetime.strptime(line[1 : line.index("]")], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=timezone.utc)
+    stamp = datetime.strptime(line[1 : line.index("]")], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC)
     return stamp.timestamp() * 1000.0
 
 

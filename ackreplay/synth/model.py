@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -273,7 +273,7 @@ def _timeline(times: np.ndarray, ends: np.ndarray, start: int, at: np.ndarray) -
 def simulate(params: SynthParams) -> Trace:
     """Simulate the whole trace (deterministic by `params.seed`)."""
     rng = np.random.default_rng(params.seed)
-    t0 = int(datetime.fromisoformat(params.start).replace(tzinfo=timezone.utc).timestamp() * 1_000_000)
+    t0 = int(datetime.fromisoformat(params.start).replace(tzinfo=UTC).timestamp() * 1_000_000)
     n_part, rf, nb = params.partition_count, params.replication_factor, params.brokers
     lag_us = params.replica_lag_time_max_ms * 1000
 
@@ -317,7 +317,7 @@ def simulate(params: SynthParams) -> Trace:
         count = rng.poisson(params.gc_pauses_per_s * (t_trace_end - t0) / 1e6)
         starts = rng.integers(t0, t_trace_end, count)
         lengths = np.minimum(_lognormal_us(rng, params.gc_pause, count), lag_us // 4)
-        spans = [(int(s), int(s + d)) for s, d in zip(starts, lengths)]
+        spans = [(int(s), int(s + d)) for s, d in zip(starts, lengths, strict=False)]
         spans += [(s, e) for broker, s, e in long_stalls if broker == b]
         pauses[b] = _merge_intervals(spans)
 
@@ -497,7 +497,7 @@ def simulate(params: SynthParams) -> Trace:
             join_offset = 0
         else:
             prev = epochs[e.partition]
-            plo, phi, _, _, _ = read_index[(prev.eid, f)] if (prev.eid, f) in read_index else (0, 0, None, 0, 0)
+            plo, phi, _, _, _ = read_index.get((prev.eid, f), (0, 0, None, 0, 0))
             k = int(np.searchsorted(fetch["read"][plo:phi], e.t_begin, side="left")) - 1
             had = int(leo(prev.eid, np.array([fetch["read"][plo + k]]))[0]) if k >= 0 else 0
             join_offset = min(had, e.start_offset) if f != epochs[e.partition].leader else e.start_offset

@@ -148,7 +148,7 @@ class _Renderer:
             )
         ]
         timeout = t.params.timeout_ms
-        for time, corr, client, acks, g, size, base, err, q, lt, rem, rq, sd, leader in zip(times, *cols):
+        for time, corr, client, acks, g, size, base, err, q, lt, rem, rq, sd, leader in zip(times, *cols, strict=False):
             total = q + lt + rem + rq + sd
             if err != ERROR_NONE:  # rare: the real builder
                 body = produce_body(
@@ -211,7 +211,7 @@ class _Renderer:
             g = ep[f_epoch[i]]
             return str(self.index_of[g]), self.topic_of[g]
 
-        for time, row in zip(times, rows.tolist()):
+        for time, row in zip(times, rows.tolist(), strict=False):
             s = t.f_session[row]
             follower, leader = t.sessions[s]
             k = int(t.f_index[row])
@@ -241,7 +241,7 @@ def _noise(trace: Trace, rng: np.random.Generator) -> dict[int, list[tuple[int, 
     n_meta = int(p.produces * p.metadata_per_produce)
     times = (rng.integers(t_lo, t_hi, n_fetch + n_meta) // 1000) * 1000
     groups = rng.integers(0, p.partition_count, n_fetch + n_meta)
-    for i, (t_log, g) in enumerate(zip(times.tolist(), groups.tolist())):
+    for i, (t_log, g) in enumerate(zip(times.tolist(), groups.tolist(), strict=False)):
         leader = int(trace.replicas[g, 0])
         timing = Timing(0.05, 0.3, 0.0 if i >= n_fetch else 500.0, 0.05, 0.1)
         if i < n_fetch:
@@ -280,7 +280,7 @@ def write_request_logs(trace: Trace, out: Path) -> dict[int, int]:
                 lines: list[str] = [""] * chunk.size
                 for value, render in ((0, renderer.produce_lines), (1, renderer.fetch_lines)):
                     at = np.nonzero(k == value)[0]
-                    for i, text in zip(at.tolist(), render(r[at])):
+                    for i, text in zip(at.tolist(), render(r[at]), strict=False):
                         lines[i] = text
                 for i in np.nonzero(k == 2)[0].tolist():
                     lines[i] = noise_rows[r[i]][1]

@@ -105,7 +105,7 @@ def test_isr_lines_in_an_unknown_format_stop_the_run_naming_file_line_and_versio
         if "Skipped the become-leader state change" in line else line
         for line in lines
     ]
-    changed = [i + 1 for i, (a, b) in enumerate(zip(lines, garbled)) if a != b]
+    changed = [i + 1 for i, (a, b) in enumerate(zip(lines, garbled, strict=False)) if a != b]
     assert len(changed) == 113 and changed[-1] < len(lines)  # broker 1's skipped become-leader lines, none the last line
     (broker / "state-change.log").write_text("".join(garbled))
     inventory = discover_inputs(str(trace))

@@ -1,4 +1,5 @@
 import pytest
+from pydantic import ValidationError
 
 from ackreplay.config import AppConfig, ConfigError, load_config, parse_config
 
@@ -60,5 +61,5 @@ def test_unreadable_and_invalid_files(tmp_path):
 
 def test_config_is_immutable():
     config = AppConfig()
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         config.lakehouse = "elsewhere"

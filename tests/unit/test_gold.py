@@ -465,7 +465,7 @@ def test_latency_quantiles_for_the_cdf(spark):
     )
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
     probs = cdf_probabilities(200)
-    assert len(probs) == 200 and probs == sorted(probs) and 0 < probs[0] and abs(probs[-1] - 0.9999) < 1e-12
+    assert len(probs) == 200 and probs == sorted(probs) and probs[0] > 0 and abs(probs[-1] - 0.9999) < 1e-12
 
 
 def test_latency_is_counted_per_record_from_each_records_own_send(spark):

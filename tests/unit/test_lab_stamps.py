@@ -2,7 +2,7 @@
 template every appender shares, and the lab's own readers of stamps."""
 
 import gzip
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import yaml
@@ -12,7 +12,7 @@ from lab.cluster import TEMPLATES, ClusterSpec, LabCluster, LabError, check_log_
 from lab.record_trace import gzip_request_log_from, local_log_stamp, parse_args
 from tests.helpers import REAL_PRODUCE, micros
 
-T_WALL = datetime(2026, 11, 22, 2, 32, 36, 597408, tzinfo=timezone.utc).timestamp()
+T_WALL = datetime(2026, 11, 22, 2, 32, 36, 597408, tzinfo=UTC).timestamp()
 
 
 def _args(*extra: str):

@@ -9,7 +9,7 @@ from schemas.vocabulary import NEVER
 from transforms.replay_inputs import build_epochs
 
 T0 = dt.datetime(2026, 11, 26, 6, 51, 8)
-T0_US = int(T0.replace(tzinfo=dt.timezone.utc).timestamp() * 1_000_000)
+T0_US = int(T0.replace(tzinfo=dt.UTC).timestamp() * 1_000_000)
 
 
 def _at(ms: float) -> dt.datetime:

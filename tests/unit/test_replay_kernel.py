@@ -573,9 +573,9 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, .
     def live(f, t):
         """Not live: removed from the ISR by the controller at some c <= t, with no FETCH of f in (c, t]."""
         for k, c in enumerate(changes):
-            if c <= t and by_controller[k] and rows[k][f] and not rows[k + 1][f]:
-                if not any(c < e <= t for e, _ in events[f]):
-                    return False
+            if (c <= t and by_controller[k] and rows[k][f] and not rows[k + 1][f]
+                    and not any(c < e <= t for e, _ in events[f])):
+                return False
         return True
 
     def finish(i, raw, reject, under=False):

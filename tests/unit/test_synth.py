@@ -113,7 +113,7 @@ def _holds(trace, eid: int, follower: int, base: np.ndarray, t_append: np.ndarra
     order = np.argsort(times, kind="stable")
     times, leo = times[order], np.maximum.accumulate(offsets[order])
     out = np.full(base.size, 2**62, dtype=np.int64)
-    for i, (b, t) in enumerate(zip(base.tolist(), t_append.tolist())):
+    for i, (b, t) in enumerate(zip(base.tolist(), t_append.tolist(), strict=False)):
         j = np.searchsorted(times, t, side="left")
         k = j + np.searchsorted(leo[j:], b, side="right")
         if k < times.size:
