@@ -267,7 +267,7 @@ def _place_in_epochs(
     order = np.lexsort((t, pkey))
     pkey, broker, t = pkey[order], broker[order], t[order]
     epoch = np.full(order.size, -1, np.int64)
-    for s, e in zip(*_runs(pkey), strict=False):
+    for s, e in zip(*_runs(pkey), strict=True):
         part = ctx.partitions.get(int(pkey[s]))
         if part is None:
             continue
@@ -349,7 +349,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     f_keep = f_order[f_epoch >= 0]
     f_pkey, f_epoch = _np(events, "pkey")[f_keep], f_epoch[f_epoch >= 0]
     f_t, f_follower, f_offset = (_np(events, c)[f_keep] for c in ("t_us", "follower_id", "offset"))
-    fetch_runs = {(int(f_pkey[s]), int(f_epoch[s])): (s, e) for s, e in zip(*_runs(f_pkey, f_epoch), strict=False)}
+    fetch_runs = {(int(f_pkey[s]), int(f_epoch[s])): (s, e) for s, e in zip(*_runs(f_pkey, f_epoch), strict=True)}
 
     p, n = len(policies), pkey.size
     result = {
@@ -366,7 +366,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     cluster_of: dict[str, int] = {}
     topic_of: dict[str, int] = {}
     cluster, topic, partition = np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.int32)
-    for s, e in zip(*_runs(pkey, epoch_index), strict=False):
+    for s, e in zip(*_runs(pkey, epoch_index), strict=True):
         part = ctx.partitions[int(pkey[s])]
         k = int(epoch_index[s])
         number = int(part.leader_epoch[k])
@@ -479,7 +479,7 @@ class _AckProfiles:
         self.run_start = np.empty(t.size, np.int64)
         self.run_end = np.empty(t.size, np.int64)
         self.next_ack = np.empty_like(t_ack)  # per policy, the earliest ack among rows appended at or after
-        for s, e in zip(*_runs(pkey), strict=False):
+        for s, e in zip(*_runs(pkey), strict=True):
             self.run_start[s:e], self.run_end[s:e] = s, e
             self.next_ack[:, s:e] = np.minimum.accumulate(t_ack[:, s:e][:, ::-1], axis=1)[:, ::-1]
 
