@@ -196,41 +196,42 @@ def _read_or_empty(spark: SparkSession, lakehouse: str, name: str, schema) -> Da
 DateSpan = tuple[date | None, date | None]  # inclusive UTC dates; None: unbounded on that side
 
 
-def _dates_filter(clusters: list[str], dates: Mapping[str, DateSpan], margin_days: int = 0) -> F.Column:
-    """Rows of `clusters` on their dates (widened by `margin_days` each side); a cluster without dates: all."""
-    margin = timedelta(days=margin_days)
-    condition = F.lit(False)
-    for cluster in clusters:
-        first, last = dates.get(cluster, (None, None))
-        term = F.col("cluster") == F.lit(cluster)
-        if first is not None:
-            term &= F.col("event_date") >= F.lit(first - margin)
-        if last is not None:
-            term &= F.col("event_date") <= F.lit(last + margin)
-        condition |= term
-    return condition
+@dataclass(frozen=True)
+class DateScope:
+    """The rows a replay covers: per cluster, its inclusive UTC dates (a cluster without dates: all of it), in
+    the three forms the stage needs, from one definition: a Column for reading, SQL for Delta's replaceWhere,
+    and a test of a data file's partition values for the Arrow writer's commit."""
 
+    clusters: tuple[str, ...]
+    dates: Mapping[str, DateSpan]
 
-def _dates_predicate(clusters: list[str], dates: Mapping[str, DateSpan]) -> str:
-    """The SQL form of `_dates_filter` (margin 0), for Delta's replaceWhere."""
-    terms = []
-    for cluster in clusters:
-        first, last = dates.get(cluster, (None, None))
-        parts = [f"cluster = {sql_string(cluster)}"]
-        parts += [f"event_date >= DATE'{first.isoformat()}'"] if first is not None else []
-        parts += [f"event_date <= DATE'{last.isoformat()}'"] if last is not None else []
-        terms.append("(" + " AND ".join(parts) + ")")
-    return " OR ".join(terms)
+    def widened(self, days: int) -> DateScope:
+        """The same clusters with each bound moved `days` outwards."""
+        margin = timedelta(days=days)
+        spans = {}
+        for cluster in self.clusters:
+            first, last = self.dates.get(cluster, (None, None))
+            spans[cluster] = (first - margin if first else None, last + margin if last else None)
+        return DateScope(self.clusters, spans)
 
+    def sql(self) -> str:
+        terms = []
+        for cluster in self.clusters:
+            first, last = self.dates.get(cluster, (None, None))
+            parts = [f"cluster = {sql_string(cluster)}"]
+            parts += [f"event_date >= DATE'{first.isoformat()}'"] if first is not None else []
+            parts += [f"event_date <= DATE'{last.isoformat()}'"] if last is not None else []
+            terms.append("(" + " AND ".join(parts) + ")")
+        return " OR ".join(terms) if terms else "false"
 
-def _replaces(clusters: list[str], dates: Mapping[str, DateSpan]):
-    """The predicate of `_dates_predicate` on a data file's partition values (for the Arrow writer's commit)."""
-    spans = {c: dates.get(c, (None, None)) for c in clusters}
+    def column(self) -> F.Column:
+        return F.expr(self.sql())
 
-    def replaces(values: Mapping[str, str | None]) -> bool:
-        if values.get("cluster") not in spans:
+    def matches(self, values: Mapping[str, str | None]) -> bool:
+        """Whether a data file with these partition values (`cluster`, `event_date` as text) is in scope."""
+        if values.get("cluster") not in self.clusters:
             return False
-        first, last = spans[values["cluster"]]
+        first, last = self.dates.get(values["cluster"], (None, None))
         if first is None and last is None:
             return True
         day = values.get("event_date")
@@ -238,8 +239,6 @@ def _replaces(clusters: list[str], dates: Mapping[str, DateSpan]):
             return False
         day = date.fromisoformat(day)
         return (first is None or day >= first) and (last is None or day <= last)
-
-    return replaces
 
 
 def choose_writer(setting: str, lakehouse: str) -> str:
@@ -464,9 +463,10 @@ def run_replay(
     settings = config.replay
     report = ReplayReport(run_id)
     dates = {c: span for c, span in (dates or {}).items() if c in clusters and span != (None, None)}
-    in_scope = _dates_filter(clusters, dates)
+    scope = DateScope(tuple(clusters), dates)
+    in_scope = scope.column()
     produce = read_table(spark, lakehouse, "produce_requests").filter(in_scope)
-    fetch_dates = _dates_filter(clusters, dates, margin_days=1)
+    fetch_dates = scope.widened(1).column()
     fetches = read_table(spark, lakehouse, "follower_fetches").filter(fetch_dates)
     in_scope_clusters = F.col("cluster").isin(clusters)
     bronze = _read_or_empty(spark, lakehouse, "request_log_lines", REQUEST_LOG_LINES).filter(in_scope_clusters)
@@ -511,7 +511,7 @@ def run_replay(
     if metric_clusters:
         samples = _read_or_empty(spark, lakehouse, "follower_leo_samples", FOLLOWER_LEO_SAMPLES)
         events = events.unionByName(
-            metric_events(samples.filter(_dates_filter(metric_clusters, dates, margin_days=1)), epochs),
+            metric_events(samples.filter(DateScope(tuple(metric_clusters), dates).widened(1).column()), epochs),
             allowMissingColumns=True,
         )
         log.info("no follower FETCH lines for %s: replaying from JMX LEO samples", ", ".join(metric_clusters))
@@ -581,7 +581,7 @@ def run_replay(
             phases["groups and data files"], mark = time.monotonic() - mark, time.monotonic()
             data_files = [f for f in files if f["path"]]
             commit_files(
-                local_path(target), PRODUCE_REPLAY_ARROW, spec.partition_by, data_files, _replaces(clusters, dates), run_id,
+                local_path(target), PRODUCE_REPLAY_ARROW, spec.partition_by, data_files, scope.matches, run_id,
                 configuration={"delta.dataSkippingStatsColumns": ",".join(spec.stats_columns)},
             )  # fmt: skip
             outcomes: dict[tuple[str, str], int] = defaultdict(int)
@@ -596,7 +596,7 @@ def run_replay(
             report.rejections = {k: truth_counts[k] for k in ("rejected", "rejected_replayed")}
             phases["commit"] = time.monotonic() - mark
         else:
-            replace_rows(conform(replayed, PRODUCE_REPLAY), lakehouse, "produce_replay", _dates_predicate(clusters, dates), run_id)
+            replace_rows(conform(replayed, PRODUCE_REPLAY), lakehouse, "produce_replay", scope.sql(), run_id)
             report.rejections = None
             phases["groups and Spark's write"] = time.monotonic() - mark
     mark = time.monotonic()
