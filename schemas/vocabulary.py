@@ -42,8 +42,6 @@ class Outcome(IntEnum):
         return self.name.lower()
 
 
-OUTCOME_NAMES: dict[int, str] = {int(o): o.label for o in Outcome}
-"""Outcome code -> `produce_replay.outcome`."""
 OUTCOMES: list[str] = [o.label for o in Outcome]
 """Every `produce_replay.outcome` value, in code order."""
 
@@ -104,11 +102,6 @@ class Policy:
             lag = self.lag_ms
             return f"{LAG_PREFIX}{int(lag) if lag.is_integer() else repr(lag)}"
         return self.kind.value
-
-    @property
-    def reading_rank(self) -> int:
-        """Where gold lists the policy (`transforms.gold.policy_rank`)."""
-        return READING_ORDER[self.kind]
 
     @classmethod
     def parse(cls, policy_id: str) -> Policy:

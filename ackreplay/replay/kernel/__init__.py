@@ -92,18 +92,16 @@ from ackreplay.replay.kernel.model import (
     policy_ids,
 )
 from ackreplay.replay.kernel.policies import replay_epoch
-from schemas.vocabulary import OUTCOME_NAMES, Outcome, lag_policy_id
+from schemas.vocabulary import Outcome
 
 __all__ = [
     "LOSS_WINDOWS",
     "NEVER",
-    "OUTCOME_NAMES",
     "EpochInputs",
     "IsrTimeline",
     "Outcome",
     "PolicyOutcome",
     "ReplayOptions",
-    "lag_policy_id",
     "next_eligible_leader_replicas",
     "policy_ids",
     "replay_epoch",
