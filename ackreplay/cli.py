@@ -42,6 +42,13 @@ def _parser() -> argparse.ArgumentParser:
                  "untrusted (policy_summary.self_check, the report's first line); the exit code is then 0",
         )
 
+    def skipping(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--allow-skipped", action="store_true",
+            help="go on when input files named like logs the replay reads are outside the layout (listed, not read;"
+                 " ingest.misplaced_files: warning)",
+        )
+
     def scheduled(p: argparse.ArgumentParser, full_help: str) -> None:
         # README, "Scheduling": dates are UTC (the tables' event_date); only new work unless --full.
         p.add_argument("--since", type=date.fromisoformat, metavar="YYYY-MM-DD", help="first UTC date to process")
@@ -53,11 +60,13 @@ def _parser() -> argparse.ArgumentParser:
         "--input", required=True, nargs="+", help="input folder(s): <cluster>/broker-<id>/kafka-request.log*, ..."
     )
     common(run)
+    skipping(run)
     untrusted(run)
     scheduled(run, "re-ingest every input file on the dates and rebuild every cluster, not only new work")
     ingest = sub.add_parser("ingest", help="raw logs -> bronze request_log_lines/quarantine -> silver tables")
     ingest.add_argument("--input", required=True, nargs="+", help="input folder(s) in the layout of the README")
     common(ingest)
+    skipping(ingest)
     scheduled(ingest, "re-ingest every input file on the dates, not only new and changed ones")
     replay = sub.add_parser("replay", help="silver tables -> produce_replay under every configured policy")
     replay.add_argument("--cluster", nargs="+", help="clusters to replay (default: every cluster in produce_requests)")
@@ -74,7 +83,10 @@ def _parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="write a table as CSV or Parquet for other tools")
     export.add_argument("table", help="table name, e.g. produce_requests")
     export.add_argument("--format", choices=("csv", "parquet"), required=True)
-    export.add_argument("--out", required=True, help="output folder (Spark writes part files into it)")
+    export.add_argument("--out", required=True, help="the file to write (with --parts: the folder of part files)")
+    export.add_argument("--parts", action="store_true", help="write Spark's folder of part files instead of one file")
+    export.add_argument("--replace", action="store_true",
+                        help="replace an existing file, or a folder holding only an earlier export's part files")
     common(export)
     return parser
 
@@ -95,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.conf)  # validated before Spark starts
         config.privacy.salt()  # hashing identities needs its salt: fail now, not after ingest
+        if getattr(args, "allow_skipped", False):
+            config = config.model_copy(
+                update={"ingest": config.ingest.model_copy(update={"misplaced_files": "warning"})}
+            )
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -137,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "export":
             from ackreplay.export import export_table
 
-            export_table(spark, lakehouse, args.table, args.format, args.out)
-            print(f"exported {args.table} to {args.out} ({args.format})")
+            written = export_table(spark, lakehouse, args.table, args.format, args.out, args.parts, args.replace)
+            print(f"exported {args.table} to {written} ({args.format}{', part files' if args.parts else ''})")
         if metastore is not None and args.command != "export":
             from ackreplay.metastore import register_tables
 

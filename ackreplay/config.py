@@ -73,6 +73,9 @@ class IngestSettings(_Strict):
     # format the parser does not know: `error` stops the run naming it (a Kafka release whose lines
     # changed would otherwise lose ISR commits quietly), `warning` quarantines it and goes on.
     unknown_broker_log_lines: Literal["error", "warning"] = "error"
+    # A file named like one the layout reads, where it is not read (a request log without its broker-<id>
+    # folder): `error` stops the run naming it, `warning` (or --allow-skipped) lists it and goes on.
+    misplaced_files: Literal["error", "warning"] = "error"
 
 
 class SelfCheckSettings(_Strict):

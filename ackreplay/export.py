@@ -1,25 +1,141 @@
-"""Handing a table to other tools as CSV or Parquet."""
+"""Handing a table to other tools as CSV or Parquet, without ever deleting what a user owns.
+
+By default the table becomes one file (`--out produce_requests.csv`): Spark writes it from one task
+(`coalesce(1)`, nothing collected to the driver) into a hidden folder next to it, and the part file is
+then moved into place, so a killed export leaves no half-written file under the chosen name. With
+`parts=True` the output is Spark's folder of part files. An existing file or a non-empty folder is
+refused unless `replace`; even then a folder is replaced only if all it holds is an earlier Spark
+output (part files and their bookkeeping), never a folder with other files in it.
+
+CSV follows RFC 4180 as Python's `csv` and pandas read it (a quote inside a field doubled, not
+backslash-escaped as Spark does by default), timestamps keep the tables' microseconds (ISO 8601, UTC),
+nested columns are JSON text.
+"""
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
+import re
+import uuid
+
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType, StructType
 
 from ackreplay.lakehouse import read_table
 
+CSV_OPTIONS = {
+    "header": "true",
+    "escape": '"',  # RFC 4180: "" inside a quoted field
+    # Spark's CSV writer trims fields by default: a value is written as it is
+    "ignoreLeadingWhiteSpace": "false",
+    "ignoreTrailingWhiteSpace": "false",
+    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+}
+# What a Spark write leaves in its output folder besides the data (committers' markers, checksums).
+_SPARK_OUTPUT = re.compile(r"^(part-.*|_SUCCESS|_committed_.*|_started_.*|\..*\.crc)$")
 
-def export_table(spark: SparkSession, lakehouse: str, table: str, fmt: str, out: str) -> None:
-    """Write `table` to the folder `out`; CSV gets a header and nested columns as JSON text."""
-    df = read_table(spark, lakehouse, table)
+
+class ExportRefused(ValueError):
+    """The export would overwrite or delete something it did not write."""
+
+
+def export_table(
+    spark: SparkSession, lakehouse: str, table: str, fmt: str, out: str, parts: bool = False, replace: bool = False
+) -> str:
+    """Write `table` to `out` (one file, or a folder of part files with `parts`); what was written."""
+    df = _exportable(read_table(spark, lakehouse, table), fmt)
+    fs = _FileSystem(spark, out)
+    given, out = out, fs.qualified(out)
+    _check_target(fs, out, given, parts, replace)
+    staging = f"{fs.parent(out)}/.{fs.name(out)}.ackreplay-export-{uuid.uuid4().hex[:12]}"
+    writer = (df if parts else df.coalesce(1)).write.mode("errorifexists")
     if fmt == "csv":
-        nested = (ArrayType, MapType, StructType)
-        df = df.select(
-            *[
-                F.to_json(F.col(f.name)).alias(f.name) if isinstance(f.dataType, nested) else F.col(f.name)
-                for f in df.schema.fields
-            ]
-        )
-        df.write.mode("overwrite").option("header", True).csv(out)
+        writer.options(**CSV_OPTIONS).csv(staging)
     else:
-        df.write.mode("overwrite").parquet(out)
+        writer.parquet(staging)
+    try:
+        if parts:
+            if fs.exists(out):
+                fs.delete(out, recursive=True)  # _check_target made sure it only holds an earlier output
+            fs.rename(staging, out)
+        else:
+            (part,) = [p for p in fs.list(staging) if fs.name(p).startswith("part-")]
+            if fs.exists(out):
+                fs.delete(out, recursive=False)
+            fs.rename(part, out)
+    finally:
+        if fs.exists(staging):
+            fs.delete(staging, recursive=True)  # our own hidden folder
+    return given
+
+
+def _exportable(df: DataFrame, fmt: str) -> DataFrame:
+    if fmt != "csv":
+        return df
+    nested = (ArrayType, MapType, StructType)
+    return df.select(
+        *[F.to_json(F.col(f.name)).alias(f.name) if isinstance(f.dataType, nested) else F.col(f.name) for f in df.schema]
+    )
+
+
+def _check_target(fs: _FileSystem, out: str, shown_as: str, parts: bool, replace: bool) -> None:
+    if not fs.exists(out):
+        return
+    if not parts:
+        if fs.is_dir(out):
+            raise ExportRefused(f"{shown_as} is a folder: name the file to write (or pass --parts to write part files into a folder)")
+        if not replace:
+            raise ExportRefused(f"{shown_as} exists: pass --replace to replace it")
+        return
+    if not fs.is_dir(out):
+        raise ExportRefused(f"{shown_as} is a file, not a folder")
+    entries = [fs.name(p) for p in fs.list(out)]
+    if not entries:
+        return
+    if not replace:
+        raise ExportRefused(f"{shown_as} is not empty ({len(entries)} entries): pass --replace to replace an earlier export")
+    foreign = sorted(e for e in entries if not _SPARK_OUTPUT.match(e))
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise ExportRefused(f"{shown_as} holds files an export did not write ({shown}): choose another folder")
+
+
+class _FileSystem:
+    """The Hadoop filesystem of a path (local folders, object stores), through the Spark session."""
+
+    def __init__(self, spark: SparkSession, path: str) -> None:
+        jvm = spark.sparkContext._jvm
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        self._path = jvm.org.apache.hadoop.fs.Path
+        self._fs = self._path(path).getFileSystem(conf)
+        if self._fs.getUri().getScheme() == "file":
+            # Local files through the raw filesystem: a checksumming one leaves a hidden .<name>.crc next to the
+            # exported file (the staging folder's own .crc files go with it)
+            self._fs = jvm.org.apache.hadoop.fs.RawLocalFileSystem()
+            self._fs.initialize(jvm.java.net.URI("file:///"), conf)
+
+    def qualified(self, path: str) -> str:
+        return self._fs.makeQualified(self._path(path)).toString()
+
+    def exists(self, path: str) -> bool:
+        return self._fs.exists(self._path(path))
+
+    def is_dir(self, path: str) -> bool:
+        return self._fs.getFileStatus(self._path(path)).isDirectory()
+
+    def list(self, path: str) -> list[str]:
+        return [status.getPath().toString() for status in self._fs.listStatus(self._path(path))]
+
+    def delete(self, path: str, recursive: bool) -> None:
+        self._fs.delete(self._path(path), recursive)
+
+    def rename(self, source: str, target: str) -> None:
+        if not self._fs.rename(self._path(source), self._path(target)):
+            raise OSError(f"could not move {source} to {target}")
+
+    def parent(self, path: str) -> str:
+        return self._path(path).getParent().toString()
+
+    def name(self, path: str) -> str:
+        return self._path(path).getName()

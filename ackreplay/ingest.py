@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from ackreplay.broker_logs import BrokerLogReport, ingest_broker_logs
 from ackreplay.config import AppConfig
-from ackreplay.inputs import InputFile, InputInventory, discover_all
+from ackreplay.inputs import InputFile, InputInventory, discover_all, refuse_misplaced, skipped_lines
 from ackreplay.lakehouse import read_table, replace_rows, source_files_predicate, table_exists
 from ackreplay.line_reader import read_lines, read_request_logs
 from ackreplay.metrics import MetricsReport, ingest_metrics
@@ -60,6 +60,8 @@ class IngestReport:
     request_log_files: int
     topics_files: int
     ignored_files: list[str]
+    misplaced_files: list[str] = field(default_factory=list)
+    controller_files: list[str] = field(default_factory=list)
     line_status: dict[str, int] = field(default_factory=dict)  # parsed / quarantined / unused
     unused_detail: dict[str, int] = field(default_factory=dict)
     quarantine_reasons: dict[str, int] = field(default_factory=dict)
@@ -93,8 +95,7 @@ class IngestReport:
             out.extend(self.metrics.summary_lines())
         if self.send_times is not None and self.send_times.files:
             out.extend(self.send_times.summary_lines())
-        if self.ignored_files:
-            out.append(f"  {len(self.ignored_files)} files outside the input layout ignored, e.g. {self.ignored_files[0]}")
+        out += skipped_lines(self.ignored_files, self.misplaced_files, self.controller_files)
         return out
 
 
@@ -217,12 +218,16 @@ def ingest_request_logs(
 def run_ingest(spark: SparkSession, config: AppConfig, inputs: str | list[str], lakehouse: str) -> IngestReport:
     """Ingest every request log and topics.txt under the input folder(s) into `lakehouse`."""
     inventory: InputInventory = discover_all([inputs] if isinstance(inputs, str) else list(inputs))
+    refuse_misplaced(inventory.misplaced, config.ingest.misplaced_files)
     run_id = "ingest-" + inventory.fingerprint(
         ("request_log", "topics", "server_log", "state_change_log", "metrics", *SEND_TIME_KINDS)
     )
     request_files = inventory.of_kind("request_log")
     topics_files = inventory.of_kind("topics")
-    report = IngestReport(run_id, len(request_files), len(topics_files), list(inventory.ignored))
+    report = IngestReport(
+        run_id, len(request_files), len(topics_files), list(inventory.ignored), list(inventory.misplaced),
+        list(inventory.controller_files),
+    )
     missing_topics = sorted({f.cluster for f in request_files} - {f.cluster for f in topics_files})
     for cluster in missing_topics:
         log.warning("cluster %s has no topics.txt: topic ids cannot be resolved and RF/min ISR are unknown", cluster)

@@ -28,6 +28,9 @@ _KINDS = (
     ("state_change_log", re.compile(r"^state-change\.log(\..+)?$")),
 )
 _CLIENT_BATCHES = re.compile(r"^batches-.+\.csv(\.gz)?$")
+# A KRaft controller's own folder (the lab writes one): it leads no data partition, so its request log has no
+# PRODUCE or follower FETCH of one, and the brokers' logs carry every ISR and leader change the replay reads.
+_CONTROLLER_DIR = re.compile(r"^controller-(\d+)$")
 _GZIP_MAGIC = b"\x1f\x8b"
 # log4j's time-based rollover names a rotated file after the period it holds: `.2026-11-20-10`
 # (hourly, Kafka's default for every log) or `.2026-11-20` (daily), maybe followed by `.gz`.
@@ -56,6 +59,10 @@ class InputFile:
 class InputInventory:
     files: tuple[InputFile, ...]
     ignored: tuple[str, ...]  # paths under the root that are not in the layout
+    # named like a file the layout reads, somewhere it is not read (e.g. a request log without its broker-<id>
+    # folder): `ingest.misplaced_files` decides whether that stops the run
+    misplaced: tuple[str, ...] = ()
+    controller_files: tuple[str, ...] = ()  # under <cluster>/controller-<id>/: known, not read
 
     def of_kind(self, kind: str) -> list[InputFile]:
         return [f for f in self.files if f.kind == kind]
@@ -116,7 +123,7 @@ def discover_inputs(root: str) -> InputInventory:
     info = filesystem.get_file_info(base)
     if info.type != pafs.FileType.Directory:
         raise InputError(f"input folder {root} does not exist or is not a folder")
-    files, ignored = [], []
+    files, ignored, misplaced, controller_files = [], [], [], []
     selector = pafs.FileSelector(base, recursive=True)
     for entry in sorted(filesystem.get_file_info(selector), key=lambda e: e.path):
         if entry.type != pafs.FileType.File:
@@ -125,7 +132,12 @@ def discover_inputs(root: str) -> InputInventory:
         parts = rel.split("/")
         kind, broker_id = _kind_of(parts[1:]) if len(parts) >= 2 else (None, None)
         if kind is None:
-            ignored.append(rel)
+            if len(parts) >= 3 and _CONTROLLER_DIR.match(parts[1]):
+                controller_files.append(rel)
+            elif _read_by_name(parts[-1]):
+                misplaced.append(rel)
+            else:
+                ignored.append(rel)
             continue
         try:
             with filesystem.open_input_stream(entry.path, compression=None) as stream:
@@ -150,7 +162,46 @@ def discover_inputs(root: str) -> InputInventory:
             f"no input files under {root}: expected <cluster>/broker-<id>/kafka-request.log* "
             f"and <cluster>/topics.txt (see README, 'Input layout')"
         )
-    return InputInventory(tuple(files), tuple(ignored))
+    return InputInventory(tuple(files), tuple(ignored), tuple(misplaced), tuple(controller_files))
+
+
+def _read_by_name(name: str) -> bool:
+    """Whether a file of this name is one the layout reads (in its place)."""
+    return (
+        name == "topics.txt"
+        or name.endswith(".prom")
+        or bool(_CLIENT_BATCHES.match(name))
+        or any(pattern.match(name) for _, pattern in _KINDS)
+    )
+
+
+def refuse_misplaced(misplaced: Sequence[str], setting: str) -> None:
+    """Stop the run on files the layout would read elsewhere (`ingest.misplaced_files: error`, the default):
+    a request log without its broker-<id> folder would otherwise leave the cluster without produces, quietly."""
+    if not misplaced or setting != "error":
+        return
+    shown = "\n".join(f"  {path}" for path in misplaced[:10])
+    more = f"\n  ... and {len(misplaced) - 10} more" if len(misplaced) > 10 else ""
+    raise InputError(
+        f"{len(misplaced)} input file(s) named like logs the replay reads are not where it reads them:\n{shown}{more}\n"
+        "expected <cluster>/broker-<id>/kafka-request.log*, server.log*, state-change.log*; <cluster>/topics.txt;"
+        " <cluster>/metrics/*.prom; <cluster>/client/batches-*.csv (README, 'Input layout'). Move them, or pass"
+        " --allow-skipped (ingest.misplaced_files: warning) to go on without them"
+    )
+
+
+def skipped_lines(ignored: Sequence[str], misplaced: Sequence[str], controller_files: Sequence[str]) -> list[str]:
+    """What the listing left out, said once (a run never skips a file without a word)."""
+    out = []
+    if misplaced:
+        out.append(f"  {len(misplaced):,} files named like inputs but outside the layout, not read: {', '.join(misplaced[:5])}"
+                   + (" ..." if len(misplaced) > 5 else ""))
+    if controller_files:
+        out.append(f"  {len(controller_files):,} files of KRaft controllers (controller-<id>/) not read: controllers lead"
+                   " no data partitions")
+    if ignored:
+        out.append(f"  {len(ignored):,} other files outside the input layout not read, e.g. {ignored[0]}")
+    return out
 
 
 def discover_all(sources: Sequence[str | InputFile]) -> InputInventory:
@@ -161,6 +212,8 @@ def discover_all(sources: Sequence[str | InputFile]) -> InputInventory:
     """
     files: list[InputFile] = []
     ignored: list[str] = []
+    misplaced: list[str] = []
+    controller_files: list[str] = []
     seen: dict[str, str] = {}
     for source in sources:
         if isinstance(source, InputFile):
@@ -169,6 +222,8 @@ def discover_all(sources: Sequence[str | InputFile]) -> InputInventory:
             inventory = discover_inputs(source)
             found, where = list(inventory.files), source
             ignored.extend(inventory.ignored)
+            misplaced.extend(inventory.misplaced)
+            controller_files.extend(inventory.controller_files)
         for f in found:
             if f.source_file in seen:
                 raise InputError(
@@ -179,4 +234,4 @@ def discover_all(sources: Sequence[str | InputFile]) -> InputInventory:
         files.extend(found)
     if not files:
         raise InputError("no input files selected")
-    return InputInventory(tuple(files), tuple(ignored))
+    return InputInventory(tuple(files), tuple(ignored), tuple(misplaced), tuple(controller_files))

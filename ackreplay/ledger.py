@@ -35,7 +35,15 @@ from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
 from ackreplay.fingerprint import FileFacts, collect_facts
-from ackreplay.inputs import InputError, InputFile, InputInventory, discover_inputs, rotation_period
+from ackreplay.inputs import (
+    InputError,
+    InputFile,
+    InputInventory,
+    discover_inputs,
+    refuse_misplaced,
+    rotation_period,
+    skipped_lines,
+)
 from ackreplay.lakehouse import (
     TABLES,
     read_table,
@@ -125,6 +133,8 @@ class IngestPlan:
     restamped: list[Listed] = field(default_factory=list)  # same content under a new size/time: ledger updated
     demoted: list[Listed] = field(default_factory=list)  # ingested before, now found a copy: rows removed
     ignored: list[str] = field(default_factory=list)
+    misplaced: list[str] = field(default_factory=list)
+    controller_files: list[str] = field(default_factory=list)
 
     def summary_lines(self) -> list[str]:
         scope = f" for {self.dates.label()}" if self.dates.bounded else ""
@@ -142,6 +152,7 @@ class IngestPlan:
             out.append(f"  ... and {len(skipped) - 20:,} more duplicates (ingested_files, status 'duplicate')")
         for listed in self.demoted:
             out.append(f"  rows of {listed.file.source_file} removed, if any: a copy of another file")
+        out += skipped_lines(self.ignored, self.misplaced, self.controller_files)
         return out
 
 
@@ -197,6 +208,9 @@ def plan_ingest(
         inventory = discover_inputs(root)
         files.extend(inventory.files)
         plan.ignored.extend(inventory.ignored)
+        plan.misplaced.extend(inventory.misplaced)
+        plan.controller_files.extend(inventory.controller_files)
+    refuse_misplaced(plan.misplaced, config.ingest.misplaced_files)
     plan.listed = len(files)
     # A lakehouse written before the ledger existed: any file may already have rows.
     unknown_rows = not table_exists(spark, lakehouse, LEDGER) and any(

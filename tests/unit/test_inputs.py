@@ -244,3 +244,30 @@ def test_little_to_read_is_read_on_the_driver_much_on_the_executors(spark, tmp_p
     packed = InputFile("c1", 1, "request_log", "c1/broker-1/big.log.gz", str(log), (64 << 20) + 1, 0, "gzip")
     collect_facts(spark, [packed])
     assert used == [33, 1]
+
+
+def test_files_named_like_inputs_outside_the_layout_stop_the_run_unless_allowed(tmp_path: Path):
+    from ackreplay.inputs import discover_inputs, refuse_misplaced, skipped_lines
+
+    for rel in ("c1/broker-1/kafka-request.log", "c1/topics.txt", "c1/kafka-request.log.gz", "c1/logs/server.log",
+                "c1/controller-100/kafka-request.log.gz", "c1/controller-100/controller.log", "c1/README.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x\n")
+    inventory = discover_inputs(str(tmp_path))
+    assert [f.source_file for f in inventory.files] == ["c1/broker-1/kafka-request.log", "c1/topics.txt"]
+    assert inventory.misplaced == ("c1/kafka-request.log.gz", "c1/logs/server.log")
+    assert inventory.controller_files == ("c1/controller-100/controller.log", "c1/controller-100/kafka-request.log.gz")
+    assert inventory.ignored == ("c1/README.md",)
+
+    with pytest.raises(InputError) as refused:
+        refuse_misplaced(inventory.misplaced, "error")
+    message = str(refused.value)
+    assert message.startswith("2 input file(s) named like logs the replay reads are not where it reads them:\n"
+                              "  c1/kafka-request.log.gz\n  c1/logs/server.log\n")
+    assert "--allow-skipped" in message
+    refuse_misplaced(inventory.misplaced, "warning")
+    assert skipped_lines(inventory.ignored, inventory.misplaced, inventory.controller_files) == [
+        "  2 files named like inputs but outside the layout, not read: c1/kafka-request.log.gz, c1/logs/server.log",
+        "  2 files of KRaft controllers (controller-<id>/) not read: controllers lead no data partitions",
+        "  1 other files outside the input layout not read, e.g. c1/README.md",
+    ]
