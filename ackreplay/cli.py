@@ -140,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with steps.timed("Spark session"):
             spark = build_spark_session(config.spark)
+        if args.command in ("run", "ingest", "replay", "gold"):
+            from ackreplay.lakehouse import check_writable
+
+            check_writable(spark, lakehouse)
         if args.command == "run":
             pipeline.run(spark, config, lakehouse, args.input, dates, full, args.accept_untrusted, steps=steps)
         elif args.command == "ingest":

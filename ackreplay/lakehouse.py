@@ -69,6 +69,34 @@ def table_spec(name: str) -> TableSpec:
         raise ValueError(f"unknown table {name!r}; known tables: {', '.join(sorted(TABLES))}") from None
 
 
+class LakehouseError(ValueError):
+    """The lakehouse is not a folder this run can write to."""
+
+
+def check_writable(spark: SparkSession, lakehouse: str) -> None:
+    """Fail before any work when `lakehouse` is a file or cannot be written (read-only, no permission, bad
+    credentials), with the filesystem's own reason on one line, instead of a Delta error at the first commit.
+    The folder is created if missing; a probe file is written and removed (nothing of the user's is touched)."""
+    import uuid
+
+    jvm = spark.sparkContext._jvm
+    root = jvm.org.apache.hadoop.fs.Path(lakehouse)
+    try:
+        fs = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        if fs.exists(root) and not fs.getFileStatus(root).isDirectory():
+            raise LakehouseError(f"lakehouse {lakehouse} is a file, not a folder")
+        probe = jvm.org.apache.hadoop.fs.Path(root, f"_ackreplay_write_probe_{uuid.uuid4().hex[:12]}")
+        fs.mkdirs(root)
+        fs.create(probe, False).close()
+        fs.delete(probe, False)
+    except LakehouseError:
+        raise
+    except Exception as exc:  # a Py4JJavaError: its Java message names the cause
+        java = getattr(exc, "java_exception", None)
+        cause = java.toString() if java is not None else str(exc)
+        raise LakehouseError(f"lakehouse {lakehouse} is not writable: {cause.strip().splitlines()[0]}") from None
+
+
 def table_path(lakehouse: str, name: str) -> str:
     spec = table_spec(name)
     return f"{lakehouse.rstrip('/')}/{spec.layer}/{spec.name}"

@@ -27,11 +27,23 @@ def test_a_request_log_outside_its_broker_folder_stops_the_run_naming_it(spark, 
     lakehouse = str(tmp_path / "lakehouse")
     assert main(["ingest", "--input", str(input_dir), "--lakehouse", lakehouse]) == 2
     assert "are not where it reads them:\n  c1/kafka-request.log\n" in capsys.readouterr().err
-    assert not (tmp_path / "lakehouse").exists()
+    assert list((tmp_path / "lakehouse").iterdir()) == []  # checked to be writable, nothing written
     assert main(["ingest", "--input", str(input_dir), "--lakehouse", lakehouse, "--allow-skipped"]) == 0
     printed = capsys.readouterr().out
     assert "1 files named like inputs but outside the layout, not read: c1/kafka-request.log" in printed
     assert "1 other files outside the input layout not read, e.g. README.txt" in printed
+
+
+def test_a_lakehouse_that_is_a_file_stops_the_run_before_any_work(spark, input_dir, tmp_path, capsys):  # noqa: F811
+    lakehouse = tmp_path / "lakehouse"
+    lakehouse.write_text("not a folder")
+    assert main(["run", "--input", str(input_dir), "--lakehouse", str(lakehouse)]) == 2
+    assert f"error: lakehouse {lakehouse} is a file, not a folder" in capsys.readouterr().err
+    assert lakehouse.read_text() == "not a folder"
+    below_a_file = lakehouse / "sub"  # the filesystem refuses to create a folder under a file
+    assert main(["ingest", "--input", str(input_dir), "--lakehouse", str(below_a_file)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: lakehouse {below_a_file} is not writable: ") and len(error.splitlines()) == 1
 
 
 def test_export_writes_one_file_pandas_reads_with_every_quote_and_microsecond(spark, input_dir, tmp_path):  # noqa: F811
