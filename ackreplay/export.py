@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType, StructType
 
-from ackreplay.lakehouse import read_table
+from ackreplay.lakehouse import HadoopFiles, read_table
 
 CSV_OPTIONS = {
     "header": "true",
@@ -45,7 +45,7 @@ def export_table(
 ) -> str:
     """Write `table` to `out` (one file, or a folder of part files with `parts`); what was written."""
     df = _exportable(read_table(spark, lakehouse, table), fmt)
-    fs = _FileSystem(spark, out)
+    fs = HadoopFiles(spark, out, raw_local=True)
     given, out = out, fs.qualified(out)
     _check_target(fs, out, given, parts, replace)
     staging = f"{fs.parent(out)}/.{fs.name(out)}.ackreplay-export-{uuid.uuid4().hex[:12]}"
@@ -60,7 +60,10 @@ def export_table(
                 fs.delete(out, recursive=True)  # _check_target made sure it only holds an earlier output
             fs.rename(staging, out)
         else:
-            (part,) = [p for p in fs.list(staging) if fs.name(p).startswith("part-")]
+            written = [p for p in fs.list(staging) if fs.name(p).startswith("part-")]
+            if len(written) != 1:
+                raise OSError(f"the export of {table} wrote {len(written)} part files instead of one")
+            (part,) = written
             if fs.exists(out):
                 fs.delete(out, recursive=False)
             fs.rename(part, out)
@@ -79,7 +82,7 @@ def _exportable(df: DataFrame, fmt: str) -> DataFrame:
     )
 
 
-def _check_target(fs: _FileSystem, out: str, shown_as: str, parts: bool, replace: bool) -> None:
+def _check_target(fs: HadoopFiles, out: str, shown_as: str, parts: bool, replace: bool) -> None:
     if not fs.exists(out):
         return
     if not parts:
@@ -99,43 +102,3 @@ def _check_target(fs: _FileSystem, out: str, shown_as: str, parts: bool, replace
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise ExportRefused(f"{shown_as} holds files an export did not write ({shown}): choose another folder")
-
-
-class _FileSystem:
-    """The Hadoop filesystem of a path (local folders, object stores), through the Spark session."""
-
-    def __init__(self, spark: SparkSession, path: str) -> None:
-        jvm = spark.sparkContext._jvm
-        conf = spark.sparkContext._jsc.hadoopConfiguration()
-        self._path = jvm.org.apache.hadoop.fs.Path
-        self._fs = self._path(path).getFileSystem(conf)
-        if self._fs.getUri().getScheme() == "file":
-            # Local files through the raw filesystem: a checksumming one leaves a hidden .<name>.crc next to the
-            # exported file (the staging folder's own .crc files go with it)
-            self._fs = jvm.org.apache.hadoop.fs.RawLocalFileSystem()
-            self._fs.initialize(jvm.java.net.URI("file:///"), conf)
-
-    def qualified(self, path: str) -> str:
-        return self._fs.makeQualified(self._path(path)).toString()
-
-    def exists(self, path: str) -> bool:
-        return self._fs.exists(self._path(path))
-
-    def is_dir(self, path: str) -> bool:
-        return self._fs.getFileStatus(self._path(path)).isDirectory()
-
-    def list(self, path: str) -> list[str]:
-        return [status.getPath().toString() for status in self._fs.listStatus(self._path(path))]
-
-    def delete(self, path: str, recursive: bool) -> None:
-        self._fs.delete(self._path(path), recursive)
-
-    def rename(self, source: str, target: str) -> None:
-        if not self._fs.rename(self._path(source), self._path(target)):
-            raise OSError(f"could not move {source} to {target}")
-
-    def parent(self, path: str) -> str:
-        return self._path(path).getParent().toString()
-
-    def name(self, path: str) -> str:
-        return self._path(path).getName()

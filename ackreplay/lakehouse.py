@@ -79,16 +79,14 @@ def check_writable(spark: SparkSession, lakehouse: str) -> None:
     The folder is created if missing; a probe file is written and removed (nothing of the user's is touched)."""
     import uuid
 
-    jvm = spark.sparkContext._jvm
-    root = jvm.org.apache.hadoop.fs.Path(lakehouse)
     try:
-        fs = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-        if fs.exists(root) and not fs.getFileStatus(root).isDirectory():
+        fs = HadoopFiles(spark, lakehouse)
+        if fs.exists(lakehouse) and not fs.is_dir(lakehouse):
             raise LakehouseError(f"lakehouse {lakehouse} is a file, not a folder")
-        probe = jvm.org.apache.hadoop.fs.Path(root, f"_ackreplay_write_probe_{uuid.uuid4().hex[:12]}")
-        fs.mkdirs(root)
-        fs.create(probe, False).close()
-        fs.delete(probe, False)
+        probe = f"{lakehouse.rstrip('/')}/_ackreplay_write_probe_{uuid.uuid4().hex[:12]}"
+        fs.mkdirs(lakehouse)
+        fs.write_empty(probe)
+        fs.delete(probe, recursive=False)
     except LakehouseError:
         raise
     except Exception as exc:  # a Py4JJavaError: its Java message names the cause
@@ -185,3 +183,48 @@ def _same_predicate(parameters: dict | None, predicate: str) -> bool:
         return json.loads(logged) == predicate
     except ValueError:
         return False
+
+
+class HadoopFiles:
+    """The Hadoop filesystem of a path (local folders, object stores), through the Spark session's JVM."""
+
+    def __init__(self, spark: SparkSession, path: str, raw_local: bool = False) -> None:
+        jvm = spark.sparkContext._jvm
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        self._path = jvm.org.apache.hadoop.fs.Path
+        self._fs = self._path(path).getFileSystem(conf)
+        if raw_local and self._fs.getUri().getScheme() == "file":
+            # the raw local filesystem: the checksumming one keeps a hidden .<name>.crc beside each file it moves
+            self._fs = jvm.org.apache.hadoop.fs.RawLocalFileSystem()
+            self._fs.initialize(jvm.java.net.URI("file:///"), conf)
+
+    def qualified(self, path: str) -> str:
+        return self._fs.makeQualified(self._path(path)).toString()
+
+    def exists(self, path: str) -> bool:
+        return self._fs.exists(self._path(path))
+
+    def is_dir(self, path: str) -> bool:
+        return self._fs.getFileStatus(self._path(path)).isDirectory()
+
+    def list(self, path: str) -> list[str]:
+        return [status.getPath().toString() for status in self._fs.listStatus(self._path(path))]
+
+    def mkdirs(self, path: str) -> None:
+        self._fs.mkdirs(self._path(path))
+
+    def write_empty(self, path: str) -> None:
+        self._fs.create(self._path(path), False).close()
+
+    def delete(self, path: str, recursive: bool) -> None:
+        self._fs.delete(self._path(path), recursive)
+
+    def rename(self, source: str, target: str) -> None:
+        if not self._fs.rename(self._path(source), self._path(target)):
+            raise OSError(f"could not move {source} to {target}")
+
+    def parent(self, path: str) -> str:
+        return self._path(path).getParent().toString()
+
+    def name(self, path: str) -> str:
+        return self._path(path).getName()
