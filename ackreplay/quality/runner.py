@@ -1,11 +1,12 @@
 """Running the checks of a stage with Great Expectations 1.x on the Spark DataFrames, and the verdict.
 
-Per table: one GX validation of its schema checks (metadata only) and one of all its other checks on
-the frame of ackreplay/quality/frames.py, cached for the duration (GX bundles the aggregates of one
-domain into one Spark job). Counts only at first (`partial_unexpected_count: 0`); the failed
-expectations alone are run again for a handful of offending rows (GX applies a `limit`). Then the
-reconciliation counts. Every result goes to `dq_results`; a blocking failure raises QualityError
-after that write, so the caller writes nothing downstream.
+Per table: one GX validation of its schema checks (metadata only); its other checks on the frame of
+ackreplay/quality/frames.py, counted in one Spark job by `quality.counts` (GX's own definitions, checked
+against GX in the tests; a type it does not know goes to GX). Every expectation that fails is handed to
+GX, which counts it again and samples a handful of offending rows (GX applies a `limit`): what is
+recorded for a failure is GX's result. Then the reconciliation counts. Every result goes to
+`dq_results`; a blocking failure raises QualityError after that write, so the caller writes nothing
+downstream.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from pyspark import StorageLevel
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -26,6 +27,7 @@ from pyspark.sql.types import StructType
 from ackreplay.config import AppConfig
 from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists
 from ackreplay.quality.catalog import BLOCKING, ROW_IDS, STAGE_TABLES, WARNING, Check, margin_sources, plan_for
+from ackreplay.quality.counts import countable, expectation_counts
 from ackreplay.quality.frames import CONTRACTS, check_frame, with_margins
 from ackreplay.quality.reconcile import STAGE_COUNTS, Count
 from schemas.dq import DQ_RESULTS
@@ -122,7 +124,7 @@ def gx_frames():
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    # persist=False: the frame is cached here, once, for the schema and value validations alike
+    # persist=False: GX would cache each frame it is handed; most of a table's expectations never reach it
     source = context.data_sources.add_spark(name="ackreplay", persist=False)
     return source.add_dataframe_asset(name="table").add_batch_definition_whole_dataframe("whole")
 
@@ -188,46 +190,90 @@ def check_table(
     """Every enabled check of `table` on `df` (its rows in scope)."""
     plan = plan_for(table, config.quality.checks)
     by_name = {check.name: (check, severity) for check, severity in plan.checks}
-    schema_exps, value_exps, built = [], [], {}
+    schema_exps, value_keys, built = [], [], {}
     for check, _ in plan.checks:
         specs = _schema_expectations(CONTRACTS[table]) if check.schema else check.expectations
         for i, (class_name, kwargs) in enumerate(specs):
             key = f"{check.name}#{i}"
             built[key] = (class_name, kwargs, {"check": check.name, "key": key})
-            (schema_exps if check.schema else value_exps).append(_build(*built[key]))
+            if check.schema:
+                schema_exps.append(_build(*built[key]))
+            else:
+                value_keys.append(key)
     outcomes: dict[str, Outcome] = {}
     if schema_exps:
         result = _validate(whole, f"{table}-schema", df, schema_exps, COUNTS_ONLY)
         outcomes.update({key: o for o, key in (_outcome(r, by_name, table) for r in result.results)})
-    if value_exps:
+    if value_keys:
         specs = [spec for check, _ in plan.checks if not check.schema for spec in check.expectations]
         margins = sorted({kwargs["column"] for _, kwargs in specs if margin_sources(kwargs.get("column", ""))})
         frame = with_margins(check_frame(table, df, partitions_df, policies), margins)
-        # only what the checks read is cached (not the bronze line text, say)
-        frame = frame.select(*_columns_read(specs, frame.columns, ROW_IDS.get(table, ()))).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
-        try:
-            result = _validate(whole, table, frame, value_exps, COUNTS_ONLY)
+        # only what the checks read (not the bronze line text, say)
+        frame = frame.select(*_columns_read(specs, frame.columns, ROW_IDS.get(table, ())))
+        counted = _counted(frame, value_keys, built, by_name, table)
+        outcomes.update(counted)
+        rest = [k for k in value_keys if k not in counted]
+        if rest:
+            result = _validate(whole, table, frame, [_build(*built[k]) for k in rest], COUNTS_ONLY)
             outcomes.update({key: o for o, key in (_outcome(r, by_name, table) for r in result.results)})
-            failed = [k for k, o in outcomes.items() if not o.success and o.error is None and o.unexpected_count]
-            if failed:
-                ids = [c for c in ROW_IDS.get(table, ()) if c in frame.columns]
-                # a failed pair check's rows show both columns, not only their margin
-                for key in failed:
-                    ids += [c for c in margin_sources(built[key][1].get("column", "")) if c not in ids]
-                sample_format = {
-                    "result_format": "SUMMARY",
-                    "partial_unexpected_count": config.quality.sample_rows,
-                    "unexpected_index_column_names": ids,
-                }
-                again = _validate(whole, f"{table}-samples", frame, [_build(*built[k]) for k in failed], sample_format)
-                for r in again.results:
-                    rows = (r.result or {}).get("partial_unexpected_index_list")
-                    outcomes[r.expectation_config.meta["key"]].sample_rows = rows[: config.quality.sample_rows] if rows else None
-        finally:
-            frame.unpersist()
+        failed = [
+            k
+            for k in value_keys
+            if not outcomes[k].success and outcomes[k].error is None and outcomes[k].unexpected_count
+        ]
+        if failed:
+            ids = [c for c in ROW_IDS.get(table, ()) if c in frame.columns]
+            # a failed pair check's rows show both columns, not only their margin
+            for key in failed:
+                ids += [c for c in margin_sources(built[key][1].get("column", "")) if c not in ids]
+            sample_format = {
+                "result_format": "SUMMARY",
+                "partial_unexpected_count": config.quality.sample_rows,
+                "unexpected_index_column_names": ids,
+            }
+            # GX is the reference for what failed: its counts are recorded, with its sample rows
+            again = _validate(whole, f"{table}-samples", frame, [_build(*built[k]) for k in failed], sample_format)
+            for r in again.results:
+                outcome, key = _outcome(r, by_name, table)
+                ours = counted.get(key, outcome)
+                if (ours.unexpected_count, ours.element_count) != (outcome.unexpected_count, outcome.element_count):
+                    log.warning("%s: GX counts %s of %s rows, quality.counts %s of %s", key, outcome.unexpected_count,
+                                outcome.element_count, ours.unexpected_count, ours.element_count)  # fmt: skip
+                rows = (r.result or {}).get("partial_unexpected_index_list")
+                outcome.sample_rows = rows[: config.quality.sample_rows] if rows else None
+                outcomes[key] = outcome
     return [outcomes[k] for k in built if k in outcomes]
+
+
+def _counted(frame: DataFrame, keys: list[str], built: dict, checks: dict, table: str) -> dict[str, Outcome]:
+    """Outcomes of the expectations of `keys` that `quality.counts` computes, from one Spark job. One that
+    reads a column the frame lacks is left to GX, which names the column."""
+    present = set(frame.columns)
+    keys = [k for k in keys if countable(*built[k][:2]) and set(_columns_of(built[k][1])) <= present]
+    try:
+        counts = expectation_counts(frame, [built[k][:2] for k in keys])
+    except AnalysisException:  # a row condition that does not parse: GX reports it per expectation
+        return {}
+    out = {}
+    for key, c in zip(keys, counts, strict=True):
+        config = _build(*built[key]).configuration
+        check, severity = checks[config.meta["check"]]
+        out[key] = Outcome(
+            check=check.name,
+            table=table,
+            severity=severity,
+            expectation=config.type,
+            arguments={k: v for k, v in config.kwargs.items() if k != "batch_id"},
+            success=c.success,
+            element_count=c.element_count,
+            unexpected_count=c.unexpected_count,
+            unexpected_percent=c.unexpected_percent,
+        )
+    return out
+
+
+def _columns_of(kwargs: dict) -> list[str]:
+    return [kwargs["column"]] if "column" in kwargs else list(kwargs.get("column_list", ()))
 
 
 def _columns_read(specs: list[tuple[str, dict]], columns: list[str], row_ids: tuple[str, ...]) -> list[str]:
@@ -247,8 +293,12 @@ def _count_outcome(count: Count) -> Outcome:
         table=count.table,
         severity=BLOCKING,
         expectation="reconciliation",
-        arguments={"cluster": count.cluster, "left": count.left_label, "relation": count.relation,
-                   "right": count.right_label},
+        arguments={
+            "cluster": count.cluster,
+            "left": count.left_label,
+            "relation": count.relation,
+            "right": count.right_label,
+        },
         success=count.ok,
         observed_value={"left": count.left, "right": count.right},
     )
@@ -294,9 +344,11 @@ def run_quality(
     started = time.monotonic()
     whole = gx_frames()
     in_scope = F.col("cluster").isin(report.clusters)
-    partitions = read_table(spark, lakehouse, "partitions").filter(in_scope) if table_exists(
-        spark, lakehouse, "partitions"
-    ) else None
+    partitions = (
+        read_table(spark, lakehouse, "partitions").filter(in_scope)
+        if table_exists(spark, lakehouse, "partitions")
+        else None
+    )
     policies = _policies(spark, lakehouse, config, report.clusters) if "produce_replay" in STAGE_TABLES[stage] else []
     for table in STAGE_TABLES[stage]:
         if not table_exists(spark, lakehouse, table):
