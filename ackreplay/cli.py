@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "gold":
             pipeline.gold(spark, config, lakehouse, dates, full, args.cluster, steps=steps)
         elif args.command == "report":
-            print(f"report: {pipeline.report(spark, lakehouse, args.out)}")
+            print(f"report: {pipeline.report(spark, lakehouse, args.out, config.report.target)}")
         elif args.command == "export":
             from ackreplay.export import export_table
 

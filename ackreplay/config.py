@@ -7,11 +7,11 @@ names the key, so a typo never silently falls back to a default.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DELTA_VERSION = "4.4.0"
 
@@ -165,6 +165,41 @@ class GoldSettings(_Strict):
     window: Literal["minute", "hour", "day"] = "hour"
 
 
+class DecisionTarget(_Strict):
+    """What the operator needs from a policy (ackreplay/decision.py): a producer P999 bound and upper bounds
+    on the risk counts of `policy_summary`, any of them."""
+
+    # bound -> (policy_summary column, what it counts)
+    RISK_BOUNDS: ClassVar[dict[str, tuple[str, str]]] = {
+        "max_lost_acks": ("loss_kafka_election", "lost acks"),
+        "max_under_min_isr_acks": ("under_min_isr_acks", "acks below min ISR"),
+        "max_rejections": ("not_enough_replicas", "NotEnoughReplicas rejections"),
+    }
+
+    p999_ms: float | None = Field(default=None, gt=0)
+    max_lost_acks: int | None = Field(default=None, ge=0)
+    max_under_min_isr_acks: int | None = Field(default=None, ge=0)
+    max_rejections: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _something_set(self) -> DecisionTarget:
+        if all(getattr(self, name) is None for name in ("p999_ms", *self.RISK_BOUNDS)):
+            raise ValueError(f"a target sets at least one of p999_ms, {', '.join(self.RISK_BOUNDS)}")
+        return self
+
+    def describe(self) -> str:
+        parts = [f"P999 <= {self.p999_ms:,.0f} ms"] if self.p999_ms is not None else []
+        parts += [f"{label} <= {getattr(self, b):,}" for b, (_, label) in self.RISK_BOUNDS.items() if getattr(self, b) is not None]
+        return ", ".join(parts)
+
+
+class ReportSettings(_Strict):
+    """The report and the decision it states."""
+
+    # None: the report shows each topic's frontier of policies without recommending one
+    target: DecisionTarget | None = None
+
+
 class QualitySettings(_Strict):
     """Data-quality checks between stages (ackreplay/quality/): which block the run, which only warn."""
 
@@ -235,6 +270,7 @@ class AppConfig(_Strict):
     replay: ReplaySettings = Field(default_factory=ReplaySettings)
     gold: GoldSettings = Field(default_factory=GoldSettings)
     quality: QualitySettings = Field(default_factory=QualitySettings)
+    report: ReportSettings = Field(default_factory=ReportSettings)
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
     default_cluster: ClusterSettings = Field(default_factory=ClusterSettings)
     clusters: dict[str, ClusterSettings] = Field(default_factory=dict)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ackreplay.config import AppConfig
+from ackreplay.config import AppConfig, DecisionTarget
 from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path
 from ackreplay.replay.self_check import ReplayUntrusted
 from schemas.broker_logs import ISR_CHANGES
@@ -35,6 +35,7 @@ class GoldReport:
     window: str
     rows: dict[str, int] = field(default_factory=dict)  # table -> rows written for the run's clusters
     summary: list[dict] = field(default_factory=list)  # policy_summary rows, in reading order
+    target: DecisionTarget | None = None  # the conf's report.target: the decision printed after the summary
 
     def summary_lines(self) -> list[str]:
         out = [
@@ -42,6 +43,9 @@ class GoldReport:
             + ", ".join(f"{name} {n:,} rows" for name, n in self.rows.items())
         ]
         out += format_summary(self.summary)
+        from ackreplay.decision import decide, decision_lines
+
+        out += decision_lines(decide(self.summary, self.target), self.target)
         return out
 
 
@@ -236,8 +240,7 @@ def run_gold(
     window: str = "hour",
 ) -> GoldReport:
     """Rebuild the gold tables of `clusters` from produce_replay (`window`: minute | hour | day)."""
-    del config  # no gold settings yet: the window is a parameter
-    report = GoldReport(run_id, window)
+    report = GoldReport(run_id, window, target=config.report.target)
     in_scope = F.col("cluster").isin(clusters)
     replay = read_table(spark, lakehouse, "produce_replay").filter(in_scope)
     partitions = read_table(spark, lakehouse, "partitions").filter(in_scope)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from ackreplay.config import AppConfig
+from ackreplay.config import AppConfig, DecisionTarget
 from ackreplay.ledger import DateRange, Scope, mark_done, stage_scope
 from ackreplay.replay.self_check import ReplayUntrusted
 
@@ -180,11 +180,12 @@ def gold(
     return stage
 
 
-def report(spark: SparkSession, lakehouse: str, out_dir: str | Path | None = None) -> Path:
-    """Charts and report.html from the gold tables (default folder: <lakehouse>/report); the html's path."""
+def report(spark: SparkSession, lakehouse: str, out_dir: str | Path | None = None, target: DecisionTarget | None = None) -> Path:
+    """Charts and report.html from the gold tables (default folder: <lakehouse>/report), opening with the
+    decision for `target` (the conf's `report.target`); the html's path."""
     from ackreplay.report import build_report
 
-    return build_report(spark, lakehouse, out_dir)
+    return build_report(spark, lakehouse, out_dir, target)
 
 
 def run(
@@ -209,7 +210,7 @@ def run(
         echo("report: unchanged (no gold table was rebuilt)")
         return result
     with steps.timed("report"):
-        result.report_html = report(spark, lakehouse)
+        result.report_html = report(spark, lakehouse, target=config.report.target)
     echo(f"report: {result.report_html}")
     mark_done(spark, lakehouse, result.gold.scope, result.gold.run_id)  # after the report: a retry rebuilds it
     return result

@@ -1,4 +1,5 @@
-"""The report: PNG charts (matplotlib, Agg) and a static `report.html` built from the gold tables.
+"""The report: PNG charts (matplotlib, Agg) and a static, self-contained `report.html` (the charts embedded)
+built from the gold tables, opening with the decision (ackreplay/decision.py).
 
 Everything plotted is a small aggregate collected from gold tables; the latency CDF is a fixed set of
 exact quantiles per policy computed in Spark (transforms/gold.py `latency_quantiles`), never the rows
@@ -7,6 +8,7 @@ of produce_replay.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import html
 import logging
@@ -22,6 +24,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
+from ackreplay.config import DecisionTarget  # noqa: E402
+from ackreplay.decision import decide, decision_lines  # noqa: E402
 from ackreplay.gold import SUMMARY_COLUMNS, read_record_sends, summary_cell, summary_rows  # noqa: E402
 from ackreplay.lakehouse import read_table  # noqa: E402
 from transforms.gold import cdf_probabilities, latency_quantiles, policy_rank  # noqa: E402
@@ -277,6 +281,7 @@ def _summary_table(rows: list[dict]) -> str:
 
 _CSS = """
 body { font-family: sans-serif; margin: 2em; max-width: 1400px; }
+section.decision { border: 2px solid #2c7; padding: 0.3em 1em; margin: 1em 0; background: #f4fff6; }
 table.summary { border-collapse: collapse; font-size: 13px; }
 table.summary th, table.summary td { border: 1px solid #ccc; padding: 3px 7px; }
 table.summary th { background: #eee; }
@@ -306,8 +311,24 @@ _NOTES = (
 )
 
 
-def build_report(spark: SparkSession, lakehouse: str, out_dir: str | Path | None = None) -> Path:
-    """Write the charts and report.html for every (cluster, topic) of the gold tables; return the html path."""
+def _data_uri(png: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+
+
+def _decision_section(summary: list[dict], target: DecisionTarget | None) -> str:
+    """The decision as the report's first section: the overall sentence, then one item per topic."""
+    lines = decision_lines(decide(summary, target), target)
+    if not lines:
+        return ""
+    items = "".join(f"<li>{html.escape(line.strip())}</li>\n" for line in lines[1:])
+    return f'<section class="decision" id="decision">\n<h2>Decision</h2>\n<p>{html.escape(lines[0])}</p>\n<ul>\n{items}</ul>\n</section>\n'
+
+
+def build_report(
+    spark: SparkSession, lakehouse: str, out_dir: str | Path | None = None, target: DecisionTarget | None = None
+) -> Path:
+    """Write the charts and report.html for every (cluster, topic) of the gold tables, opening with the
+    decision for `target` (ackreplay/decision.py); return the html path."""
     out = Path(out_dir) if out_dir is not None else Path(lakehouse.rstrip("/")) / "report"
     out.mkdir(parents=True, exist_ok=True)
     summary = summary_rows(read_table(spark, lakehouse, "policy_summary"))
@@ -344,8 +365,10 @@ def build_report(spark: SparkSession, lakehouse: str, out_dir: str | Path | None
         _chart_cdf(out / files["latency_cdf"], f"Produce latency CDF per policy — {label}", mine(cdf), policies, style)
         _chart_exposure(out / files["exposure_over_time"], f"Durability risk per window — {label}", mine(risk), policies, style)
         _chart_tradeoff(out / files["p999_vs_risk"], f"P999 latency vs durability risk per policy — {label}", rows, style)
+        # embedded, so the page is one file that can be mailed; the PNGs stay beside it for other uses
         images = "\n".join(
-            f'<h3>{html.escape(caption)}</h3>\n<img src="{html.escape(files[name])}" alt="{html.escape(caption)}">'
+            f'<h3>{html.escape(caption)}</h3>\n<img src="{_data_uri(out / files[name])}" alt="{html.escape(caption)}"'
+            f' data-file="{html.escape(files[name])}">'
             for name, caption in CHARTS
         )
         sections.append(
@@ -366,7 +389,8 @@ def build_report(spark: SparkSession, lakehouse: str, out_dir: str | Path | None
         + ("UNTRUSTED " if untrusted else "")
         + f"ackreplay report</title><style>{_CSS}</style></head><body>\n{warning}"
         "<h1>ackreplay: produce acknowledgement policies</h1>\n"
-        f'<p class="note">{_NOTES}</p>\n' + ("\n".join(sections) or "<p>No gold rows.</p>") + "\n</body></html>\n"
+        + _decision_section(summary, target)
+        + f'<p class="note">{_NOTES}</p>\n' + ("\n".join(sections) or "<p>No gold rows.</p>") + "\n</body></html>\n"
     )
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")

@@ -2,7 +2,7 @@
 
 Referential checks need a value from another table (a produce's partition in `partitions`); a few
 invariants compare a column with a value derived from others (RF = size of the assignment). Adding
-them as columns keeps every check of a table in one GX batch, so GX bundles them into few Spark jobs.
+them as columns keeps every check of a table in one pass (one Spark job, `quality/counts.py`).
 """
 
 from __future__ import annotations

@@ -3,13 +3,15 @@ and the summary numbers in the html are the gold table's."""
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import html
 import math
 from html.parser import HTMLParser
 
 import pytest
 
-from ackreplay.config import AppConfig
+from ackreplay.config import AppConfig, parse_config
 from ackreplay.gold import GOLD_TABLES, SUMMARY_COLUMNS, check_contract, run_gold, summary_cell
 from ackreplay.lakehouse import read_table, replace_rows
 from ackreplay.report import CHARTS, build_report
@@ -32,7 +34,7 @@ class _ReportParser(HTMLParser):
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if tag == "img":
-            self.images.append(a["src"])
+            self.images.append((a["data-file"], a["src"]))
         elif tag == "tr" and "data-policy" in a:
             self.rows.append({})
         elif tag == "td" and "data-key" in a:
@@ -77,23 +79,35 @@ def lakehouse(spark, tmp_path_factory):
 
 
 def test_gold_tables_and_report(spark, lakehouse, tmp_path):
-    report = run_gold(spark, AppConfig(), lakehouse, ["c1"], "gold-test", window="hour")
+    config = parse_config({"report": {"target": {"p999_ms": 2000, "max_lost_acks": 0}}})
+    report = run_gold(spark, config, lakehouse, ["c1"], "gold-test", window="hour")
     # windows: acks=all, quorum=2 at 10:00; acks=1, min.insync at 10:00 and 11:00 (one partition)
     assert report.rows == {"latency_percentiles": 6, "risk_exposure": 6, "availability": 6, "policy_summary": 4}
     assert [r["policy"] for r in report.summary] == ["acks=all", "min.insync", "quorum=2", "acks=1"]
     lines = report.summary_lines()
     assert lines[0].startswith("gold run gold-test (hour windows)")
-    assert [line.split()[0] for line in lines[3:]] == ["acks=all", "min.insync", "quorum=2", "acks=1"]
+    assert [line.split()[0] for line in lines[3:7]] == ["acks=all", "min.insync", "quorum=2", "acks=1"]
+    # acks=all and quorum=2 have the 1,000 records a P999 needs (ackreplay/decision.py); quorum=2's is the
+    # lower at no more risk, so it alone is on the frontier
+    assert report.summary[2]["p999_ms"] < report.summary[0]["p999_ms"]
+    decision = [
+        "decision for the target P999 <= 2,000 ms, lost acks <= 0: quorum=2 meets it on 1 of 1 topic",
+        "  c1 / orders: frontier quorum=2 (P999 from too few records: min.insync, acks=1);"
+        " meets the target: quorum=2, acks=all; recommended: quorum=2",
+    ]
+    assert lines[7:] == decision
 
-    html_path = build_report(spark, lakehouse, tmp_path / "out")
+    html_path = build_report(spark, lakehouse, tmp_path / "out", config.report.target)
     assert html_path == tmp_path / "out" / "report.html"
     parser = _ReportParser()
     parser.feed(html_path.read_text(encoding="utf-8"))
     pngs = sorted(p.name for p in (tmp_path / "out").glob("*.png"))
     assert len(pngs) == len(CHARTS)
-    assert sorted(parser.images) == pngs  # every chart referenced, by a relative path, and nothing else
-    for name in pngs:
-        assert (tmp_path / "out" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(name for name, _ in parser.images) == pngs  # every chart, and nothing else
+    for name, src in parser.images:  # embedded (one file to mail), the same bytes as the PNG beside it
+        png = (tmp_path / "out" / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        assert src == "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
     gold = {r["policy"]: r.asDict() for r in read_table(spark, lakehouse, "policy_summary").collect()}
     assert [row["policy"][0] for row in parser.rows] == ["acks=all", "min.insync", "quorum=2", "acks=1"]
@@ -133,6 +147,8 @@ def test_gold_tables_and_report(spark, lakehouse, tmp_path):
         ("min.insync", T11): (1, 0.0, None),
     }
     html_text = html_path.read_text(encoding="utf-8")
+    assert html_text.index('<section class="decision"') < html_text.index("<section data-cluster")  # it opens the report
+    assert f"<p>{html.escape(decision[0])}</p>" in html_text and f"<li>{html.escape(decision[1].strip())}</li>" in html_text
     for name, caption in CHARTS:  # every chart under its caption
         assert f"<h3>{caption}</h3>" in html_text.replace("&lt;", "<").replace("&gt;", ">"), name
 

@@ -218,7 +218,7 @@ def test_every_data_quality_check_passes_on_a_real_trace(spark, sample_run, tmp_
     session run (ingest, replay and gold): no expectation fails and every reconciliation count holds.
     The checks' behaviour on broken data is test_dq.py's and test_hostile_inputs.py's; this is the one
     place they meet a real trace (the standalone cluster's run of the same trace skips them). About 100 s in
-    the suite: 483 expectations over 15 tables, each table's checked frame persisted once, plus 60 counts."""
+    the suite: 483 expectations over 15 tables, each table's counted in one Spark job, plus 60 counts."""
     from ackreplay.config import load_config
     from ackreplay.quality.runner import run_quality
     from tests.conftest import SAMPLE_CONF

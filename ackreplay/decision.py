@@ -1,0 +1,160 @@
+"""The decision: which acknowledgement policy to run, per topic, from the policy summary.
+
+Per (cluster, topic), every replayed policy is a point of producer P999 (per record, send() to ack) and
+three risks, each an acked-produce count from `policy_summary`: acks a leader failure at the ack would
+lose under Kafka's election (`loss_kafka_election`, the most of the least–most range), acks taken while
+the ISR was below min.insync.replicas (`under_min_isr_acks`), and produces rejected with
+NotEnoughReplicas (`not_enough_replicas`). Lower is better on all four. The frontier is the policies no
+other policy beats on one without being worse on another (Pareto); a policy whose P999 rests on fewer
+than 1,000 records is not judged on latency and stays off it.
+
+With a target in the conf (`report.target`: `p999_ms`, `max_lost_acks`, `max_under_min_isr_acks`,
+`max_rejections`, any of them), a topic's recommendation is the policy meeting every bound with the
+lowest P999 (then the lowest risks, then reading order); when none meets it, the closest is named: the
+least summed excess over the bounds, each as a fraction of its bound (a count bound of 0: the count
+itself). A cluster whose replay failed its self-check gets no decision. Pure Python on the summary's
+rows: the report and the console show the same decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ackreplay.config import DecisionTarget
+
+# (policy_summary column, what it counts, the DecisionTarget bound on it)
+RISKS = tuple((column, label, bound) for bound, (column, label) in DecisionTarget.RISK_BOUNDS.items())
+
+
+@dataclass(frozen=True)
+class TopicDecision:
+    cluster: str
+    topic: str
+    frontier: list[str] = field(default_factory=list)
+    unjudged: list[str] = field(default_factory=list)  # P999 from too few records
+    meeting: list[str] = field(default_factory=list)  # policies meeting the target, best first
+    closest: str | None = None  # when none meets it
+    misses: dict[str, str] = field(default_factory=dict)  # policy -> which bounds it misses, as text
+    refused: str | None = None  # why no decision (the self-check failed)
+
+    @property
+    def label(self) -> str:
+        return f"{self.cluster} / {self.topic}"
+
+    @property
+    def recommended(self) -> str | None:
+        return self.meeting[0] if self.meeting else None
+
+
+def decide(rows: Sequence[dict], target: DecisionTarget | None) -> list[TopicDecision]:
+    """One decision per (cluster, topic) of `rows` (policy_summary rows as dicts, in reading order)."""
+    topics: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        topics.setdefault((r["cluster"], r["topic"]), []).append(r)
+    return [_decide_topic(cluster, topic, policies, target) for (cluster, topic), policies in topics.items()]
+
+
+def _decide_topic(cluster: str, topic: str, rows: list[dict], target: DecisionTarget | None) -> TopicDecision:
+    verdict = rows[0].get("self_check") or ""
+    if verdict.startswith("FAILED"):
+        return TopicDecision(cluster, topic, refused=f"the replay's self-check failed ({verdict})")
+    judged = [r for r in rows if r.get("p999_ms") is not None]
+    frontier = [r["policy"] for r in judged if not any(_dominates(o, r) for o in judged if o is not r)]
+    unjudged = [r["policy"] for r in rows if r.get("p999_ms") is None]
+    if target is None:
+        return TopicDecision(cluster, topic, frontier, unjudged)
+    misses = {r["policy"]: _misses(r, target) for r in rows}
+    meeting = sorted(
+        (r for r in rows if not misses[r["policy"]]),
+        key=lambda r: (r.get("p999_ms") or 0.0, *(r[k] for k, _, _ in RISKS)),
+    )
+    closest = None
+    if not meeting:
+        closest = min(rows, key=lambda r: (_excess(r, target), r.get("p999_ms") or 0.0))["policy"]
+    return TopicDecision(
+        cluster, topic, frontier, unjudged, [r["policy"] for r in meeting], closest,
+        {p: "; ".join(m) for p, m in misses.items() if m},
+    )  # fmt: skip
+
+
+def _values(r: dict) -> tuple[float, ...]:
+    return (r["p999_ms"], *(float(r[k]) for k, _, _ in RISKS))
+
+
+def _dominates(a: dict, b: dict) -> bool:
+    va, vb = _values(a), _values(b)
+    return all(x <= y for x, y in zip(va, vb, strict=True)) and va != vb
+
+
+def _misses(r: dict, target: DecisionTarget) -> list[str]:
+    out = []
+    if target.p999_ms is not None:
+        p999 = r.get("p999_ms")
+        if p999 is None:
+            out.append("P999 not measured (fewer than 1,000 records)")
+        elif p999 > target.p999_ms:
+            out.append(f"P999 {p999:,.1f} ms > {target.p999_ms:,.0f} ms")
+    for key, label, bound_key in RISKS:
+        bound = getattr(target, bound_key)
+        if bound is not None and r[key] > bound:
+            out.append(f"{r[key]:,} {label} > {bound:,}")
+    return out
+
+
+def _excess(r: dict, target: DecisionTarget) -> float:
+    """How far `r` is from the target: each missed bound's excess as a fraction of it (a bound of 0: the
+    count); a P999 not measured counts as missing its bound by 100%."""
+    total = 0.0
+    if target.p999_ms is not None:
+        p999 = r.get("p999_ms")
+        total += 1.0 if p999 is None else max(0.0, p999 / target.p999_ms - 1)
+    for key, _, bound_key in RISKS:
+        bound = getattr(target, bound_key)
+        if bound is not None and r[key] > bound:
+            total += (r[key] - bound) / bound if bound else float(r[key])
+    return total
+
+
+def decision_lines(decisions: Sequence[TopicDecision], target: DecisionTarget | None) -> list[str]:
+    """The decision as plain sentences (console and report): the overall line first, then one per topic."""
+    if not decisions:
+        return []
+    judged = [d for d in decisions if d.refused is None]
+    out: list[str] = []
+    if target is None:
+        out.append("decision: no target set (report.target in the conf, e.g. {p999_ms: 200, max_lost_acks: 0});"
+                   " the policies no other beats on P999 and risk, per topic:")  # fmt: skip
+    else:
+        counts: dict[str, int] = {}
+        for d in judged:
+            for policy in d.meeting:
+                counts[policy] = counts.get(policy, 0) + 1
+        head = f"decision for the target {target.describe()}: "
+        if counts:
+            best = max(counts.values())
+            # among the policies meeting it on the most topics, the one recommended most often
+            leaders = [p for p, n in counts.items() if n == best]
+            firsts = [d.recommended for d in judged]
+            policy = max(leaders, key=lambda p: (firsts.count(p), -leaders.index(p)))
+            head += f"{policy} meets it on {best} of {len(judged)} topic{'s' if len(judged) != 1 else ''}"
+            nothing = [d for d in judged if not d.meeting]
+            if nothing:
+                head += "; nothing meets it on " + ", ".join(d.label for d in nothing)
+        else:
+            head += f"no policy meets it on any of the {len(judged)} topic{'s' if len(judged) != 1 else ''}"
+        out.append(head)
+    for d in decisions:
+        if d.refused:
+            out.append(f"  {d.label}: no decision: {d.refused}")
+            continue
+        line = f"  {d.label}: frontier {', '.join(d.frontier) or '-'}"
+        if d.unjudged:
+            line += f" (P999 from too few records: {', '.join(d.unjudged)})"
+        if target is not None:
+            if d.meeting:
+                line += f"; meets the target: {', '.join(d.meeting)}; recommended: {d.recommended}"
+            else:
+                line += f"; nothing meets the target; closest: {d.closest} ({d.misses[d.closest]})"
+        out.append(line)
+    return out

@@ -1,0 +1,93 @@
+"""The decision (ackreplay/decision.py) on hand-made policy_summary rows: frontier, target met or not,
+the closest policy, a P999 from too few records, a cluster whose self-check failed."""
+
+from __future__ import annotations
+
+import pytest
+
+from ackreplay.config import DecisionTarget, parse_config
+from ackreplay.decision import decide, decision_lines
+
+
+def _row(topic, policy, p999, lost=0, below=0, rejected=0, cluster="c1", self_check="passed"):
+    return {"cluster": cluster, "topic": topic, "policy": policy, "p999_ms": p999, "loss_kafka_election": lost,
+            "under_min_isr_acks": below, "not_enough_replicas": rejected, "self_check": self_check}  # fmt: skip
+
+
+ORDERS = [
+    _row("orders", "acks=all", 900.0),
+    _row("orders", "acks=1", 40.0, lost=12),
+    _row("orders", "quorum=2", 150.0, lost=0, below=3),
+    _row("orders", "min.insync", 150.0, lost=0, below=3),  # equal to quorum=2: neither beats the other
+    _row("orders", "acks=all@lag=30000", 950.0, rejected=2),  # beaten by acks=all on every count
+]
+AUDIT = [
+    _row("audit", "acks=all", 400.0),  # beaten by quorum=2: faster, no more risk
+    _row("audit", "acks=1", 30.0, lost=5),
+    _row("audit", "quorum=2", 250.0),
+]
+
+
+def test_the_frontier_keeps_what_no_other_policy_beats():
+    [orders] = decide(ORDERS, None)
+    assert orders.frontier == ["acks=all", "acks=1", "quorum=2", "min.insync"]
+    assert orders.meeting == [] and orders.recommended is None and orders.closest is None
+    lines = decision_lines([orders], None)
+    assert lines[0].startswith("decision: no target set")
+    assert lines[1] == "  c1 / orders: frontier acks=all, acks=1, quorum=2, min.insync"
+
+
+def test_a_target_recommends_the_fastest_policy_meeting_it_per_topic():
+    target = DecisionTarget(p999_ms=200, max_lost_acks=0)
+    orders, audit = decide(ORDERS + AUDIT, target)
+    assert orders.meeting == ["quorum=2", "min.insync"] and orders.recommended == "quorum=2"
+    assert audit.meeting == [] and audit.closest == "quorum=2"  # P999 250 ms: 25% over; acks=1: 5 lost acks
+    assert audit.misses == {"acks=all": "P999 400.0 ms > 200 ms", "acks=1": "5 lost acks > 0",
+                            "quorum=2": "P999 250.0 ms > 200 ms"}  # fmt: skip
+    assert decision_lines([orders, audit], target) == [
+        "decision for the target P999 <= 200 ms, lost acks <= 0: quorum=2 meets it on 1 of 2 topics;"
+        " nothing meets it on c1 / audit",
+        "  c1 / orders: frontier acks=all, acks=1, quorum=2, min.insync; meets the target: quorum=2, min.insync;"
+        " recommended: quorum=2",
+        "  c1 / audit: frontier acks=1, quorum=2; nothing meets the target; closest: quorum=2"
+        " (P999 250.0 ms > 200 ms)",
+    ]
+
+
+def test_risk_bounds_alone_and_ties_broken_by_the_risks():
+    target = DecisionTarget(max_under_min_isr_acks=0, max_rejections=0)
+    [orders] = decide(ORDERS, target)
+    assert orders.meeting == ["acks=1", "acks=all"]  # the only bounds are on risks acks=1 does not take
+    assert decision_lines([orders], target)[0] == (
+        "decision for the target acks below min ISR <= 0, NotEnoughReplicas rejections <= 0: acks=1 meets it on 1 of 1 topic"
+    )
+
+
+def test_a_p999_from_too_few_records_is_not_judged_on_latency():
+    rows = [_row("t", "acks=all", None), _row("t", "acks=1", None, lost=1), _row("t", "quorum=2", 80.0)]
+    [t] = decide(rows, DecisionTarget(p999_ms=100))
+    assert t.frontier == ["quorum=2"] and t.unjudged == ["acks=all", "acks=1"]
+    assert t.meeting == ["quorum=2"]
+    assert t.misses["acks=all"] == "P999 not measured (fewer than 1,000 records)"
+    [t] = decide(rows[:2], DecisionTarget(p999_ms=100))
+    assert t.meeting == [] and t.closest == "acks=all"  # both miss by "not measured"; the lower P999 key ties
+
+
+def test_no_decision_on_a_cluster_whose_replay_failed_its_self_check():
+    rows = [_row("t", "acks=all", 10.0, cluster="bad", self_check="FAILED, accepted untrusted: P999 -15%")]
+    target = DecisionTarget(p999_ms=300, max_lost_acks=0)
+    decisions = decide(rows + AUDIT, target)
+    assert decisions[0].refused == "the replay's self-check failed (FAILED, accepted untrusted: P999 -15%)"
+    lines = decision_lines(decisions, target)
+    assert lines[0].endswith("quorum=2 meets it on 1 of 1 topic")  # the refused cluster's topic is not counted
+    assert lines[1] == "  bad / t: no decision: the replay's self-check failed (FAILED, accepted untrusted: P999 -15%)"
+
+
+def test_the_target_is_read_from_the_conf_and_checked():
+    config = parse_config({"report": {"target": {"p999_ms": 200, "max_lost_acks": 0}}})
+    assert config.report.target == DecisionTarget(p999_ms=200.0, max_lost_acks=0)
+    assert parse_config({}).report.target is None
+    with pytest.raises(ValueError, match="a target sets at least one of"):
+        parse_config({"report": {"target": {}}})
+    with pytest.raises(ValueError, match="report.target.max_lost_acks"):
+        parse_config({"report": {"target": {"max_lost_acks": -1}}})
