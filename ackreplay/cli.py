@@ -97,8 +97,22 @@ def _configure_logging(verbose: bool) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    for noisy in ("py4j", "urllib3", "great_expectations", "matplotlib"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    if not verbose:
+        for handler in logging.getLogger().handlers:
+            if quiet_libraries not in handler.filters:
+                handler.addFilter(quiet_libraries)
+
+
+NOISY_LOGGERS = ("py4j", "urllib3", "great_expectations", "matplotlib")
+
+
+def quiet_libraries(record: logging.LogRecord) -> bool:
+    """Drop the libraries' records below WARNING: some of their modules set their own logger to INFO when
+    imported (GX's "Created temporary directory ... for ephemeral docs site" at every validation context),
+    which the parent's level set above does not undo."""
+    return record.levelno >= logging.WARNING or not record.name.startswith(NOISY_LOGGERS)
 
 
 def main(argv: list[str] | None = None) -> int:

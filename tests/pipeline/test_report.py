@@ -7,6 +7,7 @@ import base64
 import datetime as dt
 import html
 import math
+import re
 from html.parser import HTMLParser
 
 import pytest
@@ -147,6 +148,8 @@ def test_gold_tables_and_report(spark, lakehouse, tmp_path):
         ("min.insync", T11): (1, 0.0, None),
     }
     html_text = html_path.read_text(encoding="utf-8")
+    # one self-contained file: nothing fetched from elsewhere (every src or href an embedded data: URI)
+    assert re.findall(r'(?:src|href)="(?!data:)[^"]*"', html_text) == []
     assert html_text.index('<section class="decision"') < html_text.index("<section data-cluster")  # it opens the report
     assert f"<p>{html.escape(decision[0])}</p>" in html_text and f"<li>{html.escape(decision[1].strip())}</li>" in html_text
     for name, caption in CHARTS:  # every chart under its caption
