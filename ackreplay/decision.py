@@ -67,11 +67,11 @@ def _decide_topic(cluster: str, topic: str, rows: list[dict], target: DecisionTa
     misses = {r["policy"]: _misses(r, target) for r in rows}
     meeting = sorted(
         (r for r in rows if not misses[r["policy"]]),
-        key=lambda r: (r.get("p999_ms") or 0.0, *(r[k] for k, _, _ in RISKS)),
+        key=lambda r: (r.get("p999_ms") is None, r.get("p999_ms") or 0.0, *(r[k] for k, _, _ in RISKS)),
     )
     closest = None
     if not meeting:
-        closest = min(rows, key=lambda r: (_excess(r, target), r.get("p999_ms") or 0.0))["policy"]
+        closest = min(rows, key=lambda r: (_excess(r, target), r.get("p999_ms") is None, r.get("p999_ms") or 0.0))["policy"]
     return TopicDecision(
         cluster, topic, frontier, unjudged, [r["policy"] for r in meeting], closest,
         {p: "; ".join(m) for p, m in misses.items() if m},
