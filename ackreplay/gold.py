@@ -17,6 +17,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig, DecisionTarget
+from ackreplay.decision import decide, decision_lines
 from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path
 from ackreplay.replay.self_check import ReplayUntrusted
 from schemas.broker_logs import ISR_CHANGES
@@ -43,8 +44,6 @@ class GoldReport:
             + ", ".join(f"{name} {n:,} rows" for name, n in self.rows.items())
         ]
         out += format_summary(self.summary)
-        from ackreplay.decision import decide, decision_lines
-
         out += decision_lines(decide(self.summary, self.target), self.target)
         return out
 
