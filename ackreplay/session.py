@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
+from ackreplay import delta_jars
 from ackreplay.config import SparkSettings
 
 log = logging.getLogger(__name__)
@@ -25,12 +26,11 @@ _FIXED_CONF = {
 def build_spark_session(settings: SparkSettings, app_name: str | None = None) -> SparkSession:
     """Build (or reuse) a SparkSession with Delta configured from `settings`.
 
-    On `local[...]` masters the Delta jars are resolved from Maven Central by Spark's own resolver
-    (cached under ~/.ivy2.5.2) unless `settings.jars` lists local jar files. Under spark-submit the
-    JVM already runs, so pass the same coordinates with `--packages` (see README).
+    Delta's jars are resolved from Maven Central by Spark's own resolver (cached under ~/.ivy2.5.2) once,
+    with its log kept off the console, and later starts pass the jars it retrieved (ackreplay/delta_jars.py);
+    `settings.jars` lists local jar files instead. Under spark-submit the JVM already runs, so pass the
+    same coordinates with `--packages` (see README).
     """
-    from delta import configure_spark_with_delta_pip
-
     builder = SparkSession.builder.appName(app_name or settings.app_name)
     if settings.master:
         builder = builder.master(settings.master)
@@ -39,12 +39,8 @@ def build_spark_session(settings: SparkSettings, app_name: str | None = None) ->
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in {**settings.conf, **_FIXED_CONF}.items():
         builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
-    if settings.jars:
-        builder = builder.config("spark.jars", ",".join(settings.jars))
-    elif settings.delta_package:
-        builder = builder.config("spark.jars.packages", settings.delta_package)
-    else:
-        builder = configure_spark_with_delta_pip(builder)
+    for key, value in delta_jars.jars_conf(settings).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.log_level)
     log.info("Spark %s session %s (master %s)", spark.version, spark.sparkContext.appName, spark.sparkContext.master)
