@@ -76,6 +76,10 @@ class IngestSettings(_Strict):
     # A file named like one the layout reads, where it is not read (a request log without its broker-<id>
     # folder): `error` stops the run naming it, `warning` (or --allow-skipped) lists it and goes on.
     misplaced_files: Literal["error", "warning"] = "error"
+    # A request log none of whose lines could be read (every one quarantined: random bytes, another log,
+    # a pre-2.8 format): `error` stops the run naming it, `warning` lists it and goes on. Its lines are in
+    # the quarantine table either way.
+    unreadable_files: Literal["error", "warning"] = "error"
 
 
 class SelfCheckSettings(_Strict):

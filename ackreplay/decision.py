@@ -14,6 +14,11 @@ lowest P999 (then the lowest risks, then reading order); when none meets it, the
 least summed excess over the bounds, each as a fraction of its bound (a count bound of 0: the count
 itself). A cluster whose replay failed its self-check gets no decision. Pure Python on the summary's
 rows: the report and the console show the same decision.
+
+A P999 is the producer's only where the produces had send times (`send_time_known`: the records'
+CreateTime or a client log); without them a batch's latency starts when the broker read its request and
+misses the wait in the producer behind slower responses (README "What the producer sees"). A topic where
+fewer than half the acked produces had one carries that caution with its decision.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class TopicDecision:
     closest: str | None = None  # when none meets it
     misses: dict[str, str] = field(default_factory=dict)  # policy -> which bounds it misses, as text
     refused: str | None = None  # why no decision (the self-check failed)
+    send_time_share: float | None = None  # acked produces with a send time, of all acked (None: no acks)
 
     @property
     def label(self) -> str:
@@ -59,11 +65,12 @@ def _decide_topic(cluster: str, topic: str, rows: list[dict], target: DecisionTa
     verdict = rows[0].get("self_check") or ""
     if verdict.startswith("FAILED"):
         return TopicDecision(cluster, topic, refused=f"the replay's self-check failed ({verdict})")
+    share = send_time_share(rows)
     judged = [r for r in rows if r.get("p999_ms") is not None]
     frontier = [r["policy"] for r in judged if not any(_dominates(o, r) for o in judged if o is not r)]
     unjudged = [r["policy"] for r in rows if r.get("p999_ms") is None]
     if target is None:
-        return TopicDecision(cluster, topic, frontier, unjudged)
+        return TopicDecision(cluster, topic, frontier, unjudged, send_time_share=share)
     misses = {r["policy"]: _misses(r, target) for r in rows}
     meeting = sorted(
         (r for r in rows if not misses[r["policy"]]),
@@ -74,8 +81,24 @@ def _decide_topic(cluster: str, topic: str, rows: list[dict], target: DecisionTa
         closest = min(rows, key=lambda r: (_excess(r, target), r.get("p999_ms") is None, r.get("p999_ms") or 0.0))["policy"]
     return TopicDecision(
         cluster, topic, frontier, unjudged, [r["policy"] for r in meeting], closest,
-        {p: "; ".join(m) for p, m in misses.items() if m},
+        {p: "; ".join(m) for p, m in misses.items() if m}, send_time_share=share,
     )  # fmt: skip
+
+
+def send_time_share(rows: Sequence[dict]) -> float | None:
+    """The share of a topic's acked produces that had a send time (the least over its policies' rows)."""
+    shares = [r["send_time_known"] / r["n"] for r in rows if r.get("n") and r.get("send_time_known") is not None]
+    return min(shares) if shares else None
+
+
+def broker_view_caution(share: float | None) -> str | None:
+    """What a decision on `share` send-time coverage must say, None when the P999 is the producer's."""
+    if share is None or share >= 0.5:
+        return None
+    return (
+        f"only {share:.1%} of the acked produces had a send time, so P999 is mostly the broker's view and "
+        "producers saw more (give the records' CreateTime: README \"What the producer sees\")"
+    )
 
 
 def _values(r: dict) -> tuple[float, ...]:
@@ -156,5 +179,8 @@ def decision_lines(decisions: Sequence[TopicDecision], target: DecisionTarget | 
                 line += f"; meets the target: {', '.join(d.meeting)}; recommended: {d.recommended}"
             else:
                 line += f"; nothing meets the target; closest: {d.closest} ({d.misses[d.closest]})"
+        caution = broker_view_caution(d.send_time_share)
+        if caution:
+            line += f"; caution: {caution}"
         out.append(line)
     return out

@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig, DecisionTarget
-from ackreplay.decision import decide, decision_lines
+from ackreplay.decision import decide, decision_lines, send_time_share
 from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path
 from ackreplay.replay.self_check import ReplayUntrusted
 from schemas.broker_logs import ISR_CHANGES
@@ -135,6 +135,13 @@ def format_summary(rows: list[dict]) -> list[str]:
             " wait of the reroutable ones;"
             " '-': too few samples, or for <minISR s (partition·s under min ISR) an ISR not stored: acks=all@lag)"
         )
+        share = send_time_share(block)
+        if share is not None and share < 1:
+            out.append(
+                f"    send times (CreateTime or a client log) for {share:.1%} of the acked produces: the others' latency"
+                " starts when the broker read their request, which misses the time they waited in the producer behind"
+                " slower responses (README \"What the producer sees\")"
+            )
         verdict = block[0].get("self_check") or ""
         if verdict.startswith("FAILED"):
             out.append(f"    UNTRUSTED: the replay's self-check {verdict} (--accept-untrusted); not a basis for a decision")

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from ackreplay.broker_logs import BrokerLogReport, ingest_broker_logs
 from ackreplay.config import AppConfig
-from ackreplay.inputs import InputFile, InputInventory, discover_all, refuse_misplaced, skipped_lines
+from ackreplay.inputs import InputError, InputFile, InputInventory, discover_all, refuse_misplaced, skipped_lines
 from ackreplay.lakehouse import read_table, replace_rows, source_files_predicate, table_exists
 from ackreplay.line_reader import read_lines, read_request_logs
 from ackreplay.metrics import MetricsReport, ingest_metrics
@@ -65,6 +65,8 @@ class IngestReport:
     line_status: dict[str, int] = field(default_factory=dict)  # parsed / quarantined / unused
     unused_detail: dict[str, int] = field(default_factory=dict)
     quarantine_reasons: dict[str, int] = field(default_factory=dict)
+    # request-log files with lines, every one of them quarantined: (source file, lines, most frequent reason)
+    unreadable_files: list[tuple[str, int, str]] = field(default_factory=list)
     rows_written: dict[str, int] = field(default_factory=dict)
     topics_lines: dict[str, int] = field(default_factory=dict)  # header / partition / blank / unrecognised
     clusters: list[str] = field(default_factory=list)
@@ -95,8 +97,43 @@ class IngestReport:
             out.extend(self.metrics.summary_lines())
         if self.send_times is not None and self.send_times.files:
             out.extend(self.send_times.summary_lines())
+        if self.unreadable_files:
+            out.append(f"  {len(self.unreadable_files):,} request-log file(s) with every line quarantined"
+                       " (ingest.unreadable_files: warning):")
+            out += [f"    {path}: {n:,} lines, most: {reason}" for path, n, reason in self.unreadable_files]
         out += skipped_lines(self.ignored_files, self.misplaced_files, self.controller_files)
         return out
+
+
+def unreadable_files(by_file: dict[tuple[str, str, str], int]) -> list[tuple[str, int, str]]:
+    """Files all of whose lines were quarantined, from line counts by (source file, status, detail):
+    (file, lines, the most frequent reason), in file order."""
+    lines: dict[str, int] = {}
+    reasons: dict[str, dict[str, int]] = {}
+    for (path, status, detail), n in by_file.items():
+        lines[path] = lines.get(path, 0) + n
+        if status == "quarantined":
+            reasons.setdefault(path, {})[detail] = n
+    out = []
+    for path in sorted(reasons):
+        if sum(reasons[path].values()) == lines[path]:
+            reason = max(reasons[path].items(), key=lambda kv: (kv[1], kv[0]))[0]
+            out.append((path, lines[path], reason))
+    return out
+
+
+def refuse_unreadable(files: list[tuple[str, int, str]], setting: str) -> None:
+    """Stop the run on request logs with no line the parser could read (`ingest.unreadable_files: error`)."""
+    if not files or setting != "error":
+        return
+    shown = "\n".join(f"  {path}: {n:,} lines, most: {reason}" for path, n, reason in files[:10])
+    more = f"\n  ... and {len(files) - 10} more" if len(files) > 10 else ""
+    raise InputError(
+        f"{len(files)} request-log file(s) with no line the ingest could read, every one quarantined:\n{shown}{more}\n"
+        "a request log is the `kafka.request.logger` at DEBUG of a Kafka 2.8+ broker (docs/recording-telemetry.md);"
+        " the lines are in the quarantine table (stage request_log). Remove the files, or set"
+        " ingest.unreadable_files: warning to go on without them"
+    )
 
 
 
@@ -198,16 +235,17 @@ def ingest_request_logs(
             report.rows_written["follower_fetches"] = replace_rows(
                 build_follower_fetches(rows), lakehouse, "follower_fetches", predicate, run_id
             )
-        with _step("counting lines by status"):
-            by_status = _counts(rows.filter(F.col("row_kind") == "line"), "status", "detail")
+        with _step("counting lines by file and status"):
+            by_file = _counts(rows.filter(F.col("row_kind") == "line"), "source_file", "status", "detail")
     finally:
         rows.unpersist()
-    for (status, detail), n in by_status.items():
+    for (_, status, detail), n in by_file.items():
         report.line_status[status] = report.line_status.get(status, 0) + n
         if status == "unused":
-            report.unused_detail[detail] = n
+            report.unused_detail[detail] = report.unused_detail.get(detail, 0) + n
         elif status == "quarantined":
-            report.quarantine_reasons[detail] = n
+            report.quarantine_reasons[detail] = report.quarantine_reasons.get(detail, 0) + n
+    report.unreadable_files = unreadable_files(by_file)
     if report.rows_written["request_log_lines"] != report.total_lines:
         raise ReconciliationError(
             f"{report.total_lines} request-log lines classified but {report.rows_written['request_log_lines']} "
@@ -235,6 +273,7 @@ def run_ingest(spark: SparkSession, config: AppConfig, inputs: str | list[str], 
         ingest_topics(spark, config, topics_files, lakehouse, run_id, report)
     if request_files:
         ingest_request_logs(spark, config, request_files, lakehouse, run_id, report)
+        refuse_unreadable(report.unreadable_files, config.ingest.unreadable_files)
     broker_log_files = inventory.of_kind("server_log") + inventory.of_kind("state_change_log")
     with _step(f"reading {len(broker_log_files)} server.log/state-change.log files"):
         report.broker_logs = ingest_broker_logs(spark, config, broker_log_files, lakehouse, run_id)

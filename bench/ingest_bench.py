@@ -4,7 +4,9 @@
 
 Generates the input once (bench/out/ingest-<size>GB, reused), starts the Spark session (not timed),
 then times one full ingest run and prints a table, with the run log's per-step timings and the load
-average before and after (the machine is shared: a figure means little without it).
+average before and after (the machine is shared: a figure means little without it). Then the DuckDB peer
+(`bench.ingest_peer_duckdb`) parses the same files into the same bronze and silver rows as Parquet, timed in
+the same run (`--no-peer` skips it).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--gigabytes", type=float, default=1.0)
     parser.add_argument("--conf", default="conf/local.yaml")
     parser.add_argument("--workdir", default="bench/out")
+    parser.add_argument("--no-peer", action="store_true", help="skip the DuckDB peer")
     args = parser.parse_args(argv)
     work = Path(args.workdir)
     data = work / f"ingest-{args.gigabytes:g}GB"
@@ -90,6 +93,29 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| load average (1, 5, 15 min) before | {', '.join(f'{x:.1f}' for x in load_before)} |")
         print(f"| load average (1, 5, 15 min) after | {', '.join(f'{x:.1f}' for x in load_after)} |")
         print(f"| Spark | {spark.version}, master {spark.sparkContext.master}, {spark.sparkContext.defaultParallelism} cores |")
+    if not args.no_peer:
+        _peer(data, work / "ingest-duckdb", input_bytes, seconds, report)
+
+
+def _peer(data: Path, out: Path, input_bytes: int, ackreplay_seconds: float, report) -> None:
+    """The DuckDB peer on the same files, after the Spark session has stopped (the cores are its alone)."""
+    from bench.ingest_peer_duckdb import ingest as duckdb_ingest
+
+    shutil.rmtree(out, ignore_errors=True)
+    load_before = os.getloadavg()
+    started = time.monotonic()
+    rows = duckdb_ingest(str(data), str(out))
+    seconds = time.monotonic() - started
+    print()
+    print("| DuckDB peer | value |")
+    print("|---|---|")
+    print(f"| wall time | {seconds:.1f} s: {input_bytes / 1e6 / seconds:,.1f} MB/s |")
+    print(f"| rows: bronze, PRODUCE, follower FETCH | {rows['bronze']:,}, {rows['produce']:,}, {rows['fetch']:,} "
+          f"(ackreplay: {report.total_lines:,}, {report.rows_written.get('produce_requests', 0):,}, "
+          f"{report.rows_written.get('follower_fetches', 0):,}) |")
+    print(f"| ackreplay / DuckDB throughput | {seconds / ackreplay_seconds:.2f} |")
+    print(f"| load average (1, 5, 15 min) before, after | {', '.join(f'{x:.1f}' for x in load_before)}; "
+          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} |")
 
 
 if __name__ == "__main__":

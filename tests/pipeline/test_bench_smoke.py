@@ -158,6 +158,10 @@ def test_ingest_bench(spark, small_conf, tmp_path):
 
     out = _run_in_session(ingest_bench.main, "--gigabytes", "0.002", "--conf", small_conf, "--workdir", str(tmp_path))
     assert "MB/s" in out
+    # The DuckDB peer parsed the same files into as many bronze, PRODUCE and follower FETCH rows.
+    (peer_rows,) = [r[1] for r in _table_rows(out) if r[0] == "rows: bronze, PRODUCE, follower FETCH"]
+    peer, ours = peer_rows.rstrip(")").split(" (ackreplay: ")
+    assert peer == ours and int(peer.split(", ")[0].replace(",", "")) > 1000
 
 
 def test_synth_generator_command(tmp_path):

@@ -126,15 +126,15 @@ def hostile(spark, tmp_path_factory):
     )
     config = parse_config(
         {
-            "ingest": {"max_line_bytes": MAX_LINE_BYTES, "read_chunk_bytes": 8192},
+            # the garbage cluster's one file has no readable line: listed, not refused (the test below refuses it)
+            "ingest": {"max_line_bytes": MAX_LINE_BYTES, "read_chunk_bytes": 8192, "unreadable_files": "warning"},
             "clusters": {"skew": {"broker_clock_offsets_ms": {2: 3000}}, "tz": {"log_timezone": "Asia/Tokyo"}},
             "replay": {"quorum_sizes": [2], "lag_ms": [3000]},
         }
     )
     lakehouse = str(root / "lakehouse")
-    for folder in (inp, inp_broker_logs):
-        run_ingest(spark, config, str(folder), lakehouse)
-    return config, lakehouse, None
+    reports = [run_ingest(spark, config, str(folder), lakehouse) for folder in (inp, inp_broker_logs)]
+    return config, lakehouse, reports[0]
 
 
 def _bronze(spark, lakehouse: str, cluster: str):
@@ -146,12 +146,33 @@ def _status(spark, lakehouse: str, cluster: str) -> dict[str, int]:
 
 
 def test_binary_garbage_is_quarantined_line_by_line(spark, hostile):
-    _, lakehouse, _ = hostile
+    _, lakehouse, report = hostile
     expected_lines = GARBAGE.count(b"\n") + (0 if GARBAGE.endswith(b"\n") else 1)
     assert _status(spark, lakehouse, "garbage") == {"quarantined": expected_lines}
     quarantine = read_table(spark, lakehouse, "quarantine").filter("cluster = 'garbage'")
     assert quarantine.count() == expected_lines
     assert quarantine.filter(F.col("reason").isNull()).count() == 0
+    # with ingest.unreadable_files: warning the file is listed with its most frequent reason, and only it
+    top = quarantine.groupBy("reason").count().orderBy(F.desc("count"), F.desc("reason")).first()["reason"]
+    assert report.unreadable_files == [("garbage/broker-1/kafka-request.log", expected_lines, top)]
+    assert f"    garbage/broker-1/kafka-request.log: {expected_lines:,} lines, most: {top}" in report.summary_lines()
+
+
+def test_a_request_log_with_no_readable_line_stops_the_run_naming_it(spark, tmp_path, capsys):
+    """Random bytes where a request log should be: every line quarantined would leave the cluster without
+    produces, so the ingest stops (exit 2) naming the file and the way on; the lines stay in quarantine."""
+    inp = tmp_path / "input"
+    _write(inp / "garbage" / "topics.txt", TOPICS)
+    _write(inp / "garbage" / "broker-1" / "kafka-request.log", GARBAGE)
+    _write(inp / "fine" / "topics.txt", TOPICS)
+    _write(inp / "fine" / "broker-1" / "kafka-request.log", _lines(_produce(1, 0, T0)))
+    lakehouse = str(tmp_path / "lakehouse")
+    assert main(["ingest", "--input", str(inp), "--lakehouse", lakehouse]) == 2
+    err = capsys.readouterr().err
+    lines = GARBAGE.count(b"\n") + (0 if GARBAGE.endswith(b"\n") else 1)
+    assert f"1 request-log file(s) with no line the ingest could read, every one quarantined:\n  garbage/broker-1/kafka-request.log: {lines:,} lines, most: " in err
+    assert "set ingest.unreadable_files: warning to go on without them" in err
+    assert read_table(spark, lakehouse, "quarantine").filter("cluster = 'garbage'").count() == lines
 
 
 def test_lines_cut_mid_json_are_quarantined_and_their_neighbours_kept(spark, hostile):

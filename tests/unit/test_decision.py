@@ -85,6 +85,27 @@ def test_no_decision_on_a_cluster_whose_replay_failed_its_self_check():
     assert lines[1] == "  bad / t: no decision: the replay's self-check failed (FAILED, accepted untrusted: P999 -15%)"
 
 
+def test_a_p999_without_send_times_is_decided_with_a_caution():
+    """Where fewer than half the acked produces had a send time, P999 is mostly the broker's view: the decision
+    says so; a topic with every send time, or with half of them, carries no caution."""
+    def timed(rows, known):
+        return [{**r, "n": 1000, "send_time_known": known} for r in rows]
+
+    target = DecisionTarget(p999_ms=200, max_lost_acks=0)
+    orders, audit = decide(timed(ORDERS, 499) + timed(AUDIT, 500), target)
+    assert (orders.send_time_share, audit.send_time_share) == (0.499, 0.5)
+    lines = decision_lines([orders, audit], target)
+    assert lines[1] == (
+        "  c1 / orders: frontier acks=all, acks=1, quorum=2, min.insync; meets the target: quorum=2, min.insync;"
+        " recommended: quorum=2; caution: only 49.9% of the acked produces had a send time, so P999 is mostly the"
+        " broker's view and producers saw more (give the records' CreateTime: README \"What the producer sees\")"
+    )
+    assert "caution" not in lines[2]
+    # the least covered policy of a topic counts
+    [mixed] = decide([{**AUDIT[0], "n": 10, "send_time_known": 10}, {**AUDIT[1], "n": 10, "send_time_known": 2}], None)
+    assert mixed.send_time_share == 0.2
+
+
 def test_the_target_is_read_from_the_conf_and_checked():
     config = parse_config({"report": {"target": {"p999_ms": 200, "max_lost_acks": 0}}})
     assert config.report.target == DecisionTarget(p999_ms=200.0, max_lost_acks=0)
@@ -93,3 +114,16 @@ def test_the_target_is_read_from_the_conf_and_checked():
         parse_config({"report": {"target": {}}})
     with pytest.raises(ValueError, match="report.target.max_lost_acks"):
         parse_config({"report": {"target": {"max_lost_acks": -1}}})
+
+
+def test_the_console_summary_says_how_many_acked_produces_had_a_send_time():
+    from ackreplay.gold import format_summary
+
+    rows = [{**r, "n": 31_466, "send_time_known": known} for r, known in ((AUDIT[0], 31_466), (AUDIT[1], 0))]
+    notes = [line for line in format_summary(rows) if line.startswith("    send times")]
+    assert notes == [
+        "    send times (CreateTime or a client log) for 0.0% of the acked produces: the others' latency starts when"
+        " the broker read their request, which misses the time they waited in the producer behind slower responses"
+        " (README \"What the producer sees\")"
+    ]
+    assert not [line for line in format_summary(rows[:1]) if line.startswith("    send times")]

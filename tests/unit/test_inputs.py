@@ -271,3 +271,21 @@ def test_files_named_like_inputs_outside_the_layout_stop_the_run_unless_allowed(
         "  2 files of KRaft controllers (controller-<id>/) not read: controllers lead no data partitions",
         "  1 other files outside the input layout not read, e.g. c1/README.md",
     ]
+
+
+def test_a_request_log_is_unreadable_only_when_every_line_was_quarantined():
+    from ackreplay.ingest import unreadable_files
+
+    counts = {
+        ("c/broker-1/a.log", "quarantined", "not a log4j line"): 7,
+        ("c/broker-1/a.log", "quarantined", "malformed or truncated JSON"): 2,
+        ("c/broker-1/b.log", "quarantined", "malformed or truncated JSON"): 3,
+        ("c/broker-1/b.log", "parsed", None): 1,  # one readable line: not unreadable
+        ("c/broker-2/c.log", "unused", "FETCH from a consumer"): 5,
+        ("c/broker-2/d.log", "quarantined", "x"): 4,
+        ("c/broker-2/d.log", "quarantined", "y"): 4,  # a tie: the reason sorting last
+    }
+    assert unreadable_files(counts) == [
+        ("c/broker-1/a.log", 9, "not a log4j line"),
+        ("c/broker-2/d.log", 8, "y"),
+    ]
