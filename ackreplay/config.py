@@ -80,6 +80,10 @@ class IngestSettings(_Strict):
     # a pre-2.8 format): `error` stops the run naming it, `warning` lists it and goes on. Its lines are in
     # the quarantine table either way.
     unreadable_files: Literal["error", "warning"] = "error"
+    # A cluster with request logs and no topics.txt, neither in the input nor ingested before: its topic ids
+    # cannot be resolved (their lines are quarantined) and its replicas and min ISR are unknown. `error`
+    # stops the run before the request logs are read, `warning` goes on.
+    missing_topics: Literal["error", "warning"] = "error"
 
 
 class SelfCheckSettings(_Strict):

@@ -65,6 +65,7 @@ class IngestReport:
     line_status: dict[str, int] = field(default_factory=dict)  # parsed / quarantined / unused
     unused_detail: dict[str, int] = field(default_factory=dict)
     quarantine_reasons: dict[str, int] = field(default_factory=dict)
+    clusters_without_topics: list[str] = field(default_factory=list)  # request logs, no topics.txt ever
     # request-log files with lines, every one of them quarantined: (source file, lines, most frequent reason)
     unreadable_files: list[tuple[str, int, str]] = field(default_factory=list)
     rows_written: dict[str, int] = field(default_factory=dict)
@@ -97,6 +98,9 @@ class IngestReport:
             out.extend(self.metrics.summary_lines())
         if self.send_times is not None and self.send_times.files:
             out.extend(self.send_times.summary_lines())
+        if self.clusters_without_topics:
+            out.append(f"  no topics.txt for {', '.join(self.clusters_without_topics)} (ingest.missing_topics: warning):"
+                       " topic ids unresolved, replicas and min ISR unknown")
         if self.unreadable_files:
             out.append(f"  {len(self.unreadable_files):,} request-log file(s) with every line quarantined"
                        " (ingest.unreadable_files: warning):")
@@ -176,6 +180,32 @@ def ingest_topics(
             )
     finally:
         lines.unpersist()
+
+
+def _clusters_with_partitions(spark: SparkSession, lakehouse: str, clusters: list[str]) -> set[str]:
+    """Which of `clusters` have rows in the partitions table (a topics.txt ingested, now or before)."""
+    if not table_exists(spark, lakehouse, "partitions"):
+        return set()
+    partitions = read_table(spark, lakehouse, "partitions").filter(F.col("cluster").isin(clusters))
+    return {r["cluster"] for r in partitions.select("cluster").distinct().collect()}
+
+
+def refuse_missing_topics(clusters: list[str], setting: str) -> None:
+    """Stop the run on clusters with request logs and no topics.txt (`ingest.missing_topics: error`)."""
+    if not clusters:
+        return
+    if setting != "error":
+        for cluster in clusters:
+            log.warning("cluster %s has no topics.txt: topic ids cannot be resolved and RF/min ISR are unknown", cluster)
+        return
+    raise InputError(
+        f"{len(clusters)} cluster(s) with request logs and no topics.txt, in this input or ingested before: "
+        f"{', '.join(clusters)}\n"
+        "without it the topic ids of PRODUCE and FETCH v13+ lines cannot be resolved (those lines would be"
+        " quarantined, the cluster left without produces) and each partition's replicas and min.insync.replicas"
+        " are unknown. Add <input>/<cluster>/topics.txt (kafka-topics.sh --describe: docs/recording-telemetry.md),"
+        " or set ingest.missing_topics: warning to go on without it"
+    )
 
 
 def _topic_ids(spark: SparkSession, lakehouse: str, clusters: list[str]) -> dict[str, str]:
@@ -266,11 +296,13 @@ def run_ingest(spark: SparkSession, config: AppConfig, inputs: str | list[str], 
         run_id, len(request_files), len(topics_files), list(inventory.ignored), list(inventory.misplaced),
         list(inventory.controller_files),
     )
-    missing_topics = sorted({f.cluster for f in request_files} - {f.cluster for f in topics_files})
-    for cluster in missing_topics:
-        log.warning("cluster %s has no topics.txt: topic ids cannot be resolved and RF/min ISR are unknown", cluster)
     if topics_files:
         ingest_topics(spark, config, topics_files, lakehouse, run_id, report)
+    request_clusters = {f.cluster for f in request_files}
+    missing = request_clusters - {f.cluster for f in topics_files}
+    if missing:  # an earlier run may have ingested the cluster's topics.txt
+        report.clusters_without_topics = sorted(missing - _clusters_with_partitions(spark, lakehouse, sorted(missing)))
+        refuse_missing_topics(report.clusters_without_topics, config.ingest.missing_topics)
     if request_files:
         ingest_request_logs(spark, config, request_files, lakehouse, run_id, report)
         refuse_unreadable(report.unreadable_files, config.ingest.unreadable_files)

@@ -281,3 +281,34 @@ def test_quarantined_request_lines_next_to_clean_broker_logs(spark, tmp_path):
     )
     report = run_ingest(spark, parse_config({}), str(inp), str(tmp_path / "lakehouse"))
     assert report.line_status == {"parsed": 1, "quarantined": 1}
+
+
+def test_a_cluster_without_topics_txt_stops_the_run_before_its_request_logs_are_read(spark, tmp_path, capsys):
+    """Request logs naming topics by id and no topics.txt: every such line would be quarantined and the cluster
+    left without produces, so the ingest stops (exit 2) naming the cluster and the file it needs; a topics.txt
+    ingested by an earlier run counts, and `ingest.missing_topics: warning` goes on."""
+    inp = tmp_path / "input"
+    by_id = request_log_line(T0, produce_body(13, 1, -1, "?", [ProducePartition(0, 100, 0)], Timing(), topic_id=TOPIC_ID))
+    _write(inp / "c9" / "broker-1" / "kafka-request.log", _lines(by_id, _produce(2, 1, T0)))  # by id, by name
+    lakehouse = str(tmp_path / "lakehouse")
+    assert main(["ingest", "--input", str(inp), "--lakehouse", lakehouse]) == 2
+    err = capsys.readouterr().err
+    assert "1 cluster(s) with request logs and no topics.txt, in this input or ingested before: c9\n" in err
+    assert "Add <input>/<cluster>/topics.txt" in err and "ingest.missing_topics: warning" in err
+    assert not (tmp_path / "lakehouse" / "bronze").exists()  # stopped before the request logs were read
+
+    lenient = tmp_path / "lenient.yaml"
+    lenient.write_text("ingest:\n  missing_topics: warning\n")
+    assert main(["ingest", "--input", str(inp), "--lakehouse", lakehouse, "--conf", str(lenient)]) == 0
+    out = capsys.readouterr().out
+    assert "no topics.txt for c9 (ingest.missing_topics: warning)" in out
+    assert f"quarantined       1  {UNKNOWN_TOPIC_ID_REASON}" in out
+
+    # topics.txt arrives in a later input: the cluster has it from then on, later request logs alone are fine
+    later = tmp_path / "later"
+    _write(later / "c9" / "topics.txt", TOPICS)
+    assert main(["ingest", "--input", str(later), "--lakehouse", lakehouse]) == 0
+    more = tmp_path / "more"
+    _write(more / "c9" / "broker-1" / "kafka-request.log.1", _lines(by_id))
+    assert main(["ingest", "--input", str(more), "--lakehouse", lakehouse]) == 0
+    assert "no topics.txt" not in capsys.readouterr().out
