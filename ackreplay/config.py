@@ -139,6 +139,10 @@ class ReplaySettings(_Strict):
     # The leader records a follower's LEO while handling its FETCH, after reading the partitions before
     # it: at t_dequeue + fraction * localTimeMs (0: at dequeue, 1: when local handling ends).
     fetch_update_fraction: float = Field(default=0.5, ge=0.0, le=1.0)
+    # A cluster with produces and no follower evidence at all (no follower FETCH lines, no JMX LEO scrapes):
+    # nothing says when a follower had a batch, so every acks=all produce would replay as a timeout.
+    # `error` stops the replay naming the cluster, `warning` replays it anyway.
+    missing_follower_evidence: Literal["error", "warning"] = "error"
     self_check: SelfCheckSettings = Field(default_factory=SelfCheckSettings)
     producer: ProducerSettings = Field(default_factory=ProducerSettings)
 

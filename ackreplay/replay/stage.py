@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 
 from ackreplay.arrow_delta import ArrowFileWriter, arrow_writable, commit_files, local_path
 from ackreplay.config import AppConfig
+from ackreplay.inputs import InputError
 from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path, table_spec
 from ackreplay.replay.elr import ElrSetting, announced_levels, elr_settings, partition_elr_rows
 from ackreplay.replay.groups import PRODUCE_REPLAY_ARROW, PartitionEpochs, ReplayContext, replay_group
@@ -83,6 +84,7 @@ class ReplayReport:
     rejections: dict[str, int] | None = field(default_factory=dict)
     self_check: SelfCheck | None = None
     metric_clusters: list[str] = field(default_factory=list)  # replayed from JMX LEO scrapes (no FETCH lines)
+    blind_clusters: list[str] = field(default_factory=list)  # produces, no follower evidence at all (warning mode)
     failovers: list[dict] = field(default_factory=list)  # transforms.failovers rows: leader changes that cut acks
     elr: dict[str, ElrSetting] = field(default_factory=dict)  # cluster -> keeps eligible leader replicas (elr.py)
     own_lags: dict[str, OwnLag] = field(default_factory=dict)  # cluster -> its own replica.lag.time.max.ms (`own`)
@@ -111,6 +113,11 @@ class ReplayReport:
         if self.own_lags:
             out.append("  own lag (replay.lag_ms `own`: the ISR re-simulated at each cluster's replica.lag.time.max.ms):")
             out += [f"    {own.line()}" for _, own in sorted(self.own_lags.items())]
+        if self.blind_clusters:
+            out.append(
+                f"  no follower evidence for {', '.join(self.blind_clusters)} (replay.missing_follower_evidence: warning):"
+                " every produce waiting for a follower replays as a timeout"
+            )
         if self.metric_clusters:
             out.append(
                 f"  no follower FETCH lines for {', '.join(self.metric_clusters)}: replayed from the JMX LEO scrapes "
@@ -185,6 +192,27 @@ def _session_conf(spark: SparkSession, settings: dict[str, str]):
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, value)
+
+
+def _without_follower_evidence(produce: DataFrame, samples: DataFrame, clusters: list[str]) -> list[str]:
+    """Of `clusters` (no follower FETCH lines), those with produces and no JMX LEO sample either."""
+    in_scope = F.col("cluster").isin(clusters)
+    sampled = samples.filter(in_scope & (F.col("metric") == "kafka_log_log_logendoffset")).select("cluster")
+    producing = produce.filter(in_scope).select("cluster").distinct()
+    return sorted(r["cluster"] for r in producing.join(sampled.distinct(), "cluster", "left_anti").collect())
+
+
+def refuse_blind(clusters: list[str], setting: str) -> None:
+    """Stop the replay on clusters with produces and no follower evidence (`replay.missing_follower_evidence`)."""
+    if not clusters or setting != "error":
+        return
+    raise InputError(
+        f"{len(clusters)} cluster(s) with produces and no follower evidence: {', '.join(clusters)}\n"
+        "neither follower FETCH lines in their request logs (the kafka.request.logger at DEBUG logs them:"
+        " docs/recording-telemetry.md) nor JMX LEO scrapes (<input>/<cluster>/metrics/*.prom) say when a follower"
+        " had a batch, so every acks=all produce would replay as a timeout. Add either, or set"
+        " replay.missing_follower_evidence: warning to replay them anyway"
+    )
 
 
 def _read_or_empty(spark: SparkSession, lakehouse: str, name: str, schema) -> DataFrame:
@@ -510,6 +538,8 @@ def run_replay(
     events = fetch_events(leo_evidence(fetches), settings.fetch_update_fraction)
     if metric_clusters:
         samples = _read_or_empty(spark, lakehouse, "follower_leo_samples", FOLLOWER_LEO_SAMPLES)
+        report.blind_clusters = _without_follower_evidence(produce, samples, metric_clusters)
+        refuse_blind(report.blind_clusters, settings.missing_follower_evidence)
         events = events.unionByName(
             metric_events(samples.filter(DateScope(tuple(metric_clusters), dates).widened(1).column()), epochs),
             allowMissingColumns=True,

@@ -255,6 +255,29 @@ def test_a_partition_whose_followers_never_fetch_times_out_under_acks_all(spark,
     run_quality(spark, config, lakehouse, "replay", ["nofetch"], "hostile-replay")  # no blocking failure
 
 
+def test_a_cluster_with_produces_and_no_follower_evidence_is_refused_by_the_replay(spark, hostile, tmp_path):
+    """The skew cluster has PRODUCE lines and neither follower FETCH lines nor LEO scrapes: nothing says when a
+    follower had a batch, so the replay stops naming it; `replay.missing_follower_evidence: warning` replays it
+    and says so."""
+    import shutil
+
+    from ackreplay.inputs import InputError
+
+    config, lakehouse, _ = hostile
+    with pytest.raises(InputError, match=r"^1 cluster\(s\) with produces and no follower evidence: skew\n"):
+        run_replay(spark, config, lakehouse, ["skew"], run_id="hostile-blind")
+    copy = str(shutil.copytree(lakehouse, tmp_path / "lakehouse"))
+    lenient = config.model_copy(
+        update={"replay": config.replay.model_copy(update={"missing_follower_evidence": "warning"})}
+    )
+    report = run_replay(spark, lenient, copy, ["skew"], run_id="hostile-blind")
+    assert report.blind_clusters == ["skew"]
+    assert "  no follower evidence for skew (replay.missing_follower_evidence: warning): every produce waiting for" \
+        " a follower replays as a timeout" in report.summary_lines()
+    # its broker logged no leadership either (no state-change.log): its two produces fall in no leader epoch
+    assert (report.replayed, report.skipped) == (0, {"outside any known leader epoch or partition": 2})
+
+
 def test_conf_errors_name_the_key_before_spark_starts(tmp_path, capsys):
     conf = tmp_path / "bad.yaml"
     conf.write_text("ingest:\n  max_line_bytes: lots\nquality:\n  checks:\n    produce_requests.no_such_check: warning\n")
