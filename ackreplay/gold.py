@@ -167,12 +167,25 @@ def build_gold(
         "latency_percentiles": (latency_percentiles(replay, window, record_sends), LATENCY_PERCENTILES),
         "risk_exposure": (risk_exposure(replay, partitions, window), RISK_EXPOSURE),
         "availability": (available, AVAILABILITY),
-        "policy_summary": (
-            policy_summary(replay, partitions, available, record_sends).withColumn("self_check", _verdict_of(self_checks)),
-            POLICY_SUMMARY,
-        ),
     }
-    return {name: conform(df.withColumn("gold_run_id", run), schema) for name, (df, schema) in frames.items()}
+    return {
+        **{name: conform(df.withColumn("gold_run_id", run), schema) for name, (df, schema) in frames.items()},
+        "policy_summary": summary_frame(replay, partitions, available, run_id, record_sends, self_checks),
+    }
+
+
+def summary_frame(
+    replay: DataFrame,
+    partitions: DataFrame,
+    available: DataFrame,
+    run_id: str,
+    record_sends: DataFrame | None = None,
+    self_checks: dict[str, str] | None = None,
+) -> DataFrame:
+    """policy_summary conformed to its contract, from the availability rows `available` (the frame, or the
+    rows of the availability table this run wrote)."""
+    summary = policy_summary(replay, partitions, available, record_sends).withColumn("self_check", _verdict_of(self_checks))
+    return conform(summary.withColumn("gold_run_id", F.lit(run_id)), POLICY_SUMMARY)
 
 
 def _verdict_of(self_checks: dict[str, str] | None) -> Column:
@@ -263,6 +276,11 @@ def run_gold(
     for name, df in frames.items():
         check_contract(spark, lakehouse, name, df.schema)
     for name, df in frames.items():
+        if name == "policy_summary":
+            # from the availability rows just written: planning and computing them again inside the summary's
+            # plan cost as much as writing them (the two frames share no Spark work)
+            written = read_table(spark, lakehouse, "availability").filter(in_scope)
+            df = summary_frame(replay, partitions, written, run_id, record_sends, self_checks)
         started = time.monotonic()
         log.info("writing %s ...", name)
         # the write replaces exactly the rows of `clusters`: what it wrote is what the table holds of them

@@ -534,19 +534,19 @@ def policy_summary(
             }
         )
     )
-    baseline = by_policy.filter(F.col("policy") == F.lit(RECORDED_POLICY)).select(
-        "cluster", "topic", F.col("p999_ms").alias("_base_p999")
+    # the topic's acks=all P999 beside each of its policies: a window over the aggregate, not a self-join
+    # (a join of `by_policy` with a filter of itself plans and computes the whole aggregate twice)
+    base = F.max(F.when(F.col("policy") == F.lit(RECORDED_POLICY), F.col("p999_ms"))).over(
+        Window.partitionBy("cluster", "topic")
     )
-    base = F.col("_base_p999")
     return (
-        by_policy.alias("s")
-        .join(baseline.alias("b"), ["cluster", "topic"], how="left")
-        .join(_isr_time_by_policy(availability_df).alias("a"), keys, how="left")
+        by_policy.withColumn("_base_p999", base)
+        .join(_isr_time_by_policy(availability_df), keys, how="left")
         .withColumns(
             {
                 "policy_rank": policy_rank(F.col("policy")),
-                "p999_vs_acks_all_ms": F.col("p999_ms") - base,
-                "p999_vs_acks_all_ratio": F.when(base != 0, F.col("p999_ms") / base),
+                "p999_vs_acks_all_ms": F.col("p999_ms") - F.col("_base_p999"),
+                "p999_vs_acks_all_ratio": F.when(F.col("_base_p999") != 0, F.col("p999_ms") / F.col("_base_p999")),
                 "under_min_isr_source": F.coalesce(F.col("under_min_isr_source"), _isr_source(F.col("policy"))),
             }
         )
