@@ -123,6 +123,8 @@ def test_replay_bench_hot_partition_peers(small_conf, tmp_path):
 
 
 def test_replay_bench_from_generator(spark, small_conf, tmp_path):
+    """`--from-generator`: a synthetic trace through the real ingest, then the replay stage. About a minute: that
+    ingest writes every bronze and silver table of a cluster (a pipeline run's fixed cost, not its 2,000 produces)."""
     from bench import replay_bench
 
     out = _run_in_session(

@@ -309,7 +309,8 @@ def test_quarantined_request_lines_next_to_clean_broker_logs(spark, tmp_path):
 def test_a_cluster_without_topics_txt_stops_the_run_before_its_request_logs_are_read(spark, tmp_path, capsys):
     """Request logs naming topics by id and no topics.txt: every such line would be quarantined and the cluster
     left without produces, so the ingest stops (exit 2) naming the cluster and the file it needs; a topics.txt
-    ingested by an earlier run counts, and `ingest.missing_topics: warning` goes on."""
+    ingested by an earlier run counts, and `ingest.missing_topics: warning` goes on. About a minute: four
+    ingest commands, three of which write every ingest table (each a few Delta commits), are the case."""
     inp = tmp_path / "input"
     by_id = request_log_line(T0, produce_body(13, 1, -1, "?", [ProducePartition(0, 100, 0)], Timing(), topic_id=TOPIC_ID))
     _write(inp / "c9" / "broker-1" / "kafka-request.log", _lines(by_id, _produce(2, 1, T0)))  # by id, by name

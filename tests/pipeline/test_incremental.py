@@ -212,6 +212,8 @@ def test_overlapping_date_ranges_and_a_late_file_equal_one_run_over_their_union(
 
 
 def test_duplicate_copies_are_ingested_once_and_reported(spark, tmp_path, capsys):
+    """A .gz copy and a copy in a second input folder are ingested once, and the run says so; the tables equal
+    a run over the originals. About a minute: three ingest commands (the module's docstring)."""
     reference = _input(tmp_path / "reference", (0, 1))
     inputs = _input(tmp_path / "input", (0, 1))
     _write_hour(inputs, 1, gz=True)  # kafka-request.log.2026-11-20-00 and a .gz copy of it

@@ -25,6 +25,9 @@ def _outputs(nb, output_type: str) -> list[dict]:
 
 
 def test_notebook_shows_the_summary_and_draws_the_charts(tmp_path, monkeypatch, sample_run):
+    """The notebook, run by a Jupyter kernel of its own on the session's run of a bundled trace, prints the
+    summary and draws the report's charts. About a minute and a half: the kernel starts its own Python and a
+    cold Spark JVM, which then reads the gold tables and writes the report as a user's would."""
     lakehouse = Path(sample_run(TRACE, gold=True).copy_lakehouse(tmp_path / "lakehouse"))
     assert not (lakehouse / "report").exists()  # the notebook writes the report
     monkeypatch.setenv("ACKREPLAY_LAKEHOUSE", str(lakehouse))

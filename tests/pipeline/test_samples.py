@@ -175,7 +175,8 @@ def test_a_replay_its_ground_truth_contradicts_is_refused(spark, sample_run, tmp
     """The 3.9.1 trace with its broker logs withheld: no ISR changes, so the replay waits for followers
     the controller had removed from the ISR; the self-check refuses it (exit 3, figures printed), and gold
     refuses the cluster even when named. With --accept-untrusted the replay goes through and gold, the
-    console and the report's first line say the results are untrusted."""
+    console and the report's first line say the results are untrusted. About two minutes: two replays of a
+    real trace (refused, then accepted) and gold and the report twice, each a step of the command as users run it."""
     import yaml
 
     from ackreplay.cli import main
