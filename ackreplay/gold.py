@@ -27,7 +27,13 @@ from transforms.gold import availability, latency_percentiles, policy_summary, r
 
 log = logging.getLogger(__name__)
 
-GOLD_TABLES = ("latency_percentiles", "risk_exposure", "availability", "policy_summary")
+GOLD_CONTRACTS = {
+    "latency_percentiles": LATENCY_PERCENTILES,
+    "risk_exposure": RISK_EXPOSURE,
+    "availability": AVAILABILITY,
+    "policy_summary": POLICY_SUMMARY,
+}
+GOLD_TABLES = tuple(GOLD_CONTRACTS)
 
 
 @dataclass
@@ -157,21 +163,17 @@ def build_gold(
     window: str,
     run_id: str,
     record_sends: DataFrame | None = None,
-    self_checks: dict[str, str] | None = None,
 ) -> dict[str, DataFrame]:
-    """The four gold frames (conformed to their contracts) from produce_replay, partitions, isr_changes
-    and the records' send times (:func:`read_record_sends`)."""
+    """The three per-window gold frames (conformed to their contracts) from produce_replay, partitions,
+    isr_changes and the records' send times (:func:`read_record_sends`); policy_summary is built from the
+    availability rows once written (:func:`summary_frame`)."""
     run = F.lit(run_id)
-    available = availability(replay, isr_changes, partitions, window)
     frames = {
-        "latency_percentiles": (latency_percentiles(replay, window, record_sends), LATENCY_PERCENTILES),
-        "risk_exposure": (risk_exposure(replay, partitions, window), RISK_EXPOSURE),
-        "availability": (available, AVAILABILITY),
+        "latency_percentiles": latency_percentiles(replay, window, record_sends),
+        "risk_exposure": risk_exposure(replay, partitions, window),
+        "availability": availability(replay, isr_changes, partitions, window),
     }
-    return {
-        **{name: conform(df.withColumn("gold_run_id", run), schema) for name, (df, schema) in frames.items()},
-        "policy_summary": summary_frame(replay, partitions, available, run_id, record_sends, self_checks),
-    }
+    return {name: conform(df.withColumn("gold_run_id", run), GOLD_CONTRACTS[name]) for name, df in frames.items()}
 
 
 def summary_frame(
@@ -272,19 +274,21 @@ def run_gold(
     predicate = f"cluster IN ({', '.join(map(sql_string, clusters))})"
     self_checks = self_check_verdicts(spark, lakehouse, clusters)  # before anything is written
     record_sends = read_record_sends(spark, lakehouse, in_scope)
-    frames = build_gold(replay, partitions, isr_changes, window, run_id, record_sends, self_checks)
-    for name, df in frames.items():
-        check_contract(spark, lakehouse, name, df.schema)
-    for name, df in frames.items():
-        if name == "policy_summary":
-            # from the availability rows just written: planning and computing them again inside the summary's
-            # plan cost as much as writing them (the two frames share no Spark work)
-            written = read_table(spark, lakehouse, "availability").filter(in_scope)
-            df = summary_frame(replay, partitions, written, run_id, record_sends, self_checks)
+    for name, contract in GOLD_CONTRACTS.items():
+        check_contract(spark, lakehouse, name, contract)
+
+    def write(name: str, df: DataFrame) -> None:
         started = time.monotonic()
         log.info("writing %s ...", name)
         # the write replaces exactly the rows of `clusters`: what it wrote is what the table holds of them
         report.rows[name] = replace_rows(df, lakehouse, name, predicate, run_id)
         log.info("writing %s done in %.1f s", name, time.monotonic() - started)
+
+    for name, df in build_gold(replay, partitions, isr_changes, window, run_id, record_sends).items():
+        write(name, df)
+    # from the availability rows just written: planning and computing them again inside the summary's plan
+    # cost as much as writing them (the two frames share no Spark work)
+    written = read_table(spark, lakehouse, "availability").filter(in_scope)
+    write("policy_summary", summary_frame(replay, partitions, written, run_id, record_sends, self_checks))
     report.summary = summary_rows(read_table(spark, lakehouse, "policy_summary").filter(in_scope))
     return report
