@@ -184,8 +184,7 @@ def summary_frame(
     record_sends: DataFrame | None = None,
     self_checks: dict[str, str] | None = None,
 ) -> DataFrame:
-    """policy_summary conformed to its contract, from the availability rows `available` (the frame, or the
-    rows of the availability table this run wrote)."""
+    """policy_summary conformed to its contract, from `available`: the availability rows this run wrote."""
     summary = policy_summary(replay, partitions, available, record_sends).withColumn("self_check", _verdict_of(self_checks))
     return conform(summary.withColumn("gold_run_id", F.lit(run_id)), POLICY_SUMMARY)
 
