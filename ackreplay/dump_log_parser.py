@@ -51,6 +51,8 @@ CLASSIFIED_FIELDS = [
 # A file's classified lines with their line numbers, as Spark reads them (mapInArrow, applyInArrow)
 CLASSIFIED_SCHEMA = pa.schema([("line_number", pa.int64()), *CLASSIFIED_FIELDS])
 CLASSIFIED_SPARK_SCHEMA = from_arrow_schema(CLASSIFIED_SCHEMA)
+# What the reading task hands to Spark (`fold_unused_lines`): each row stands for `lines` lines
+FOLDED_SCHEMA = CLASSIFIED_SCHEMA.append(pa.field("lines", pa.int64()))
 
 
 def _to_int(strings: pa.Array, bits: int) -> pa.Array:
@@ -242,3 +244,29 @@ def classify_file(line_numbers, lines, read_errors) -> pa.Table:
     if not parts:
         return CLASSIFIED_SCHEMA.empty_table()
     return pa.concat_tables(parts)
+
+
+def fold_unused_lines(classified: pa.Table) -> pa.Table:
+    """`classified` (`CLASSIFIED_SCHEMA`) with its unused lines folded into one row per detail: `lines` says
+    how many lines a row stands for (1 for every other row) and `line_number` is the last of them.
+
+    Most lines of a dump are record lines, which no table keeps: folded, only the rows a table needs reach
+    Spark, and the counts still reconcile line for line (every line is in some row's `lines`, and a file's
+    last line number is still among the rows)."""
+    unused = pc.equal(classified["status"], "unused")
+    kept = classified.filter(pc.invert(unused))
+    kept = kept.append_column("lines", pa.repeat(pa.scalar(1, pa.int64()), kept.num_rows))
+    folded = (
+        classified.filter(unused)
+        .group_by("detail")
+        .aggregate([("line_number", "max"), ("line_number", "count")])
+    )
+    n = folded.num_rows
+    columns = {
+        "line_number": folded["line_number_max"],
+        "status": pa.repeat(pa.scalar("unused", pa.string()), n),
+        "detail": folded["detail"],
+        "lines": folded["line_number_count"].cast(pa.int64()),
+    }
+    rows = pa.table({f.name: columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in FOLDED_SCHEMA})
+    return pa.concat_tables([kept.cast(FOLDED_SCHEMA), rows.cast(FOLDED_SCHEMA)])

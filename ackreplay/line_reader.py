@@ -247,9 +247,10 @@ def read_request_logs(
 
 
 def read_dump_logs(spark: SparkSession, files: Sequence[InputFile], chunk_bytes: int, max_line_bytes: int) -> DataFrame:
-    """Every line of kafka-dump-log output `files`, classified in the reading task (one per file) by
-    `ackreplay.dump_log_parser` (`CLASSIFIED_SCHEMA`, with the text of quarantined lines only)."""
-    from ackreplay.dump_log_parser import CLASSIFIED_SCHEMA, DumpLogClassifier
+    """The lines of kafka-dump-log output `files`, classified in the reading task (one per file) by
+    `ackreplay.dump_log_parser` (`FOLDED_SCHEMA`: the text of quarantined lines only, unused lines folded
+    into one row per detail that says how many `lines` it stands for)."""
+    from ackreplay.dump_log_parser import FOLDED_SCHEMA, DumpLogClassifier, fold_unused_lines
 
     def read_file(row: dict) -> Iterator[pa.RecordBatch]:
         classifier = DumpLogClassifier()
@@ -257,6 +258,7 @@ def read_dump_logs(spark: SparkSession, files: Sequence[InputFile], chunk_bytes:
 
         def with_file(part: pa.Table | None) -> Iterator[pa.RecordBatch]:
             if part is not None and part.num_rows:
+                part = fold_unused_lines(part)
                 table = part.add_column(0, "file_index", pa.repeat(index, part.num_rows))
                 yield from table.to_batches()
 
@@ -266,5 +268,5 @@ def read_dump_logs(spark: SparkSession, files: Sequence[InputFile], chunk_bytes:
             )
         yield from with_file(classifier.finish())
 
-    schema = StructType([StructField("file_index", IntegerType()), *from_arrow_schema(CLASSIFIED_SCHEMA).fields])
-    return _map_files(spark, files, read_file, schema, CLASSIFIED_SCHEMA.names)
+    schema = StructType([StructField("file_index", IntegerType()), *from_arrow_schema(FOLDED_SCHEMA).fields])
+    return _map_files(spark, files, read_file, schema, FOLDED_SCHEMA.names)

@@ -96,11 +96,9 @@ def ingest_send_times(
         if config.privacy.hash_identities:  # client ids hashed like produce_requests', so that they still match
             rows = with_hashed_identities(rows, config.privacy.salt(), ("client_id",))
         report.rows_written["batch_send_times"] = replace_rows(rows, lakehouse, "batch_send_times", predicate, run_id)
-        rows = classified.groupBy("status", "detail").agg(
-            F.count(F.lit(1)).alias("n"), F.count_distinct("source_file").alias("files")
-        ).collect()  # one row per (status, reason)
+        rows = classified.groupBy("status", "detail").agg(F.sum("lines").alias("n")).collect()  # per (status, reason)
         per_file = classified.groupBy("source_file").agg(
-            F.count(F.lit(1)).alias("lines"), F.max("line_number").alias("last")
+            F.sum("lines").alias("lines"), F.max("line_number").alias("last")
         ).collect()  # one row per file
     finally:
         classified.unpersist()

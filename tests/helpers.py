@@ -103,7 +103,7 @@ def classify_dump_lines(lines: DataFrame) -> DataFrame:
     the task that reads the file, `line_reader.read_dump_logs`; this takes any DataFrame of lines).
     """
     import pyarrow as pa
-    from pyspark.sql.types import StringType, StructField, StructType
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     from ackreplay.dump_log_parser import CLASSIFIED_SPARK_SCHEMA, classify_file
 
@@ -111,10 +111,11 @@ def classify_dump_lines(lines: DataFrame) -> DataFrame:
         table = table.sort_by("line_number")
         out = classify_file(table["line_number"], table["line"], table["read_error"])
         origin = {c: pa.repeat(table[c][0], out.num_rows) for c in ("cluster", "source_file")}  # a group: one file
-        return pa.table({**origin, **{name: out[name] for name in out.column_names}})
+        lines = pa.repeat(pa.scalar(1, pa.int64()), out.num_rows)  # a row per line (the ingest folds unused ones)
+        return pa.table({**origin, **{name: out[name] for name in out.column_names}, "lines": lines})
 
     origin = [StructField("cluster", StringType()), StructField("source_file", StringType())]
-    schema = StructType([*origin, *CLASSIFIED_SPARK_SCHEMA.fields])
+    schema = StructType([*origin, *CLASSIFIED_SPARK_SCHEMA.fields, StructField("lines", LongType())])
     classified = (
         lines.select("cluster", "source_file", "line_number", "line", "read_error")
         .groupBy("source_file")

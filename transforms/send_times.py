@@ -54,17 +54,19 @@ MIN_SEND_MS, MAX_SEND_MS = 946_684_800_000, 4_102_444_800_000
 
 
 def dump_lines_classified(classified: DataFrame) -> DataFrame:
-    """kafka-dump-log lines classified by `ackreplay.dump_log_parser` in the columns of `classify_client_lines`."""
+    """kafka-dump-log lines classified by `ackreplay.dump_log_parser` in the columns of `classify_client_lines`
+    (a row stands for `lines` lines: the unused ones are folded, `dump_log_parser.fold_unused_lines`)."""
     return classified.select(
         "cluster", "source_file", "line_number", "line", "status", "detail", "topic",
         F.lit(None).cast("string").alias("client_id"), "partition", "base_offset", "records", "leader_epoch",
         "t_send", F.lit("create_time").alias("source"), F.col("record_sends").cast(RECORD_SENDS).alias("record_sends"),
+        "lines",
     )  # fmt: skip
 
 
 def classify_client_lines(lines: DataFrame) -> DataFrame:
-    """Numbered lines of client batch logs (CSV with a header line) -> every line with a status; parsed
-    ones carry a batch's (topic or client_id, partition, base_offset, records, t_send)."""
+    """Numbered lines of client batch logs (CSV with a header line) -> every line with a status (a row per
+    line: `lines` 1); parsed ones carry a batch's (topic or client_id, partition, base_offset, records, t_send)."""
     fields = F.split(F.col("line"), ",", -1)
     header = (
         lines.where(F.col("line_number") == 1)
@@ -106,6 +108,7 @@ def classify_client_lines(lines: DataFrame) -> DataFrame:
         F.when(F.col("line_number") == 1, "header").when(unused, "blank").otherwise(reason).alias("detail"),
         "topic", "client_id", "partition", "base_offset", "records", F.lit(None).cast("int").alias("leader_epoch"),
         "t_send", F.lit("client_log").alias("source"), F.lit(None).cast(RECORD_SENDS).alias("record_sends"),
+        F.lit(1).cast("long").alias("lines"),
     )  # fmt: skip
 
 

@@ -119,3 +119,33 @@ def test_a_dump_classified_in_pieces_equals_it_classified_whole():
         parts.append(classifier.finish())
         pieces = pa.concat_tables([p for p in parts if p is not None])
         assert pieces.equals(whole), cuts
+
+
+def test_the_reader_folds_unused_lines_into_a_row_per_detail():
+    """What the reading task hands to Spark: the parsed and quarantined lines as they are, the unused ones
+    (no table keeps them) as one row per detail with how many lines it stands for and the last one's number."""
+    import pyarrow as pa
+
+    from ackreplay.dump_log_parser import FOLDED_SCHEMA, classify_file, fold_unused_lines
+
+    numbers = pa.array(range(1, len(DUMP) + 1), pa.int64())
+    errors = pa.array([None] * 11 + ["invalid UTF-8"], pa.string())
+    whole = classify_file(numbers, pa.array(DUMP, pa.string()), errors)
+    folded = fold_unused_lines(whole)
+    assert folded.schema == FOLDED_SCHEMA
+    rows = sorted((r["line_number"], r["status"], r["detail"], r["lines"]) for r in folded.to_pylist())
+    assert rows == [
+        (1, "quarantined", "a batch before any 'Dumping <segment>' line: partition unknown", 1),
+        (4, "parsed", None, 1),
+        (6, "unused", "record", 2),  # lines 5 and 6
+        (7, "parsed", None, 1),
+        (8, "quarantined", "a batch of several records without its first record's line: run kafka-dump-log with "
+                           "--deep-iteration", 1),
+        (9, "unused", "other", 3),  # lines 2, 3 and 9
+        (10, "quarantined", "timestamps are LogAppendTime, not the producer's CreateTime", 1),
+        (11, "quarantined", "CreateTime outside 2000..2100 (not epoch milliseconds)", 1),
+        (12, "quarantined", "invalid UTF-8", 1),
+    ]
+    kept = folded.filter(pa.compute.not_equal(folded["status"], "unused")).drop_columns(["lines"])
+    assert kept.equals(whole.filter(pa.compute.not_equal(whole["status"], "unused")))  # the other rows unchanged
+    assert fold_unused_lines(whole.slice(0, 0)).num_rows == 0
