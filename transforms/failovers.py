@@ -54,17 +54,7 @@ def failover_truncations(leader_epochs: DataFrame, replay: DataFrame, fetches: D
     (partition, base offset) names two batches and per-batch inputs keyed by it (record counts, send
     times) can belong to the other one.
     """
-    changes = leader_epochs.where(
-        F.col("previous_leader").isNotNull() & (F.col("previous_leader") != F.col("broker_id"))
-    ).select(
-        *_PARTITION,
-        F.col("previous_leader_epoch").alias("old_epoch"),
-        F.col("previous_leader").alias("old_leader"),
-        F.col("leader_epoch").alias("new_epoch"),
-        F.col("broker_id").alias("new_leader"),
-        F.col("t_log").alias("t_new_epoch"),
-        F.col("epoch_start_offset").alias("new_start_offset"),
-    ).dropDuplicates([*_PARTITION, "old_epoch", "new_epoch"])
+    changes = leader_changes(leader_epochs)
     # a row per leader change: the fetches and produces of the ended epochs are picked by joining it first
     ended = F.broadcast(changes.select(*_PARTITION, "old_epoch", "old_leader", "new_leader", "t_new_epoch"))
     held = (
@@ -140,6 +130,22 @@ def failover_truncations(leader_epochs: DataFrame, replay: DataFrame, fetches: D
             "acked_batches_replayed_lost_max", "acked_records_truncated",
         )
     )  # fmt: skip
+
+
+def leader_changes(leader_epochs: DataFrame) -> DataFrame:
+    """One row per leader change of `leader_epochs`: a new epoch led by another broker than the one before
+    (cluster, topic, partition, old_epoch, old_leader, new_epoch, new_leader, t_new_epoch, new_start_offset)."""
+    return leader_epochs.where(
+        F.col("previous_leader").isNotNull() & (F.col("previous_leader") != F.col("broker_id"))
+    ).select(
+        *_PARTITION,
+        F.col("previous_leader_epoch").alias("old_epoch"),
+        F.col("previous_leader").alias("old_leader"),
+        F.col("leader_epoch").alias("new_epoch"),
+        F.col("broker_id").alias("new_leader"),
+        F.col("t_log").alias("t_new_epoch"),
+        F.col("epoch_start_offset").alias("new_start_offset"),
+    ).dropDuplicates([*_PARTITION, "old_epoch", "new_epoch"])
 
 
 def _micros_later(ts: Column, ms: Column) -> Column:

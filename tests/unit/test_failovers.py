@@ -141,3 +141,25 @@ def test_the_replay_summary_prints_each_failover_with_the_replays_range():
         "    c t-0 epoch 0->1 (broker 1->2, 01:33:01): 24 acks=1 batches acknowledged and lost (the log restarts at "
         "offset 11,195); the replay's timeline: unknown: no FETCH from it in that epoch",
     ]
+
+
+def test_leader_changes_are_the_epochs_another_broker_took_over(spark):
+    """The replay looks for cut records only where `leader_changes` has a row (none: the query is skipped)."""
+    from transforms.failovers import leader_changes
+
+    epochs = _epochs(
+        spark,
+        [
+            (0, 1, 0, 0, None, None),  # the first epoch seen: no previous leader
+            (0, 2, 1, 40, 1, 0),  # broker 2 took over from broker 1: a change
+            (0, 2, 1, 40, 1, 0),  # the same line in both logs: one change
+            (1, 3, 5, 90, 3, 4),  # a new epoch on the same leader: not a change
+        ],
+    )
+    expected = spark.createDataFrame(
+        [("c", "t", 0, 0, 1, 1, 2, T0, 40)],
+        "cluster string, topic string, partition int, old_epoch int, old_leader int, new_epoch int, new_leader int, "
+        "t_new_epoch timestamp, new_start_offset bigint",
+    )
+    assert_df_equality(leader_changes(epochs), expected, ignore_nullable=True)
+    assert leader_changes(epochs.where(F.col("partition") == 1)).isEmpty()
