@@ -31,7 +31,7 @@ test-fast: setup  ## the inner loop: lint and the unit tests (no pipeline runs, 
 test-lab: setup  ## runs a real 3-broker Kafka cluster for about a minute
 	$(BIN)/pytest -m lab
 
-test-cluster: setup  ## the pipeline under spark-submit on a Spark standalone master and two workers (127.0.0.1)
+test-cluster: setup  ## the pipeline under spark-submit on a Spark standalone master and a worker (127.0.0.1)
 	$(BIN)/pytest -m cluster
 
 corpus: setup  ## record every trace of data/samples and data/corpus again into $(CORPUS_OUT)/<trace> (about 5 min each; never over the committed ones)

@@ -1,18 +1,21 @@
-"""The whole pipeline under spark-submit on a real Spark standalone cluster (a master and two workers on
-127.0.0.1, separate JVMs started from the pyspark installation) gives the same gold tables as a local run.
+"""The whole pipeline under spark-submit on a real Spark standalone cluster (a master and a two-core worker
+on 127.0.0.1, separate JVMs started from the pyspark installation) gives the same gold tables as a local run.
 
 The code reaches the driver and the executors only as the built wheel passed with `--py-files`: both run
 a Python that has the dependencies but not the project (the venv's editable install is hidden from it),
 so a module that was not shipped fails the run instead of being imported from the checkout.
 
-Why it takes minutes (CI's longest test): a master, two workers and the spark-submit driver are four
-JVMs on two cores, and the driver runs the whole pipeline on the 3.9.1 trace (without the data-quality
-checks: `cluster_conf`) on two one-core executors. The local side is the session's shared run of the
-same trace.
+Why it takes minutes (CI's longest test): a master, a worker, its executor and the spark-submit driver
+are four JVMs on two cores, and the driver runs the whole pipeline on the 3.9.1 trace (without the
+data-quality checks: `cluster_conf`) on the executor's two cores. The local side is the session's shared
+run of the same trace.
 The cost is the stages' Spark jobs and Delta commits, not the input: a generated trace 25 times
 smaller took as long (622 s against 597 s under spark-submit). Its tasks are sized for two cores
 (`cluster_conf`): about 1,100 executor tasks instead of 6,300, 4,800 of which were Delta log replays
-in Delta's default 50 partitions.
+in Delta's default 50 partitions. One worker with two cores rather than two with one: the second
+executor was a second cold JVM compiling the same code (measured alone on this 2-core machine,
+2026-11-28: 346 s and 443 CPU-seconds with two workers, 275 s and 334 CPU-seconds with one; the
+driver on C2 instead of C1: 304 s, 464 CPU-seconds).
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ CONF = REPO / "conf/cluster.yaml"
 SPARK_HOME = Path(pyspark.__file__).parent
 SPARK_MINOR = ".".join(pyspark.__version__.split(".")[:2])
 DELTA_PACKAGE = f"io.delta:delta-spark_{SPARK_MINOR}_2.13:{DELTA_VERSION}"
-WORKERS = 2
+WORKERS = 1
+CORES_PER_WORKER = 2
 # A guard against a hung run, not a speed check: a shared 2-core machine under load needed > 20 min.
 SUBMIT_TIMEOUT_S = 3600
 
@@ -119,7 +123,7 @@ def wheel(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def standalone_master(tmp_path_factory):
-    """spark://127.0.0.1:<port> with two one-core workers; every JVM is stopped at teardown."""
+    """spark://127.0.0.1:<port> with its worker(s); every JVM is stopped at teardown."""
     root = tmp_path_factory.mktemp("standalone")
     port, ui_port = _free_port(), _free_port()
     env = _env(SPARK_DAEMON_MEMORY="256m", SPARK_LOG_DIR=str(root), SPARK_DAEMON_JAVA_OPTS=CHILD_JVM_OPTIONS)
@@ -144,10 +148,10 @@ def standalone_master(tmp_path_factory):
             work_dir = root / f"worker-{i}"
             work_dir.mkdir()
             start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", url,
-                  "--host", "127.0.0.1", "--cores", "1", "--memory", "1536m",
+                  "--host", "127.0.0.1", "--cores", str(CORES_PER_WORKER), "--memory", "3g",
                   "--webui-port", str(_free_port()), "--work-dir", str(work_dir))
         _wait_for(
-            lambda: (_master_state(ui_port) or {}).get("aliveworkers", 0) >= WORKERS, "two Spark workers", 120, logs
+            lambda: (_master_state(ui_port) or {}).get("aliveworkers", 0) >= WORKERS, "the Spark workers", 120, logs
         )
         yield url, root, logs
     finally:
@@ -174,10 +178,10 @@ def cluster_lakehouse(standalone_master, wheel, cluster_conf, tmp_path_factory) 
         "--py-files", str(wheel),
         "--driver-memory", "1g",
         "--executor-memory", "1g",
-        "--executor-cores", "1",
-        "--total-executor-cores", str(WORKERS),
+        "--executor-cores", str(CORES_PER_WORKER),
+        "--total-executor-cores", str(WORKERS * CORES_PER_WORKER),
         "--conf", "spark.ui.enabled=false",
-        # six cold JVMs on two cores: C1 only (tests/conftest.py, CHILD_JVM_OPTIONS)
+        # four cold JVMs on two cores: C1 only (tests/conftest.py, CHILD_JVM_OPTIONS)
         "--conf", f"spark.driver.extraJavaOptions={CHILD_JVM_OPTIONS}",
         "--conf", f"spark.executor.extraJavaOptions={CHILD_JVM_OPTIONS}",
         "--conf", "spark.driver.host=127.0.0.1",
@@ -199,7 +203,7 @@ def cluster_lakehouse(standalone_master, wheel, cluster_conf, tmp_path_factory) 
     )
     assert returncode == 0, f"spark-submit failed:\n{printed[-4000:]}\n{errors[-8000:]}\n{executor_logs}"
     assert "done in" in printed, printed
-    # The application really ran on the workers: each one started an executor for it.
+    # The application really ran on the worker(s): each one started an executor for it.
     assert len(list(root.glob("worker-*/app-*/*"))) >= WORKERS, executor_logs
     return lakehouse
 
@@ -218,13 +222,13 @@ def cluster_conf(tmp_path_factory) -> Path:
     # 770 s). They run on the local session's run of the same trace instead
     # (test_samples.py::test_every_data_quality_check_passes_on_a_real_trace).
     conf["quality"] = {**conf["quality"], "enabled": False}
-    # Tasks sized for this cluster's two one-core executors, as conf/local.yaml sizes them for a laptop:
+    # Tasks sized for this cluster's two executor cores, as conf/local.yaml sizes them for a laptop:
     # shuffles in 2 x its cores (conf/cluster.yaml's rule), Delta's log replay in one partition per core
     # instead of Delta's default 50 (each commit and table read replays a log: most of the run's tasks).
     conf["spark"]["conf"] = {
         **conf["spark"]["conf"],
-        "spark.sql.shuffle.partitions": 2 * WORKERS,
-        "spark.databricks.delta.snapshotPartitions": WORKERS,
+        "spark.sql.shuffle.partitions": 2 * WORKERS * CORES_PER_WORKER,
+        "spark.databricks.delta.snapshotPartitions": WORKERS * CORES_PER_WORKER,
         **SMALL_DATA_CONF,  # a test's data is tiny (tests/conftest.py)
     }
     path = tmp_path_factory.mktemp("conf") / "cluster.yaml"
