@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     steps = pipeline.StepTimes()
     try:
         with steps.timed("Spark session"):
-            spark = build_spark_session(config.spark)
+            spark = build_spark_session(config.session_settings())
         if args.command in ("run", "ingest", "replay", "gold"):
             from ackreplay.lakehouse import check_writable
 

@@ -31,10 +31,20 @@ class SparkSettings(_Strict):
     app_name: str = "ackreplay"
     # Maven coordinates of Delta; None derives them from the installed pyspark/delta-spark pair.
     delta_package: str | None = None
+    # More Maven coordinates resolved with Delta's (a cluster's `create_times_from_kafka` adds Spark's Kafka
+    # source, `kafka_source_package`, when it is not listed).
+    packages: list[str] = Field(default_factory=list)
     # Local jar files used instead of resolving packages (offline machines, `mvn dependency:copy`).
     jars: list[str] = Field(default_factory=list)
     conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
     log_level: str = "WARN"
+
+
+# Spark Kafka source options the send-times read sets itself (ackreplay/send_times.py).
+KAFKA_OPTIONS_SET_BY_ACKREPLAY = frozenset(
+    {"assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets", "startingTimestamp",
+     "endingTimestamp", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "failOnDataLoss"}
+)  # fmt: skip
 
 
 class ClusterSettings(_Strict):
@@ -52,6 +62,20 @@ class ClusterSettings(_Strict):
     # The brokers' replica.lag.time.max.ms, for replay.lag_ms `own` when the collected server.log files do
     # not hold a start of each broker (its "KafkaConfig values:" dump); None reads it from the logs.
     replica_lag_time_max_ms: int | None = Field(default=None, ge=1)
+    # Read each batch's send time (its first record's CreateTime) from the topic itself with Spark's Kafka
+    # source: its options, at least `kafka.bootstrap.servers` (and e.g. `kafka.security.protocol`,
+    # `kafka.sasl.jaas.config`). Empty: only kafka-dump-log output and client logs give send times.
+    create_times_from_kafka: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("create_times_from_kafka")
+    @classmethod
+    def _kafka_source_options(cls, value: dict[str, str]) -> dict[str, str]:
+        if value and "kafka.bootstrap.servers" not in value:
+            raise ValueError("needs kafka.bootstrap.servers")
+        chosen = sorted(k for k in value if k in KAFKA_OPTIONS_SET_BY_ACKREPLAY)
+        if chosen:
+            raise ValueError(f"{', '.join(chosen)}: ackreplay reads the partitions and offsets the request logs name")
+        return value
 
     @field_validator("log_timezone")
     @classmethod
@@ -293,9 +317,24 @@ class AppConfig(_Strict):
         """Settings of one cluster, falling back to `default_cluster`."""
         return self.clusters.get(name, self.default_cluster)
 
+    def session_settings(self) -> SparkSettings:
+        """`spark`, with Spark's Kafka source among the packages when a cluster reads send times from its
+        topics and no spark-sql-kafka coordinate is listed."""
+        reads_kafka = any(c.create_times_from_kafka for c in (self.default_cluster, *self.clusters.values()))
+        if not reads_kafka or any(":spark-sql-kafka-" in p for p in self.spark.packages):
+            return self.spark
+        return self.spark.model_copy(update={"packages": [*self.spark.packages, kafka_source_package()]})
+
     def configured_lags(self, clusters: list[str]) -> dict[str, int]:
         """cluster -> replica_lag_time_max_ms where the conf gives it (the cluster's or `default_cluster`'s)."""
         return {c: lag for c in clusters if (lag := self.cluster(c).replica_lag_time_max_ms) is not None}
+
+
+def kafka_source_package() -> str:
+    """Maven coordinates of Spark's Kafka source for the installed pyspark (Scala 2.13, Spark 4)."""
+    import pyspark
+
+    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
 
 
 def parse_config(raw: dict[str, Any] | None, source: str = "<dict>") -> AppConfig:

@@ -47,7 +47,7 @@ def jars_conf(settings: SparkSettings) -> dict[str, str]:
     """The conf that puts Delta's jars on the session's classpath (see the module docstring)."""
     if settings.jars:
         return {"spark.jars": ",".join(settings.jars)}
-    packages = delta_packages(settings)
+    packages = ",".join([delta_packages(settings), *settings.packages])
     jvm = jvm_state()
     if jvm == "submitted":
         return {"spark.jars.packages": packages}

@@ -153,7 +153,8 @@ BATCH_SEND_TIMES = _schema(
     # After a truncation the next epoch reuses the offsets: the batch matches produces of this epoch only.
     ("leader_epoch", IntegerType(), True),
     ("t_send", TimestampType(), False),
-    ("source", StringType(), False),  # create_time (kafka-dump-log) | client_log
+    # create_time (kafka-dump-log) | client_log | topic (read from the topic with Spark's Kafka source)
+    ("source", StringType(), False),
     # when each record was sent: ms after t_send, with how many records share that ms, in time order (the
     # records' own CreateTimes, printed by kafka-dump-log --deep-iteration); null: only the batch's is known
     ("record_sends", RECORD_SENDS, True),

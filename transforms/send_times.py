@@ -38,7 +38,7 @@ first record's line, a line that does not parse).
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from schemas.tables import BATCH_SEND_TIMES, RECORD_SENDS
@@ -118,3 +118,162 @@ def batch_send_times(classified: DataFrame, run_id: str) -> DataFrame:
         "*", F.to_date("t_send").alias("event_date"), F.lit(run_id).alias("ingest_run_id")
     )
     return conform(rows, BATCH_SEND_TIMES)
+
+
+# --- Send times read from the topic itself (Spark's Kafka source) ---------------------------------------
+
+TOPIC_RECORDS = "topic"  # batch_send_times.source of rows read from the topic
+# A record a producer stamped is older than the request that carried it: CreateTime (whole ms, the
+# producer's clock) <= the request's start (ms log stamp less totalTimeMs, so up to 1 ms early).
+CREATED_AFTER_SLACK_US = 1_000
+
+NOT_IN_TOPIC = "the batch's first record is not in the topic (removed by retention or compaction)"
+LOG_APPEND_TIME = "timestamps are LogAppendTime, not the producer's CreateTime"
+CREATED_AFTER_REQUEST = (
+    "the record at the batch's base offset was created after the request reached the broker: not this batch's"
+    " (the application sets timestamps, the producer's clock is ahead, or the offset was reused after a truncation)"
+)
+TRUNCATED = "a leader change cut the batch: its offsets hold the next leader epoch's records"
+TOPIC_PROBLEMS = (TRUNCATED, NOT_IN_TOPIC, LOG_APPEND_TIME, CREATED_AFTER_REQUEST)
+
+
+def with_truncation(produces: DataFrame, leader_epochs: DataFrame) -> DataFrame:
+    """`truncated`: whether the produce's batch was cut from the log by a later leader epoch, and
+    `leader_epoch`: the epoch whose leader appended it (null: no epoch of its broker is known).
+
+    A consumer reads the log as it is now, so offsets a leader change cut hold the next epoch's records.
+    A leader's epoch e ends where the partition's next epoch starts (`epoch_start_offset`, the new leader's
+    LEO, `Partition.makeLeader`); the old leader truncates to it when it follows (its offsets from there are
+    replaced). So a batch the broker appended as leader of epoch e (the broker's latest epoch started before
+    the append, `leader_epochs`) is cut when its base offset is at or past the start of any later epoch; an
+    append after the next epoch began (a paused leader resuming) is in that case too. Produces of a broker
+    with no epoch in `leader_epochs` are taken as kept (null)."""
+    epochs = leader_epochs.groupBy("cluster", "topic", "partition", "leader_epoch").agg(
+        F.min_by("broker_id", "t_log").alias("leader_id"), F.min(F.unix_micros("t_log")).alias("start_us"),
+        F.min("epoch_start_offset").alias("start_offset"),
+    )  # fmt: skip
+    later = Window.partitionBy("cluster", "topic", "partition").orderBy(F.desc("leader_epoch"))
+    own = Window.partitionBy("cluster", "topic", "partition", "leader_id").orderBy("start_us")
+    spans = epochs.select(
+        "cluster", "topic", "partition", "leader_epoch", "leader_id", "start_us",
+        F.coalesce(F.lead("start_us").over(own), F.lit(2**62)).alias("end_us"),
+        F.min("start_offset").over(later.rowsBetween(Window.unboundedPreceding, -1)).alias("cut_from"),
+    )  # fmt: skip
+    p, e = produces.withColumn("_t_us", F.unix_micros("t_local_done")).alias("p"), spans.alias("e")
+    joined = p.join(
+        F.broadcast(e),
+        (F.col("p.cluster") == F.col("e.cluster")) & (F.col("p.topic") == F.col("e.topic"))
+        & (F.col("p.partition") == F.col("e.partition")) & (F.col("p.broker_id") == F.col("e.leader_id"))
+        & (F.col("p._t_us") >= F.col("e.start_us")) & (F.col("p._t_us") < F.col("e.end_us")),
+        "left",
+    )  # fmt: skip
+    cut = F.col("e.cut_from").isNotNull() & (F.col("p.base_offset") >= F.col("e.cut_from"))
+    return joined.select(
+        "p.*", F.when(F.col("e.start_us").isNotNull(), cut).alias("truncated"), F.col("e.leader_epoch").alias("leader_epoch")
+    ).drop("_t_us")
+
+
+def topic_batches_wanted(produces: DataFrame) -> DataFrame:
+    """The batches of appended `produces` (with `with_truncation`'s columns), one row per batch and whether
+    a leader change cut it: the earliest epoch's produce when several report the same offset (a retry the
+    next leader answered from its duplicate check, `ProducerStateManager`, with the offset the first append
+    got)."""
+    appended = produces.where((F.col("error_code") == 0) & (F.col("base_offset") >= 0))
+    first = F.min(F.struct("leader_epoch", "t_start", "source_file", "line_number")).alias("m")
+    return appended.groupBy("cluster", "topic", "partition", "base_offset", "truncated").agg(first).select(
+        "cluster", "topic", "partition", "base_offset", "truncated", "m.leader_epoch", "m.t_start", "m.source_file",
+        "m.line_number",
+    )  # fmt: skip
+
+
+def topic_batch_extents(produces: DataFrame) -> DataFrame:
+    """Where each appended batch's records lie in its partition: (cluster, topic, partition, base_offset,
+    end_offset), end exclusive: the next appended batch's base offset, null for a partition's last one.
+
+    The topic has no batch boundaries to give (a consumer sees records), the request log has each batch's
+    base offset: a batch's records run to the next base offset the logs know. A produce the logs miss
+    (an acks=0 request, a leader whose request log was not collected) leaves its records to the batch
+    before it; `topic_send_times` finds them by their CreateTime."""
+    kept = ~F.coalesce(F.col("truncated"), F.lit(False)) if "truncated" in produces.columns else F.lit(True)
+    batches = produces.where((F.col("error_code") == 0) & (F.col("base_offset") >= 0) & kept).select(
+        "cluster", "topic", "partition", "base_offset"
+    ).distinct()
+    in_partition = Window.partitionBy("cluster", "topic", "partition").orderBy("base_offset")
+    return batches.withColumn("end_offset", F.lead("base_offset").over(in_partition))
+
+
+def topic_send_times(records: DataFrame, extents: DataFrame, batches: DataFrame, run_id: str) -> DataFrame:
+    """Each batch of `batches` with its send time read from the topic, or why it has none.
+
+    `records`: what Spark's Kafka source returns for the batches' partitions (cluster, topic, partition,
+    offset, timestamp, timestampType); `extents`: `topic_batch_extents` of every produce of the clusters;
+    `batches`: the batches wanted (cluster, topic, partition, base_offset, t_start, source_file,
+    line_number, optional `truncated` and `leader_epoch` from `with_truncation`), one row each. The send
+    time is the CreateTime of the record at the base offset, as with kafka-dump-log; `records` and
+    `record_sends` count the records up to the next batch, and are null when that is not known: a
+    partition's last batch (the next base offset is not in the logs) or a range holding a record created
+    after the request started (a produce the logs do not show). `leader_epoch`: the epoch whose leader
+    appended the batch (the Kafka source does not return a record's), so that the replay matches the send
+    time to that epoch's produce only, as with kafka-dump-log.
+
+    Returns the `batch_send_times` columns and `problem` (null, or one of TOPIC_PROBLEMS: no row then)."""
+    if "truncated" not in batches.columns:
+        batches = batches.withColumn("truncated", F.lit(None).cast("boolean"))
+    if "leader_epoch" not in batches.columns:
+        batches = batches.withColumn("leader_epoch", F.lit(None).cast("int"))
+    cut = F.coalesce(F.col("truncated"), F.lit(False))
+    wanted = batches.join(extents, ["cluster", "topic", "partition", "base_offset"], "left")
+    starts = wanted.where(~cut).select(
+        "cluster", "topic", "partition", F.col("base_offset").alias("offset"), F.lit(0).alias("start_first"),
+        F.struct("base_offset", "end_offset", F.unix_micros("t_start").alias("start_us")).alias("owner"),
+    )  # fmt: skip
+    stamped = records.select(
+        "cluster", "topic", "partition", "offset", F.unix_micros("timestamp").alias("created_us"),
+        F.col("timestampType").alias("timestamp_type"), F.lit(1).alias("start_first"),
+    )  # fmt: skip
+    # every record takes the last batch start at or before its offset (a start sorts first at its offset)
+    order = Window.partitionBy("cluster", "topic", "partition").orderBy("offset", "start_first")
+    owner = F.last("owner", ignorenulls=True).over(order)
+    owned = stamped.unionByName(starts, allowMissingColumns=True).select(
+        "*", *[owner[c].alias(f"_{c}") for c in ("base_offset", "end_offset", "start_us")]
+    ).where(
+        F.col("created_us").isNotNull() & F.col("_base_offset").isNotNull()
+        & (F.col("offset") < F.coalesce("_end_offset", F.col("_base_offset") + 1))
+    )  # fmt: skip
+    first = F.col("offset") == F.col("_base_offset")
+    per_ms = owned.groupBy("cluster", "topic", "partition", "_base_offset", "created_us").agg(
+        F.count("*").alias("n"),
+        F.max(F.when(first, F.col("timestamp_type"))).alias("first_type"),
+        F.max(first).alias("has_first"),
+        F.max(F.col("created_us") > F.col("_start_us") + CREATED_AFTER_SLACK_US).alias("late"),
+    )
+    per_batch = per_ms.groupBy("cluster", "topic", "partition", F.col("_base_offset").alias("base_offset")).agg(
+        F.max(F.when(F.col("has_first"), F.col("created_us"))).alias("first_us"),
+        F.max("first_type").alias("first_type"),
+        F.sum("n").cast("int").alias("n"),
+        F.max("late").alias("any_late"),
+        F.sort_array(F.collect_list(F.struct(F.col("created_us").alias("us"), F.col("n")))).alias("sends"),
+    )
+    joined = wanted.join(per_batch, ["cluster", "topic", "partition", "base_offset"], "left")
+    first_us = F.when(~cut, F.col("first_us"))
+    problem = (
+        F.when(cut, TRUNCATED)
+        .when(first_us.isNull(), NOT_IN_TOPIC)
+        .when(F.col("first_type") != 0, LOG_APPEND_TIME)
+        .when(first_us > F.unix_micros("t_start") + CREATED_AFTER_SLACK_US, CREATED_AFTER_REQUEST)
+    )
+    counted = ~cut & F.col("end_offset").isNotNull() & ~F.col("any_late")
+    after_ms = F.transform(
+        "sends",
+        lambda s: F.struct(
+            F.floor((s["us"] - F.col("first_us")) / 1000).cast("int").alias("after_ms"), s["n"].cast("int").alias("records")
+        ),
+    )
+    return joined.select(
+        "cluster", "topic", F.lit(None).cast("string").alias("client_id"), "partition", "base_offset",
+        F.when(counted, F.col("n")).alias("records"), F.col("leader_epoch").cast("int").alias("leader_epoch"),
+        F.timestamp_micros(first_us).alias("t_send"), F.lit(TOPIC_RECORDS).alias("source"),
+        F.when(counted, after_ms).cast(RECORD_SENDS).alias("record_sends"), "source_file", "line_number",
+        F.to_date(F.timestamp_micros(first_us)).alias("event_date"), F.lit(run_id).alias("ingest_run_id"),
+        problem.alias("problem"),
+    )  # fmt: skip

@@ -216,7 +216,7 @@ def _checks() -> list[Check]:
         c("batch_send_times.values", "offsets and partitions >= 0, a batch holds >= 1 record, known sources, a topic"
           " or a client id to match produces on",
           (_between("base_offset", 0), _between("partition", 0), _between("records", 1),
-           _in_set("source", ["create_time", "client_log"]), _not_null("client_id", "topic IS NULL"))),
+           _in_set("source", ["create_time", "client_log", "topic"]), _not_null("client_id", "topic IS NULL"))),
         c("batch_send_times.unique_batch", "one send time per batch (a segment dumped twice or a copied client log"
           " lists it again; the replay takes the earliest)",
           (_unique("cluster", "topic", "client_id", "partition", "base_offset"),), WARNING),

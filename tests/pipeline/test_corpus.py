@@ -627,3 +627,76 @@ EXPECTED_ISR_FIGURES = {
     "perf-acks-1": (3000.0, 10_717, 0.9856, 3877.4, 3889.0, True),
     "perf-acks-all": (3000.0, 10_251, 0.9989, 50.9, 50.9, True),
 }
+
+
+def _dump_records(spark, trace: Path, cluster: str, ranges: list):
+    """What Spark's Kafka source returns for `ranges` (topic, partition, first offset, end offset) of the
+    trace's topic as it was when recorded: every record line of its kafka-dump-log output (partition,
+    offset, CreateTime), with the Kafka source's columns."""
+    text = spark.read.text(str(next(trace.glob("*/create-times")))).withColumn("file", F.input_file_name())
+    name = F.regexp_extract("file", r"/([^/]+)-(\d+)\.txt\.gz$", 1)
+    records = text.where(F.col("value").startswith("| offset: ")).select(
+        F.lit(cluster).alias("cluster"), name.alias("topic"),
+        F.regexp_extract("file", r"-(\d+)\.txt\.gz$", 1).cast("int").alias("partition"),
+        F.regexp_extract("value", r"^\| offset: (\d+)", 1).cast("bigint").alias("offset"),
+        F.timestamp_millis(F.regexp_extract("value", r" CreateTime: (\d+)", 1).cast("bigint")).alias("timestamp"),
+        F.lit(0).alias("timestampType"),
+    )  # fmt: skip
+    wanted = spark.createDataFrame([(r["topic"], r["partition"], r["first_offset"], r["end_offset"]) for r in ranges],
+                                   "topic string, partition int, first_offset bigint, end_offset bigint")
+    return records.join(F.broadcast(wanted), ["topic", "partition"]).where(
+        (F.col("offset") >= F.col("first_offset")) & (F.col("offset") < F.col("end_offset"))
+    ).drop("first_offset", "end_offset")
+
+
+def test_send_times_read_from_the_topic_equal_the_dumps_batch_for_batch(spark, corpus_run, tmp_path):
+    """The send-times step reading the topics themselves (Spark's Kafka source; here the records the
+    trace's kafka-dump-log output lists, as the topic held them when recorded) on the leader-crash trace
+    (SIGKILLed leaders: truncated batches) and the 4.2.2 trace (retries a new leader answered from its
+    duplicate check): every batch it gives a send time to has the dump's batch of the same epoch, with the
+    same send time, and the same records and per-record send times wherever it counts them (all but each
+    partition's last batch). The batches a leader change cut get none, as in the dump, which does not list them.
+    Three batches are named with a later epoch than the dump's: their acks=all response was an error (the
+    leader changed while they waited), and the next leader answered the retry from its duplicate check with
+    the first append's offset; that retry is the only produce without an error, and it gets the batch's
+    first send time (its latency runs from the first attempt). Reads the module's corpus run."""
+    import shutil
+
+    from ackreplay.lakehouse import table_path
+    from ackreplay.send_times import ingest_topic_send_times
+    from transforms.send_times import TRUNCATED
+
+    lakehouse = str(tmp_path / "lakehouse")
+    for name in ("produce_requests", "leader_epochs", "batch_send_times"):
+        shutil.copytree(table_path(corpus_run.lakehouse, name), table_path(lakehouse, name))
+    traces = {"lab-4.4.0-crash": CRASH_TRACE, "lab-4.2.2": VERSION_TRACES["lab-4.2.2"]}
+    config = recorded_policies_config()
+    kafka = {"kafka.bootstrap.servers": "127.0.0.1:9"}  # never contacted: the stand-in reads the dumps
+    config = config.model_copy(update={"clusters": {c: config.cluster(c).model_copy(update={"create_times_from_kafka": kafka})
+                                                    for c in traces}})  # fmt: skip
+    from ackreplay.inputs import discover_all
+
+    files = [f for f in discover_all([str(t) for t in traces.values()]).of_kind("request_log")]
+    report = ingest_topic_send_times(
+        spark, config, files, lakehouse, "topic-check",
+        read_records=lambda cluster, options, ranges: _dump_records(spark, traces[cluster], cluster, ranges),
+    )
+    rows = read_table(spark, lakehouse, "batch_send_times").where(F.col("cluster").isin(list(traces)))
+    topic, dump = rows.where("source = 'topic'").alias("t"), rows.where("source = 'create_time'").alias("d")
+    joined = topic.join(dump, ["cluster", "topic", "partition", "base_offset"], "left")  # one surviving batch an offset
+    same = (F.col("t.t_send") == F.col("d.t_send")) & (
+        F.col("t.records").isNull() | ((F.col("t.records") == F.col("d.records"))
+                                       & (F.to_json("t.record_sends") == F.to_json("d.record_sends"))))  # fmt: skip
+    figures = joined.groupBy("cluster").agg(
+        F.count("*").alias("rows"), F.sum(F.col("d.t_send").isNull().cast("int")).alias("not_in_dump"),
+        F.sum((~same).cast("int")).alias("differ"), F.sum(F.col("t.records").isNotNull().cast("int")).alias("counted"),
+        F.sum((F.col("t.leader_epoch") > F.col("d.leader_epoch")).cast("int")).alias("retried"),
+        F.sum((F.col("t.leader_epoch") < F.col("d.leader_epoch")).cast("int")).alias("earlier_epoch"),
+    ).orderBy("cluster").collect()  # fmt: skip
+    # retried: a batch whose acks=all response was an error (the leader changed while it waited) and whose
+    # retry the next leader answered from its duplicate check with the first append's offset: the only
+    # produce without an error is the retry, so its epoch is named, and its latency runs from the first send
+    assert [tuple(r) for r in figures] == [
+        ("lab-4.2.2", 29_942, 0, 0, 29_936, 2, 0), ("lab-4.4.0-crash", 34_669, 0, 0, 34_663, 1, 0)
+    ]
+    assert (report.partitions, report.batches, report.rows_written, report.problems) == (12, 64_773, 64_611, {TRUNCATED: 162})

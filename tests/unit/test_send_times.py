@@ -1,14 +1,23 @@
 """Send times of batches: kafka-dump-log output and client batch logs -> batch_send_times (chispa)."""
 
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
 
 from ackreplay.line_reader import LINES_DDL
 from schemas.tables import BATCH_SEND_TIMES
 from tests.helpers import classify_dump_lines
-from transforms.send_times import batch_send_times, classify_client_lines
+from transforms.send_times import (
+    CREATED_AFTER_REQUEST,
+    LOG_APPEND_TIME,
+    NOT_IN_TOPIC,
+    batch_send_times,
+    classify_client_lines,
+    topic_batch_extents,
+    topic_send_times,
+)
 
 _BATCH = (
     "baseOffset: {base} lastOffset: {last} count: {count} baseSequence: 0 lastSequence: 1 producerId: 0"
@@ -149,3 +158,50 @@ def test_the_reader_folds_unused_lines_into_a_row_per_detail():
     kept = folded.filter(pa.compute.not_equal(folded["status"], "unused")).drop_columns(["lines"])
     assert kept.equals(whole.filter(pa.compute.not_equal(whole["status"], "unused")))  # the other rows unchanged
     assert fold_unused_lines(whole.slice(0, 0)).num_rows == 0
+
+
+def test_send_times_read_from_the_topic_take_each_batchs_records_up_to_the_next_base_offset(spark):
+    """Spark's Kafka source returns records, the request log each batch's base offset: a batch's records are
+    those up to the next batch the logs know. Partition 0: three batches with every record, one whose range
+    holds records created after its request (a produce the logs lack: counts unknown), and the last one
+    (next base offset unknown: its first record only); then a LogAppendTime topic, a first record gone, and a
+    record at a base offset created after the request reached the broker."""
+    t0 = datetime(2026, 11, 22, 18, 31, 3)
+
+    def at(ms):
+        return t0 + timedelta(milliseconds=ms)
+
+    produces = spark.createDataFrame(
+        [("c1", "orders", 0, 0, 0), ("c1", "orders", 0, 3, 0), ("c1", "orders", 0, 5, 0), ("c1", "orders", 0, 9, 0),
+         ("c1", "orders", 0, -1, 6), ("c1", "orders", 1, 0, 0), ("c1", "orders", 2, 4, 0), ("c1", "orders", 3, 0, 0)],
+        "cluster string, topic string, partition int, base_offset bigint, error_code int",
+    )  # fmt: skip
+    batches = spark.createDataFrame(
+        [("c1", "orders", 0, 0, at(5), "r.log", 1), ("c1", "orders", 0, 3, at(15), "r.log", 2),
+         ("c1", "orders", 0, 5, at(30), "r.log", 3), ("c1", "orders", 0, 9, at(90), "r.log", 5),
+         ("c1", "orders", 1, 0, at(5), "r.log", 6), ("c1", "orders", 2, 4, at(5), "r.log", 7),
+         ("c1", "orders", 3, 0, at(5), "r.log", 8)],
+        "cluster string, topic string, partition int, base_offset bigint, t_start timestamp, source_file string,"
+        " line_number bigint",
+    )  # fmt: skip
+    records = spark.createDataFrame(
+        [("c1", "orders", 0, o, at(ms), 0) for o, ms in
+         [(0, 0), (1, 0), (2, 4), (3, 10), (4, 12), (5, 20), (6, 21), (7, 60), (8, 61), (9, 80), (10, 95)]]
+        + [("c1", "orders", 1, 0, at(1), 1), ("c1", "orders", 2, 6, at(1), 0), ("c1", "orders", 3, 0, at(7), 0)],
+        "cluster string, topic string, partition int, offset bigint, timestamp timestamp, timestampType int",
+    )  # fmt: skip
+    rows = topic_send_times(records, topic_batch_extents(produces), batches, "run")
+    expected = spark.createDataFrame(
+        [
+            ("c1", "orders", None, 0, 0, 3, None, at(0), "topic", [(0, 2), (4, 1)], "r.log", 1, t0.date(), "run", None),
+            ("c1", "orders", None, 0, 3, 2, None, at(10), "topic", [(0, 1), (2, 1)], "r.log", 2, t0.date(), "run", None),
+            ("c1", "orders", None, 0, 5, None, None, at(20), "topic", None, "r.log", 3, t0.date(), "run", None),
+            ("c1", "orders", None, 0, 9, None, None, at(80), "topic", None, "r.log", 5, t0.date(), "run", None),
+            ("c1", "orders", None, 1, 0, None, None, at(1), "topic", None, "r.log", 6, t0.date(), "run", LOG_APPEND_TIME),
+            ("c1", "orders", None, 2, 4, None, None, None, "topic", None, "r.log", 7, None, "run", NOT_IN_TOPIC),
+            ("c1", "orders", None, 3, 0, None, None, at(7), "topic", None, "r.log", 8, t0.date(), "run",
+             CREATED_AFTER_REQUEST),
+        ],
+        StructType([StructField(f.name, f.dataType) for f in BATCH_SEND_TIMES.fields] + [StructField("problem", StringType())]),
+    )  # fmt: skip
+    assert_df_equality(rows, expected, ignore_row_order=True, ignore_nullable=True)
