@@ -28,7 +28,7 @@ test-fast: setup  ## the inner loop: lint and the unit tests (no pipeline runs, 
 	$(BIN)/ruff check .
 	$(BIN)/pytest tests/unit --durations=10
 
-test-lab: setup  ## runs a real 3-broker Kafka cluster for about a minute
+test-lab: setup  ## real 3-broker Kafka clusters: the lab's capture, and send times read with Spark's Kafka source (~8 min)
 	$(BIN)/pytest -m lab
 
 test-cluster: setup  ## the pipeline under spark-submit on a Spark standalone master and a worker (127.0.0.1)
