@@ -109,5 +109,6 @@ def test_send_times_from_sparks_kafka_source_equal_kafka_dump_logs(tmp_path):
     counted = both[both["records"].notna()]
     assert len(counted) == len(both) - PARTITIONS  # each partition's last batch: its end is not in the logs
     assert (counted["records"] == counted["records_dump"]).all()
-    assert all(list(map(tuple, a)) == list(map(tuple, b)) for a, b in zip(counted["record_sends"], counted["record_sends_dump"]))
+    sends = zip(counted["record_sends"], counted["record_sends_dump"], strict=True)
+    assert all([dict(x) for x in ours] == [dict(x) for x in theirs] for ours, theirs in sends)
     assert f"send times from the topics of {cluster_name}" in printed
