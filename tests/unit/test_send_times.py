@@ -17,6 +17,7 @@ from transforms.send_times import (
     classify_client_lines,
     topic_batch_extents,
     topic_send_times,
+    with_truncation,
 )
 
 _BATCH = (
@@ -205,3 +206,26 @@ def test_send_times_read_from_the_topic_take_each_batchs_records_up_to_the_next_
         StructType([StructField(f.name, f.dataType) for f in BATCH_SEND_TIMES.fields] + [StructField("problem", StringType())]),
     )  # fmt: skip
     assert_df_equality(rows, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_a_batch_is_cut_when_a_later_leader_epoch_starts_at_or_before_its_offset(spark):
+    """Epoch 0 on broker 1, epoch 1 on broker 2 from offset 10, epoch 2 on broker 1 again from offset 15: a
+    batch is its broker's latest epoch's, and cut when a later epoch starts at or before its offset (a paused
+    leader appending after the next epoch began included); a broker with no epoch is not judged."""
+    t0 = datetime(2026, 11, 22, 18, 0, 0)
+    epochs = spark.createDataFrame(
+        [("c1", "orders", 0, 1, 0, 0, t0), ("c1", "orders", 0, 2, 1, 10, t0 + timedelta(seconds=10)),
+         ("c1", "orders", 0, 1, 2, 15, t0 + timedelta(seconds=20))],
+        "cluster string, topic string, partition int, broker_id int, leader_epoch int, epoch_start_offset bigint,"
+        " t_log timestamp",
+    )  # fmt: skip
+    produces = spark.createDataFrame(
+        [("c1", "orders", 0, broker, t0 + timedelta(seconds=s), base) for broker, s, base in
+         [(1, 1, 5), (1, 5, 12), (1, 11, 14), (2, 12, 11), (2, 21, 16), (1, 25, 15), (3, 1, 3)]],
+        "cluster string, topic string, partition int, broker_id int, t_local_done timestamp, base_offset bigint",
+    )  # fmt: skip
+    rows = with_truncation(produces, epochs).select("broker_id", "base_offset", "truncated", "leader_epoch")
+    assert sorted(tuple(r) for r in rows.collect()) == [
+        (1, 5, False, 0), (1, 12, True, 0), (1, 14, True, 0), (1, 15, False, 2), (2, 11, False, 1), (2, 16, True, 1),
+        (3, 3, None, None),
+    ]
