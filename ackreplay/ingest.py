@@ -24,7 +24,13 @@ from ackreplay.lakehouse import read_table, replace_rows, source_files_predicate
 from ackreplay.line_reader import read_lines, read_request_logs
 from ackreplay.metrics import MetricsReport, ingest_metrics
 from ackreplay.send_times import KINDS as SEND_TIME_KINDS
-from ackreplay.send_times import SendTimesReport, TopicSendTimesReport, ingest_send_times, ingest_topic_send_times
+from ackreplay.send_times import (
+    SendTimesReport,
+    TopicSendTimesReport,
+    ingest_send_times,
+    ingest_topic_send_times,
+    topic_clusters,
+)
 from schemas import tables
 from transforms.common import conform
 from transforms.follower_fetches import build_follower_fetches
@@ -318,7 +324,7 @@ def run_ingest(spark: SparkSession, config: AppConfig, inputs: str | list[str], 
     send_time_files = [f for kind in SEND_TIME_KINDS for f in inventory.of_kind(kind)]
     with _step(f"reading {len(send_time_files)} send-time files"):
         report.send_times = ingest_send_times(spark, config, send_time_files, lakehouse, run_id)
-    if any(config.cluster(f.cluster).create_times_from_kafka for f in request_files):
+    if topic_clusters(config, request_files):
         # after the broker logs: their leader epochs say which batches a leader change cut
         with _step("reading send times from the topics (Spark's Kafka source)"):
             report.topic_send_times = ingest_topic_send_times(spark, config, request_files, lakehouse, run_id)

@@ -167,6 +167,11 @@ def _topic_records(spark: SparkSession, cluster: str, options: dict[str, str], r
     )  # fmt: skip
 
 
+def topic_clusters(config: AppConfig, request_files: list) -> list[str]:
+    """The clusters of `request_files` whose send times are read from their topics (`create_times_from_kafka`)."""
+    return sorted({f.cluster for f in request_files if config.cluster(f.cluster).create_times_from_kafka})
+
+
 def ingest_topic_send_times(
     spark: SparkSession, config: AppConfig, request_files: list, lakehouse: str, run_id: str, read_records=None
 ) -> TopicSendTimesReport | None:
@@ -175,7 +180,7 @@ def ingest_topic_send_times(
     `topic`; keyed by the request-log line of the produce, so a rerun replaces them with those files' rows).
     None when no cluster of the files reads its topics. `read_records(cluster, options, ranges)` stands in
     for the Kafka source (tests)."""
-    clusters = sorted({f.cluster for f in request_files if config.cluster(f.cluster).create_times_from_kafka})
+    clusters = topic_clusters(config, request_files)
     if not clusters:
         return None
     read_records = read_records or (lambda cluster, options, ranges: _topic_records(spark, cluster, options, ranges))
