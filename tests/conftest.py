@@ -59,9 +59,23 @@ def spark_defaults_for_large_data(spark):
 # The same as lines of a conf file's `spark.conf` block.
 SMALL_DATA_YAML = "".join(f"    {k}: {str(v).lower() if isinstance(v, bool) else v}\n" for k, v in SMALL_DATA_CONF.items())
 
+# Every test JVM collects with the parallel collector instead of G1. With G1 a warm run of a small trace
+# started a concurrent marking cycle about every 2 s (44 in two runs, each triggered by a "humongous"
+# allocation of over half a 1 MB region: Parquet, Arrow and serialization buffers), and its marking thread
+# takes one of the two cores; the parallel collector has no concurrent phase. Measured on this 2-core
+# machine, `pipeline.run` three times in one session on a generated 2,000-produce trace (checks off, test
+# settings, nothing else running, load 1.6-2.8): 62.7 / 37.1 / 37.2 s and 48 / 42 JVM CPU-seconds per
+# warm run with G1; 62.3 / 34.3 / 31.5 s and 44 / 35 CPU-seconds with the parallel collector.
+GC_OPTIONS = "-XX:+UseParallelGC"
+
 # The test session's settings. A command run in-process (the benchmarks' `main`) gets them in its conf:
 # building a session while one is active applies the builder's runtime settings to the active one.
 TEST_SPARK_CONF = {
+    "spark.driver.extraJavaOptions": GC_OPTIONS,
+    # PySpark records the Python call site of every Column and DataFrame call for error messages (five
+    # Py4J calls each); off, the warm run above used 1.5 of 6 driver Python CPU-seconds less. Errors still
+    # name the failing expression. A static setting: it takes effect where a session is created.
+    "spark.python.sql.dataFrameDebugging.enabled": False,
     "spark.sql.shuffle.partitions": 2,
     "spark.default.parallelism": 2,
     "spark.databricks.delta.snapshotPartitions": 2,
@@ -76,7 +90,7 @@ TEST_SPARK_CONF = {
 # a 2,000-produce trace spent 40 of its JVM's 107 CPU seconds in the C2 compiler, CPU the other test
 # worker needs; with C1 only the JVM used 71 s and the run took 64 s instead of 68 s alone. The test
 # session's own long-lived JVM keeps C2: its hot code runs for minutes (a module ran 5% slower on C1).
-CHILD_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m"
+CHILD_JVM_OPTIONS = f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m {GC_OPTIONS}"
 
 
 # `make test` runs two pytest-xdist workers, each with its own Spark session. A worker takes a whole
