@@ -59,13 +59,10 @@ def spark_defaults_for_large_data(spark):
 # The same as lines of a conf file's `spark.conf` block.
 SMALL_DATA_YAML = "".join(f"    {k}: {str(v).lower() if isinstance(v, bool) else v}\n" for k, v in SMALL_DATA_CONF.items())
 
-# Every test JVM collects with the parallel collector instead of G1. With G1 a warm run of a small trace
-# started a concurrent marking cycle about every 2 s (44 in two runs, each triggered by a "humongous"
-# allocation of over half a 1 MB region: Parquet, Arrow and serialization buffers), and its marking thread
-# takes one of the two cores; the parallel collector has no concurrent phase. Measured on this 2-core
-# machine, `pipeline.run` three times in one session on a generated 2,000-produce trace (checks off, test
-# settings, nothing else running, load 1.6-2.8): 62.7 / 37.1 / 37.2 s and 48 / 42 JVM CPU-seconds per
-# warm run with G1; 62.3 / 34.3 / 31.5 s and 44 / 35 CPU-seconds with the parallel collector.
+# Every test JVM collects with the parallel collector instead of G1: on small runs G1 started a concurrent
+# marking cycle about every 2 s (each triggered by a humongous Parquet, Arrow or serialization buffer), and
+# its marking thread takes one of the two cores. A warm small run 37 s -> 31-34 s (docs/benchmarks.md,
+# "A small run, profiled from three sides").
 GC_OPTIONS = "-XX:+UseParallelGC"
 
 # The test session's settings. A command run in-process (the benchmarks' `main`) gets them in its conf:
@@ -73,8 +70,8 @@ GC_OPTIONS = "-XX:+UseParallelGC"
 TEST_SPARK_CONF = {
     "spark.driver.extraJavaOptions": GC_OPTIONS,
     # PySpark records the Python call site of every Column and DataFrame call for error messages (five
-    # Py4J calls each); off, the warm run above used 1.5 of 6 driver Python CPU-seconds less. Errors still
-    # name the failing expression. A static setting: it takes effect where a session is created.
+    # Py4J calls each): a quarter of the driver's Python CPU on a small run. Errors still name the failing
+    # expression. A static setting: it takes effect where a session is created.
     "spark.python.sql.dataFrameDebugging.enabled": False,
     "spark.sql.shuffle.partitions": 2,
     "spark.default.parallelism": 2,

@@ -215,8 +215,8 @@ def topic_send_times(records: DataFrame, extents: DataFrame, batches: DataFrame,
     appended the batch (the Kafka source does not return a record's), so that the replay matches the send
     time to that epoch's produce only, as with kafka-dump-log.
 
-    Returns the `batch_send_times` columns and `problem` (null, or why there is no row: TRUNCATED, NOT_IN_TOPIC, LOG_APPEND_TIME,
-    CREATED_AFTER_REQUEST)."""
+    Returns the `batch_send_times` columns and `problem` (null, or why there is no row: TRUNCATED,
+    NOT_IN_TOPIC, LOG_APPEND_TIME, CREATED_AFTER_REQUEST)."""
     if "truncated" not in batches.columns:
         batches = batches.withColumn("truncated", F.lit(None).cast("boolean"))
     if "leader_epoch" not in batches.columns:
