@@ -73,6 +73,7 @@ def _conf(tmp_path: Path) -> str:
         "    spark.sql.shuffle.partitions: 2\n    spark.default.parallelism: 2\n"
         # as the test session's (tests/conftest.py) instead of Delta's default of 50 partitions per log replay
         "    spark.databricks.delta.snapshotPartitions: 2\n    spark.ui.enabled: false\n"
+        "    spark.python.daemon.module: ackreplay.spark_daemon\n"
         + SMALL_DATA_YAML
         + "replay:\n  quorum_sizes: [2]\n  lag_ms: [3000]\n"
         # this test is about atomic commits; the checks between stages are tested in test_dq.py

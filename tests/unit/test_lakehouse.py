@@ -56,3 +56,19 @@ def test_a_replace_returns_the_rows_it_wrote_and_zero_when_it_wrote_none(spark, 
                         "source_file = 'b.log'", "run-6") == 1
     table = read_table(spark, lakehouse, "produce_requests")
     assert sorted((r["source_file"], r["client_id"]) for r in table.collect()) == [("a.log", "p0"), ("b.log", "p2")]
+
+
+def test_the_last_commit_is_read_as_delta_history_shows_it(spark, tmp_path):
+    from delta.tables import DeltaTable
+
+    from ackreplay.lakehouse import _last_commit, table_path
+
+    lakehouse = str(tmp_path / "lakehouse")
+    rows = spark.createDataFrame([_row(PRODUCE_REQUESTS, source_file=f"{n}.log") for n in "abc"], PRODUCE_REQUESTS)
+    for version, name in enumerate("abc"):  # beside the commit files: .crc checksums
+        replace_rows(rows.filter(f"source_file = '{name}.log'"), lakehouse, "produce_requests",
+                     f"source_file = '{name}.log'", f"run-{version}")
+    history = DeltaTable.forPath(spark, table_path(lakehouse, "produce_requests")).history(1)
+    expected = history.select("userMetadata", "operationParameters", "operationMetrics").first().asDict()
+    assert _last_commit(spark, lakehouse, "produce_requests") == expected
+    assert expected["userMetadata"] == "run-2" and expected["operationMetrics"]["numOutputRows"] == "1"
