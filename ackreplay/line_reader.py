@@ -1,8 +1,8 @@
 """Reading raw text files into numbered lines, on the executors.
 
 Spark's text source does not number lines, and a gzip file that ends mid-stream makes it fail the
-whole job. This reader runs as `mapInArrow` over a one-row-per-file DataFrame: each task streams one
-file with pyarrow (gzip detected by magic bytes), splits lines in C, and emits Arrow batches of
+whole job. This reader runs as `mapInArrow` over a one-row-per-file DataFrame: each task streams its files,
+one at a time, with pyarrow (gzip detected by magic bytes), splits lines in C, and emits Arrow batches of
 (file, line number, text); for request logs the same task also classifies and parses the lines
 (`read_request_logs`), so the text crosses from Python to Spark once. Problems stay attached to the line they concern (`read_error`) so that
 the ingestion can quarantine them instead of losing them.
@@ -160,6 +160,20 @@ def iter_file_lines(
         yield batch([carry], extra)
 
 
+def read_order(sizes: Sequence[int], tasks: int) -> list[int]:
+    """File indexes in the order `spark.range(n, numPartitions=tasks)` hands them to its tasks, so that each
+    task reads about as many bytes: the biggest file first, each into the task with the fewest bytes so far
+    that has room. Spark's range gives task i the ids [i*n // tasks, (i+1)*n // tasks) (`RangeExec`)."""
+    n = len(sizes)
+    room = [(i + 1) * n // tasks - i * n // tasks for i in range(tasks)]
+    loads, members = [0] * tasks, [[] for _ in range(tasks)]
+    for index in sorted(range(n), key=lambda i: -sizes[i]):
+        task = min((t for t in range(tasks) if len(members[t]) < room[t]), key=lambda t: (loads[t], t))
+        members[task].append(index)
+        loads[task] += sizes[index]
+    return [index for task in members for index in task]
+
+
 def _map_files(
     spark: SparkSession,
     files: Sequence[InputFile],
@@ -167,7 +181,9 @@ def _map_files(
     ddl: str | StructType,
     columns: Sequence[str],
 ) -> DataFrame:
-    """`read_file(file row)` as one Spark task per file, with cluster, broker and file looked up."""
+    """`read_file(file row)` for every file, with cluster, broker and file looked up: at most two tasks per core
+    of the session, each reading whole files in turn. A Python task has a fixed cost (tens of ms), and a
+    cluster's broker logs, scrapes and dumps are many small files."""
     file_structs = F.array(
         *[
             F.struct(
@@ -181,10 +197,10 @@ def _map_files(
             for i, f in enumerate(files)
         ]
     )
-    # One partition per file, biggest first so the longest task starts first.
-    order = F.array(*[F.lit(i) for i, _ in sorted(enumerate(files), key=lambda item: -item[1].size)])
+    tasks = min(len(files), 2 * spark.sparkContext.defaultParallelism)
+    order = F.array(*[F.lit(i) for i in read_order([f.size for f in files], tasks)])
     files_df = (
-        spark.range(0, len(files), 1, numPartitions=len(files))
+        spark.range(0, len(files), 1, numPartitions=tasks)
         .select(F.element_at(file_structs, F.element_at(order, F.col("id").cast("int") + 1) + 1).alias("f"))
         .select("f.file_index", "f.cluster", "f.uri", "f.compression")
     )
@@ -206,7 +222,7 @@ def _map_files(
 def read_lines(
     spark: SparkSession, files: Sequence[InputFile], chunk_bytes: int, max_line_bytes: int
 ) -> DataFrame:
-    """A DataFrame of every line of `files`, one Spark task per file."""
+    """A DataFrame of every line of `files` (each file read by one task, `_map_files`)."""
     if not files:
         return spark.createDataFrame([], LINES_DDL)
 
@@ -223,7 +239,7 @@ def read_request_logs(
     """Every line of request-log `files`, classified and parsed in the reading task.
 
     One `line` row per line (text, status, detail) and the silver rows of parsed PRODUCE and
-    follower FETCH lines (see `schemas.request_log.PARSED_ROW_FIELDS`), one Spark task per file.
+    follower FETCH lines (see `schemas.request_log.PARSED_ROW_FIELDS`), each file read by one task.
     `topic_ids` maps "cluster/topicId" -> topic name.
     """
     from ackreplay.request_log_parser import parsed_batches

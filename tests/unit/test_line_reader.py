@@ -4,7 +4,7 @@ import gzip
 
 import pyarrow as pa
 
-from ackreplay.line_reader import READER_SCHEMA, iter_file_lines
+from ackreplay.line_reader import READER_SCHEMA, iter_file_lines, read_lines, read_order
 
 
 def _read(path, compression="none", chunk_bytes=64, max_line_bytes=1024):
@@ -83,3 +83,28 @@ def test_first_log_time_keeps_a_microsecond_stamp(tmp_path):
     rows = _read(path, "gzip")
     assert [r["line"] for r in rows] == lines
     assert {r["first_log_time"] for r in rows} == {"2026-11-20 13:00:00,000123"}
+
+
+def test_files_are_dealt_to_tasks_by_size_in_the_order_spark_range_splits_them():
+    sizes = [5, 100, 1, 40, 60, 3, 2]
+    order = read_order(sizes, 3)  # Spark's range: ids [0, 2), [2, 4), [4, 7)
+    assert sorted(order) == list(range(7))
+    tasks = [order[0:2], order[2:4], order[4:7]]
+    assert tasks == [[1, 2], [4, 6], [3, 0, 5]]  # 100, 60 and 40 first, then the least-loaded task with room
+    assert [sum(sizes[i] for i in t) for t in tasks] == [101, 62, 48]
+    assert read_order(sizes, 7) == [1, 4, 3, 0, 5, 6, 2]  # one file a task: biggest first
+
+
+def test_every_line_of_many_files_is_read_once_by_fewer_tasks(spark, tmp_path):
+    from ackreplay.inputs import InputFile
+
+    files = []
+    for i in range(9):
+        path = tmp_path / f"f{i}.log"
+        path.write_text("".join(f"file {i} line {n}\n" for n in range(1, i + 2)))
+        files.append(InputFile(cluster="c", broker_id=i, source_file=str(path), uri=str(path), compression="none",
+                               kind="server_log", size=path.stat().st_size, mtime_ns=0))
+    lines = read_lines(spark, files, 1 << 20, 1 << 20)
+    assert lines.rdd.getNumPartitions() == 2 * spark.sparkContext.defaultParallelism == 4
+    rows = sorted((r["broker_id"], r["line_number"], r["line"]) for r in lines.collect())
+    assert rows == [(i, n, f"file {i} line {n}") for i in range(9) for n in range(1, i + 2)]
