@@ -144,6 +144,8 @@ def test_scaling_bench(small_conf, tmp_path):
 
 
 def test_e2e_bench(small_conf, tmp_path):
+    """About a minute and a half: the bench times `ackreplay run` as a child process, so a cold JVM runs a
+    whole pipeline (every stage's Spark jobs and Delta commits; the 2,000 produces cost little of it)."""
     # data-quality checks off: they are tested in test_dq.py; here the command and its table are under test
     conf = yaml.safe_load(Path(small_conf).read_text())
     conf.setdefault("quality", {})["enabled"] = False

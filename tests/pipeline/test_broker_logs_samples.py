@@ -155,7 +155,8 @@ def _independent_counts(trace: Path) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def ingested(sample_run):
     """Both traces' broker logs as the ingest stage read them, in the session's one run of each trace
-    (tests/conftest.py), with their reports and the files that step was given."""
+    (tests/conftest.py), with their reports and the files that step was given. About a minute when this
+    module is the first of the session to ask for a trace: that trace's whole pipeline run happens here."""
     out = {}
     for name, trace in SAMPLES.items():
         run = sample_run(trace)
