@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import textwrap
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ackreplay.config import SparkSettings, load_config
 from ackreplay.session import build_spark_session
@@ -56,9 +58,6 @@ def spark_defaults_for_large_data(spark):
             spark.conf.set(key, str(value).lower() if isinstance(value, bool) else str(value))
 
 
-# The same as lines of a conf file's `spark.conf` block.
-SMALL_DATA_YAML = "".join(f"    {k}: {str(v).lower() if isinstance(v, bool) else v}\n" for k, v in SMALL_DATA_CONF.items())
-
 # Every test JVM collects with the parallel collector instead of G1: on small runs G1 started a concurrent
 # marking cycle about every 2 s (each triggered by a humongous Parquet, Arrow or serialization buffer), and
 # its marking thread takes one of the two cores. A warm small run 37 s -> 31-34 s (docs/benchmarks.md,
@@ -83,6 +82,13 @@ TEST_SPARK_CONF = {
     "spark.driver.memory": "2g",
     **SMALL_DATA_CONF,
 }
+
+def spark_conf_yaml(overrides: dict | None = None) -> str:
+    """The test session's Spark settings, with `overrides`, as the lines of a conf file's `spark.conf` block:
+    for the runs a test starts from a conf file (in this process they take the runtime settings; a child
+    process takes them all)."""
+    return textwrap.indent(yaml.safe_dump({**TEST_SPARK_CONF, **(overrides or {})}, sort_keys=False, width=1000), "    ")
+
 
 # The JVMs a test starts for one short run (a child `ackreplay run`, the standalone cluster's daemons,
 # driver and executors) compile with C1 only. Measured on this 2-core machine: a cold `ackreplay run` of

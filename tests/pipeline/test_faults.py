@@ -37,7 +37,7 @@ from ackreplay.kafka_lines import (
     topics_describe,
 )
 from ackreplay.lakehouse import TABLES, read_table, table_exists, table_path
-from tests.conftest import CHILD_JVM_OPTIONS, SMALL_DATA_YAML
+from tests.conftest import CHILD_JVM_OPTIONS, spark_conf_yaml
 from tests.helpers import TOPIC_ID
 from tests.pipeline.test_ingest_stage import T0, _write
 
@@ -68,13 +68,9 @@ def _lines(broker: int, days: int, first_offset: int) -> list[str]:
 def _conf(tmp_path: Path) -> str:
     conf = tmp_path / "conf.yaml"
     conf.write_text(
-        "spark:\n  master: local[2]\n  log_level: ERROR\n  conf:\n    spark.driver.memory: 1g\n"
-        f"    spark.driver.extraJavaOptions: '{CHILD_JVM_OPTIONS}'\n"  # the killed run's child JVM
-        "    spark.sql.shuffle.partitions: 2\n    spark.default.parallelism: 2\n"
-        # as the test session's (tests/conftest.py) instead of Delta's default of 50 partitions per log replay
-        "    spark.databricks.delta.snapshotPartitions: 2\n    spark.ui.enabled: false\n"
-        "    spark.python.daemon.module: ackreplay.spark_daemon\n"
-        + SMALL_DATA_YAML
+        "spark:\n  master: local[2]\n  log_level: ERROR\n  conf:\n"
+        # the test session's settings, in the killed run's child JVM
+        + spark_conf_yaml({"spark.driver.memory": "1g", "spark.driver.extraJavaOptions": CHILD_JVM_OPTIONS})
         + "replay:\n  quorum_sizes: [2]\n  lag_ms: [3000]\n"
         # this test is about atomic commits; the checks between stages are tested in test_dq.py
         "quality:\n  enabled: false\n"

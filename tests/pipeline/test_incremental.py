@@ -34,7 +34,7 @@ from ackreplay.kafka_lines import (
     topics_describe,
 )
 from ackreplay.lakehouse import read_table
-from tests.conftest import SMALL_DATA_YAML
+from tests.conftest import spark_conf_yaml
 
 # Hourly rotated request logs of one UTC broker on three UTC dates, in offset order.
 HOURS = (
@@ -63,13 +63,7 @@ spark:
   master: local[2]
   log_level: ERROR
   conf:
-    spark.sql.shuffle.partitions: 2
-    spark.default.parallelism: 2
-    spark.databricks.delta.snapshotPartitions: 2
-    spark.ui.enabled: false
-    spark.ui.showConsoleProgress: false
-    spark.driver.memory: 2g
-""" + SMALL_DATA_YAML + """replay:
+""" + spark_conf_yaml() + """replay:
   quorum_sizes: [2]
   lag_ms: []
 quality:
