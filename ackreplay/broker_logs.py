@@ -61,7 +61,10 @@ BROKER_LOG_TABLES = (
 
 STAGES = (SERVER_LOG, STATE_CHANGE_LOG)
 _STAGE_NAMES = {SERVER_LOG: "server.log", STATE_CHANGE_LOG: "state-change.log"}
-_KINDS_OF_STAGE = {SERVER_LOG: (ISR_SHRINK, ISR_UPDATE, CONFIG_DUMP, BROKER_SETTING), STATE_CHANGE_LOG: (LEADER_START, LEADER_SKIP, FOLLOWER_START)}
+_KINDS_OF_STAGE = {
+    SERVER_LOG: (ISR_SHRINK, ISR_UPDATE, CONFIG_DUMP, BROKER_SETTING),
+    STATE_CHANGE_LOG: (LEADER_START, LEADER_SKIP, FOLLOWER_START),
+}
 
 
 class BrokerLogReconciliationError(RuntimeError):
@@ -124,7 +127,8 @@ class BrokerLogReport:
         for table, n in self.rows_written.items():
             out.append(f"  {table}: {n:,} rows written")
         by_kind = ", ".join(
-            f"{kind or 'unknown'}/{source} {n:,}" for (kind, source), n in sorted(self.isr_changes_by_kind.items(), key=str)
+            f"{kind or 'unknown'}/{source} {n:,}"
+            for (kind, source), n in sorted(self.isr_changes_by_kind.items(), key=str)
         )
         if by_kind:
             out.append(f"    isr_changes by kind/source: {by_kind}")
@@ -140,14 +144,14 @@ class BrokerLogReport:
         return out
 
 
-
-
 def classify_broker_log_lines(lines_df: DataFrame, config: AppConfig) -> DataFrame:
     """Raw numbered lines with a `stage` -> lines with log fields, UTC times and a status (no I/O)."""
     clusters = sorted(config.clusters)
     zones = {name: config.cluster(name).log_timezone for name in clusters}
     offsets = {
-        f"{name}/{broker}": ms for name in clusters for broker, ms in config.cluster(name).broker_clock_offsets_ms.items()
+        f"{name}/{broker}": ms
+        for name in clusters
+        for broker, ms in config.cluster(name).broker_clock_offsets_ms.items()
     }
     return (
         lines_df.transform(with_log_fields)
@@ -209,10 +213,19 @@ def ingest_broker_logs(
     classified = (
         classify_broker_log_lines(lines, config)
         .select(
-            "cluster", "broker_id", "stage", "source_file", "line_number",
+            "cluster",
+            "broker_id",
+            "stage",
+            "source_file",
+            "line_number",
             F.when((status == "quarantined") | (F.col("line_kind") == BROKER_SETTING), F.col("line")).alias("line"),
             F.when(status == "parsed", F.col("message")).alias("message"),
-            "status", "detail", "line_kind", "t_log", "event_date", "ingest_run_id",
+            "status",
+            "detail",
+            "line_kind",
+            "t_log",
+            "event_date",
+            "ingest_run_id",
         )
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
@@ -226,7 +239,11 @@ def ingest_broker_logs(
         stage_list = ", ".join(map(sql_string, STAGES))
         log.info("writing quarantine rows of the broker logs")
         report.rows_written["quarantine"] = replace_rows(
-            conform(quarantine, tables.QUARANTINE), lakehouse, "quarantine", f"{predicate} AND stage IN ({stage_list})", run_id
+            conform(quarantine, tables.QUARANTINE),
+            lakehouse,
+            "quarantine",
+            f"{predicate} AND stage IN ({stage_list})",
+            run_id,
         )
         log.info("writing isr_changes")
         report.rows_written["isr_changes"] = replace_rows(
@@ -311,7 +328,9 @@ def _check_unknown_formats(classified: DataFrame, lines: DataFrame, config: AppC
     ]
     for r in shown_rows:
         version = versions.get((r["cluster"], r["broker_id"]))
-        logged = f"the broker logged Kafka version {version}" if version else "no 'Kafka version:' line in its server.log"
+        logged = (
+            f"the broker logged Kafka version {version}" if version else "no 'Kafka version:' line in its server.log"
+        )
         out.append(f"  {r['source_file']} line {r['line_number']} ({logged}): {r['detail']}: {(r['line'] or '')[:300]}")
     out.append(
         "The replay would miss the ISR changes and leaderships these lines carry. docs/kafka-versions.md lists the"

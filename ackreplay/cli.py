@@ -27,26 +27,31 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--conf", help="YAML configuration (conf/local.yaml, conf/cluster.yaml); default: built-in local")
+        p.add_argument(
+            "--conf", help="YAML configuration (conf/local.yaml, conf/cluster.yaml); default: built-in local"
+        )
         p.add_argument("--lakehouse", help="lakehouse root folder or URI (default: `lakehouse` from the conf)")
         p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
         p.add_argument(
-            "--metastore", metavar="[CATALOG.]SCHEMA",
+            "--metastore",
+            metavar="[CATALOG.]SCHEMA",
             help="also register the tables under this catalog and schema (overrides `metastore` in the conf)",
         )
 
     def untrusted(p: argparse.ArgumentParser) -> None:
         p.add_argument(
-            "--accept-untrusted", action="store_true",
+            "--accept-untrusted",
+            action="store_true",
             help="when the replay's self-check fails on a cluster, write its gold tables and report anyway, marked "
-                 "untrusted (policy_summary.self_check, the report's first line); the exit code is then 0",
+            "untrusted (policy_summary.self_check, the report's first line); the exit code is then 0",
         )
 
     def skipping(p: argparse.ArgumentParser) -> None:
         p.add_argument(
-            "--allow-skipped", action="store_true",
+            "--allow-skipped",
+            action="store_true",
             help="go on when input files named like logs the replay reads are outside the layout (listed, not read;"
-                 " ingest.misplaced_files: warning)",
+            " ingest.misplaced_files: warning)",
         )
 
     def scheduled(p: argparse.ArgumentParser, full_help: str) -> None:
@@ -73,7 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     common(replay)
     untrusted(replay)
     scheduled(replay, "replay every cluster with produces on the dates, not only those with newly ingested files")
-    gold = sub.add_parser("gold", help="produce_replay -> latency_percentiles, risk_exposure, availability, policy_summary")
+    gold = sub.add_parser(
+        "gold", help="produce_replay -> latency_percentiles, risk_exposure, availability, policy_summary"
+    )
     gold.add_argument("--cluster", nargs="+", help="clusters to aggregate (default: every cluster in produce_replay)")
     common(gold)
     scheduled(gold, "aggregate every cluster with replayed produces on the dates, not only newly replayed ones")
@@ -85,8 +92,11 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=("csv", "parquet"), required=True)
     export.add_argument("--out", required=True, help="the file to write (with --parts: the folder of part files)")
     export.add_argument("--parts", action="store_true", help="write Spark's folder of part files instead of one file")
-    export.add_argument("--replace", action="store_true",
-                        help="replace an existing file, or a folder holding only an earlier export's part files")
+    export.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace an existing file, or a folder holding only an earlier export's part files",
+    )
     common(export)
     return parser
 
@@ -133,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.metastore:
         catalog, _, schema = args.metastore.rpartition(".")
         try:
-            metastore = parse_config({"metastore": {"catalog": catalog or None, "schema": schema}}, "--metastore").metastore
+            metastore = parse_config(
+                {"metastore": {"catalog": catalog or None, "schema": schema}}, "--metastore"
+            ).metastore
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

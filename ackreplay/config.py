@@ -225,7 +225,11 @@ class DecisionTarget(_Strict):
 
     def describe(self) -> str:
         parts = [f"P999 <= {self.p999_ms:,.0f} ms"] if self.p999_ms is not None else []
-        parts += [f"{label} <= {getattr(self, b):,}" for b, (_, label) in self.RISK_BOUNDS.items() if getattr(self, b) is not None]
+        parts += [
+            f"{label} <= {getattr(self, b):,}"
+            for b, (_, label) in self.RISK_BOUNDS.items()
+            if getattr(self, b) is not None
+        ]
         return ", ".join(parts)
 
 

@@ -78,7 +78,9 @@ def _decide_topic(cluster: str, topic: str, rows: list[dict], target: DecisionTa
     )
     closest = None
     if not meeting:
-        closest = min(rows, key=lambda r: (_excess(r, target), r.get("p999_ms") is None, r.get("p999_ms") or 0.0))["policy"]
+        closest = min(rows, key=lambda r: (_excess(r, target), r.get("p999_ms") is None, r.get("p999_ms") or 0.0))[
+            "policy"
+        ]
     return TopicDecision(
         cluster, topic, frontier, unjudged, [r["policy"] for r in meeting], closest,
         {p: "; ".join(m) for p, m in misses.items() if m}, send_time_share=share,
@@ -97,7 +99,7 @@ def broker_view_caution(share: float | None) -> str | None:
         return None
     return (
         f"only {share:.1%} of the acked produces had a send time, so P999 is mostly the broker's view and "
-        "producers saw more (give the records' CreateTime: README \"What the producer sees\")"
+        'producers saw more (give the records\' CreateTime: README "What the producer sees")'
     )
 
 

@@ -58,14 +58,21 @@ def jars_conf(settings: SparkSettings) -> dict[str, str]:
     if jars is None:
         if jvm == "running":  # its classpath is set: nothing to resolve for
             return {"spark.jars.packages": packages}
-        print(f"ackreplay: resolving Delta's jars ({packages}) from Maven Central with Spark's resolver into "
-              f"{ivy_dir(resolution)} (first start only)", file=sys.stderr, flush=True)
+        print(
+            f"ackreplay: resolving Delta's jars ({packages}) from Maven Central with Spark's resolver into "
+            f"{ivy_dir(resolution)} (first start only)",
+            file=sys.stderr,
+            flush=True,
+        )
         try:
             jars = resolve(resolution)
         except Exception as exc:  # any failure: the ordinary start, whose Ivy log shows why
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            print(f"ackreplay: that failed ({reason}); starting Spark with its resolver's full log",
-                  file=sys.stderr, flush=True)
+            print(
+                f"ackreplay: that failed ({reason}); starting Spark with its resolver's full log",
+                file=sys.stderr,
+                flush=True,
+            )
             return {"spark.jars.packages": packages}
         write_record(record, resolution, jars)
     extra = [j for j in str(settings.conf.get("spark.jars", "")).split(",") if j]

@@ -188,7 +188,9 @@ class DumpLogClassifier:
                 "partition": partition,
                 "base_offset": base,
                 "records": records32,
-                "leader_epoch": pc.if_else(pc.fill_null(pc.greater_equal(epoch, 0), False), epoch, pa.scalar(None, pa.int32())),
+                "leader_epoch": pc.if_else(
+                    pc.fill_null(pc.greater_equal(epoch, 0), False), epoch, pa.scalar(None, pa.int32())
+                ),
                 "t_send": t_send,
                 "record_sends": record_sends,
             }
@@ -240,7 +242,9 @@ class DumpLogClassifier:
 def classify_file(line_numbers, lines, read_errors) -> pa.Table:
     """One whole file's lines (in file order) classified."""
     classifier = DumpLogClassifier()
-    parts = [part for part in (classifier.feed(line_numbers, lines, read_errors), classifier.finish()) if part is not None]
+    parts = [
+        part for part in (classifier.feed(line_numbers, lines, read_errors), classifier.finish()) if part is not None
+    ]
     if not parts:
         return CLASSIFIED_SCHEMA.empty_table()
     return pa.concat_tables(parts)
@@ -256,11 +260,7 @@ def fold_unused_lines(classified: pa.Table) -> pa.Table:
     unused = pc.equal(classified["status"], "unused")
     kept = classified.filter(pc.invert(unused))
     kept = kept.append_column("lines", pa.repeat(pa.scalar(1, pa.int64()), kept.num_rows))
-    folded = (
-        classified.filter(unused)
-        .group_by("detail")
-        .aggregate([("line_number", "max"), ("line_number", "count")])
-    )
+    folded = classified.filter(unused).group_by("detail").aggregate([("line_number", "max"), ("line_number", "count")])
     n = folded.num_rows
     columns = {
         "line_number": folded["line_number_max"],

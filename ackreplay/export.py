@@ -78,7 +78,10 @@ def _exportable(df: DataFrame, fmt: str) -> DataFrame:
         return df
     nested = (ArrayType, MapType, StructType)
     return df.select(
-        *[F.to_json(F.col(f.name)).alias(f.name) if isinstance(f.dataType, nested) else F.col(f.name) for f in df.schema]
+        *[
+            F.to_json(F.col(f.name)).alias(f.name) if isinstance(f.dataType, nested) else F.col(f.name)
+            for f in df.schema
+        ]
     )
 
 
@@ -87,7 +90,9 @@ def _check_target(fs: HadoopFiles, out: str, shown_as: str, parts: bool, replace
         return
     if not parts:
         if fs.is_dir(out):
-            raise ExportRefused(f"{shown_as} is a folder: name the file to write (or pass --parts to write part files into a folder)")
+            raise ExportRefused(
+                f"{shown_as} is a folder: name the file to write (or pass --parts to write part files into a folder)"
+            )
         if not replace:
             raise ExportRefused(f"{shown_as} exists: pass --replace to replace it")
         return
@@ -97,7 +102,9 @@ def _check_target(fs: HadoopFiles, out: str, shown_as: str, parts: bool, replace
     if not entries:
         return
     if not replace:
-        raise ExportRefused(f"{shown_as} is not empty ({len(entries)} entries): pass --replace to replace an earlier export")
+        raise ExportRefused(
+            f"{shown_as} is not empty ({len(entries)} entries): pass --replace to replace an earlier export"
+        )
     foreign = sorted(e for e in entries if not _SPARK_OUTPUT.match(e))
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")

@@ -34,7 +34,9 @@ _MAX_TASKS = 512
 # The stamp at the start of a log4j line (broker JVM local time, no zone).
 _LOG_TIME = re.compile(rb"^\[(" + LOG_STAMP_PATTERN.encode() + rb")\]", re.MULTILINE)
 # A Prometheus text sample with a timestamp (epoch milliseconds, UTC): `name{labels} value ts`.
-_SAMPLE_TIME = re.compile(rb"^[A-Za-z_:][A-Za-z0-9_:]*(?:\{[^\n]*\})?[ \t]+\S+[ \t]+(\d{10,16})[ \t]*\r?$", re.MULTILINE)
+_SAMPLE_TIME = re.compile(
+    rb"^[A-Za-z_:][A-Za-z0-9_:]*(?:\{[^\n]*\})?[ \t]+\S+[ \t]+(\d{10,16})[ \t]*\r?$", re.MULTILINE
+)
 _TIME_PATTERN = {
     "request_log": _LOG_TIME,
     "server_log": _LOG_TIME,
@@ -126,7 +128,9 @@ def read_facts(uri: str, compression: str, kind: str, listed_size: int) -> FileF
     digest.update(head)
     digest.update(tail)
     pattern = _TIME_PATTERN.get(kind)
-    return FileFacts(size, digest.hexdigest(), _time_text(pattern, head, False), _time_text(pattern, tail, True), detail)
+    return FileFacts(
+        size, digest.hexdigest(), _time_text(pattern, head, False), _time_text(pattern, tail, True), detail
+    )
 
 
 # A few small files are read on the driver, as Spark lists a few paths on the driver

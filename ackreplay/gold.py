@@ -146,13 +146,20 @@ def format_summary(rows: list[dict]) -> list[str]:
             out.append(
                 f"    send times (CreateTime or a client log) for {share:.1%} of the acked produces: the others' latency"
                 " starts when the broker read their request, which misses the time they waited in the producer behind"
-                " slower responses (README \"What the producer sees\")"
+                ' slower responses (README "What the producer sees")'
             )
         verdict = block[0].get("self_check") or ""
         if verdict.startswith("FAILED"):
-            out.append(f"    UNTRUSTED: the replay's self-check {verdict} (--accept-untrusted); not a basis for a decision")
+            out.append(
+                f"    UNTRUSTED: the replay's self-check {verdict} (--accept-untrusted); not a basis for a decision"
+            )
         for row in cells:
-            out.append("    " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))))
+            out.append(
+                "    "
+                + "  ".join(
+                    c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))
+                )
+            )
     return out
 
 
@@ -185,7 +192,9 @@ def summary_frame(
     self_checks: dict[str, str] | None = None,
 ) -> DataFrame:
     """policy_summary conformed to its contract, from `available`: the availability rows this run wrote."""
-    summary = policy_summary(replay, partitions, available, record_sends).withColumn("self_check", _verdict_of(self_checks))
+    summary = policy_summary(replay, partitions, available, record_sends).withColumn(
+        "self_check", _verdict_of(self_checks)
+    )
     return conform(summary.withColumn("gold_run_id", F.lit(run_id)), POLICY_SUMMARY)
 
 
@@ -202,11 +211,14 @@ def self_check_verdicts(spark: SparkSession, lakehouse: str, clusters: list[str]
     cluster whose replay failed it and was not accepted (`--accept-untrusted`): gold is not written from it."""
     if not table_exists(spark, lakehouse, "replay_checks"):
         return {}
-    rows = read_table(spark, lakehouse, "replay_checks").filter(F.col("cluster").isin(clusters)).collect()  # one per cluster
+    rows = (
+        read_table(spark, lakehouse, "replay_checks").filter(F.col("cluster").isin(clusters)).collect()
+    )  # one per cluster
     refused = [r for r in rows if not r["trusted"] and not r["accepted_untrusted"]]
     if refused:
         raise ReplayUntrusted(
-            "the latest replay of " + ", ".join(f"{r['cluster']} ({r['failures']})" for r in refused)
+            "the latest replay of "
+            + ", ".join(f"{r['cluster']} ({r['failures']})" for r in refused)
             + " failed its self-check: gold and the report are not written from it. Replay again with "
             "--accept-untrusted to write them marked untrusted (README, 'The replay checks itself')."
         )

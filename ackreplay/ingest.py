@@ -108,11 +108,15 @@ class IngestReport:
         if self.topic_send_times is not None:
             out.extend(self.topic_send_times.summary_lines())
         if self.clusters_without_topics:
-            out.append(f"  no topics.txt for {', '.join(self.clusters_without_topics)} (ingest.missing_topics: warning):"
-                       " topic ids unresolved, replicas and min ISR unknown")
+            out.append(
+                f"  no topics.txt for {', '.join(self.clusters_without_topics)} (ingest.missing_topics: warning):"
+                " topic ids unresolved, replicas and min ISR unknown"
+            )
         if self.unreadable_files:
-            out.append(f"  {len(self.unreadable_files):,} request-log file(s) with every line quarantined"
-                       " (ingest.unreadable_files: warning):")
+            out.append(
+                f"  {len(self.unreadable_files):,} request-log file(s) with every line quarantined"
+                " (ingest.unreadable_files: warning):"
+            )
             out += [f"    {path}: {n:,} lines, most: {reason}" for path, n, reason in self.unreadable_files]
         out += skipped_lines(self.ignored_files, self.misplaced_files, self.controller_files)
         return out
@@ -147,8 +151,6 @@ def refuse_unreadable(files: list[tuple[str, int, str]], setting: str) -> None:
         " the lines are in the quarantine table (stage request_log). Remove the files, or set"
         " ingest.unreadable_files: warning to go on without them"
     )
-
-
 
 
 def _counts(df: DataFrame, *keys: str) -> dict:
@@ -205,7 +207,9 @@ def refuse_missing_topics(clusters: list[str], setting: str) -> None:
         return
     if setting != "error":
         for cluster in clusters:
-            log.warning("cluster %s has no topics.txt: topic ids cannot be resolved and RF/min ISR are unknown", cluster)
+            log.warning(
+                "cluster %s has no topics.txt: topic ids cannot be resolved and RF/min ISR are unknown", cluster
+            )
         return
     raise InputError(
         f"{len(clusters)} cluster(s) with request logs and no topics.txt, in this input or ingested before: "
@@ -218,7 +222,7 @@ def refuse_missing_topics(clusters: list[str], setting: str) -> None:
 
 
 def _topic_ids(spark: SparkSession, lakehouse: str, clusters: list[str]) -> dict[str, str]:
-    """"cluster/topicId" -> topic name, from the partitions table (metadata: one row per topic)."""
+    """ "cluster/topicId" -> topic name, from the partitions table (metadata: one row per topic)."""
     if not table_exists(spark, lakehouse, "partitions"):
         return {}
     partitions = read_table(spark, lakehouse, "partitions").filter(F.col("cluster").isin(clusters))
@@ -302,7 +306,11 @@ def run_ingest(spark: SparkSession, config: AppConfig, inputs: str | list[str], 
     request_files = inventory.of_kind("request_log")
     topics_files = inventory.of_kind("topics")
     report = IngestReport(
-        run_id, len(request_files), len(topics_files), list(inventory.ignored), list(inventory.misplaced),
+        run_id,
+        len(request_files),
+        len(topics_files),
+        list(inventory.ignored),
+        list(inventory.misplaced),
         list(inventory.controller_files),
     )
     if topics_files:

@@ -1,12 +1,12 @@
 """Discovering input files in the input layout of design.md.
 
-    <input>/<cluster>/broker-<id>/kafka-request.log*   (plain or gzip, rotated names)
-    <input>/<cluster>/broker-<id>/server.log*
-    <input>/<cluster>/broker-<id>/state-change.log*
-    <input>/<cluster>/topics.txt
-    <input>/<cluster>/metrics/*.prom
-    <input>/<cluster>/create-times/*         (`kafka-dump-log --deep-iteration` output: record CreateTimes)
-    <input>/<cluster>/client/batches-*.csv*  (an instrumented producer's log of its batches: the lab's)
+<input>/<cluster>/broker-<id>/kafka-request.log*   (plain or gzip, rotated names)
+<input>/<cluster>/broker-<id>/server.log*
+<input>/<cluster>/broker-<id>/state-change.log*
+<input>/<cluster>/topics.txt
+<input>/<cluster>/metrics/*.prom
+<input>/<cluster>/create-times/*         (`kafka-dump-log --deep-iteration` output: record CreateTimes)
+<input>/<cluster>/client/batches-*.csv*  (an instrumented producer's log of its batches: the lab's)
 """
 
 from __future__ import annotations
@@ -194,11 +194,15 @@ def skipped_lines(ignored: Sequence[str], misplaced: Sequence[str], controller_f
     """What the listing left out, said once (a run never skips a file without a word)."""
     out = []
     if misplaced:
-        out.append(f"  {len(misplaced):,} files named like inputs but outside the layout, not read: {', '.join(misplaced[:5])}"
-                   + (" ..." if len(misplaced) > 5 else ""))
+        out.append(
+            f"  {len(misplaced):,} files named like inputs but outside the layout, not read: {', '.join(misplaced[:5])}"
+            + (" ..." if len(misplaced) > 5 else "")
+        )
     if controller_files:
-        out.append(f"  {len(controller_files):,} files of KRaft controllers (controller-<id>/) not read: controllers lead"
-                   " no data partitions")
+        out.append(
+            f"  {len(controller_files):,} files of KRaft controllers (controller-<id>/) not read: controllers lead"
+            " no data partitions"
+        )
     if ignored:
         out.append(f"  {len(ignored):,} other files outside the input layout not read, e.g. {ignored[0]}")
     return out

@@ -117,7 +117,10 @@ def produce_body(
         "acks": acks,
         "timeoutMs": timeout_ms,
         "topicData": [
-            {**topic_key, "partitionData": [{"index": p.partition, "recordsSizeInBytes": p.size_bytes} for p in partitions]}
+            {
+                **topic_key,
+                "partitionData": [{"index": p.partition, "recordsSizeInBytes": p.size_bytes} for p in partitions],
+            }
         ],
     }
     if acks == 0:
@@ -125,7 +128,11 @@ def produce_body(
     else:
         responses = []
         for p in partitions:
-            item = {"index": p.partition, "errorCode": p.error_code, "baseOffset": p.base_offset if p.error_code == 0 else -1}
+            item = {
+                "index": p.partition,
+                "errorCode": p.error_code,
+                "baseOffset": p.base_offset if p.error_code == 0 else -1,
+            }
             item["logAppendTimeMs"] = -1
             if version >= 5:
                 item["logStartOffset"] = p.log_start_offset if p.error_code == 0 else -1
@@ -134,7 +141,9 @@ def produce_body(
                 item["errorMessage"] = None
             responses.append(item)
         response = {"responses": [{**topic_key, "partitionResponses": responses}], "throttleTimeMs": 0}
-    return _envelope(_header(0, "PRODUCE", version, correlation_id, client.client_id), request, response, timing, client)
+    return _envelope(
+        _header(0, "PRODUCE", version, correlation_id, client.client_id), request, response, timing, client
+    )
 
 
 @dataclass
@@ -217,7 +226,11 @@ def fetch_body(
         for p in t.partitions:
             if p.high_watermark is None and p.error_code == 0:
                 continue
-            item = {"partitionIndex": p.partition, "errorCode": p.error_code, "highWatermark": -1 if p.high_watermark is None else p.high_watermark}
+            item = {
+                "partitionIndex": p.partition,
+                "errorCode": p.error_code,
+                "highWatermark": -1 if p.high_watermark is None else p.high_watermark,
+            }
             item["lastStableOffset"] = -1 if p.high_watermark is None else p.high_watermark
             item["logStartOffset"] = p.log_start_offset
             if p.diverging_epoch is not None:
@@ -243,11 +256,17 @@ def fetch_body(
 
 def other_body(api_name: str, api_key: int, version: int, correlation_id: int, timing: Timing | None = None) -> dict:
     """A line of a request type the pipeline does not use (METADATA, API_VERSIONS, ...)."""
-    return _envelope(_header(api_key, api_name, version, correlation_id, "admin-1"), {}, {}, timing or Timing(), Client())
+    return _envelope(
+        _header(api_key, api_name, version, correlation_id, "admin-1"), {}, {}, timing or Timing(), Client()
+    )
 
 
 def topics_describe(
-    topic: str, topic_id: str | None, assignments: list[list[int]], configs: dict[str, str], isr: list[list[int]] | None = None
+    topic: str,
+    topic_id: str | None,
+    assignments: list[list[int]],
+    configs: dict[str, str],
+    isr: list[list[int]] | None = None,
 ) -> str:
     """`kafka-topics --describe` output for one topic (3.x/4.x layout, `Elr:` fields when isr is given)."""
     config_text = ",".join(f"{k}={v}" for k, v in configs.items())

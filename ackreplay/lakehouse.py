@@ -33,11 +33,17 @@ TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
         TableSpec(
-            "request_log_lines", "bronze", ("cluster", "event_date"), ("broker_id", "source_file", "line_number", "status")
+            "request_log_lines",
+            "bronze",
+            ("cluster", "event_date"),
+            ("broker_id", "source_file", "line_number", "status"),
         ),
         TableSpec("quarantine", "bronze", ("cluster",)),
         TableSpec(
-            "produce_requests", "silver", ("cluster", "event_date"), ("source_file", "topic", "partition", "t_local_done")
+            "produce_requests",
+            "silver",
+            ("cluster", "event_date"),
+            ("source_file", "topic", "partition", "t_local_done"),
         ),
         TableSpec(
             "follower_fetches", "silver", ("cluster", "event_date"), ("source_file", "topic", "partition", "t_dequeue")

@@ -145,7 +145,9 @@ class IngestPlan:
             f"{len(self.duplicates) + len(self.folder_copies):,} duplicate copies skipped, "
             f"{self.outside_dates:,} outside the dates"
         ]
-        skipped = [(c.file.uri, h) for c, h in self.duplicates] + [(c.file.uri, h.file.uri) for c, h in self.folder_copies]
+        skipped = [(c.file.uri, h) for c, h in self.duplicates] + [
+            (c.file.uri, h.file.uri) for c, h in self.folder_copies
+        ]
         for copy, holder in skipped[:20]:
             out.append(f"  skipped duplicate {copy}: same content as {holder}")
         if len(skipped) > 20:
@@ -216,7 +218,9 @@ def plan_ingest(
     unknown_rows = not table_exists(spark, lakehouse, LEDGER) and any(
         table_exists(spark, lakehouse, name) for name in TABLES if name != LEDGER
     )
-    previous = {r["source_file"]: r for r in _ledger_rows(spark, lakehouse, "source_file", [f.source_file for f in files])}
+    previous = {
+        r["source_file"]: r for r in _ledger_rows(spark, lakehouse, "source_file", [f.source_file for f in files])
+    }
 
     def known(f: InputFile) -> dict | None:
         prev = previous.get(f.source_file)
@@ -240,7 +244,11 @@ def plan_ingest(
         elif f.uri in facts:
             fa = facts[f.uri]
             item = Listed(
-                f, fa, _parse_time(fa.first_time, f, config), _parse_time(fa.last_time, f, config), previous.get(f.source_file)
+                f,
+                fa,
+                _parse_time(fa.first_time, f, config),
+                _parse_time(fa.last_time, f, config),
+                previous.get(f.source_file),
             )
         else:
             plan.outside_dates += 1
@@ -279,7 +287,9 @@ def plan_ingest(
         else:
             needs_rows.append(item)
     changed_sources = {
-        i.file.source_file for i in needs_rows if i.previous is not None and i.previous["fingerprint"] != i.facts.fingerprint
+        i.file.source_file
+        for i in needs_rows
+        if i.previous is not None and i.previous["fingerprint"] != i.facts.fingerprint
     }
     holders: dict[tuple[str, str, str], str] = {}
     ledger_copies = _ledger_rows(spark, lakehouse, "fingerprint", [i.facts.fingerprint for i in needs_rows])
@@ -305,7 +315,9 @@ def plan_ingest(
     return plan
 
 
-def _row(item: Listed, status: str, run_id: str, now: datetime, duplicate_of: str | None = None, keep_runs: bool = False) -> dict:
+def _row(
+    item: Listed, status: str, run_id: str, now: datetime, duplicate_of: str | None = None, keep_runs: bool = False
+) -> dict:
     f, prev = item.file, item.previous or {}
     return {
         "cluster": f.cluster,
@@ -337,8 +349,11 @@ def record_plan(spark: SparkSession, lakehouse: str, plan: IngestPlan, run_id: s
     for item, holder in plan.duplicates:  # (copies in a second input folder share the first copy's row)
         prev = item.previous
         unchanged = (
-            prev is not None and prev["status"] == "duplicate" and prev["duplicate_of"] == holder
-            and prev["size"] == item.file.size and prev["modified_at"] == _micros(item.file.mtime_ns)
+            prev is not None
+            and prev["status"] == "duplicate"
+            and prev["duplicate_of"] == holder
+            and prev["size"] == item.file.size
+            and prev["modified_at"] == _micros(item.file.mtime_ns)
         )
         if not unchanged:
             rows.append(_row(item, "duplicate", run_id, now, duplicate_of=holder))
@@ -395,6 +410,7 @@ def ingest_new_files(spark: SparkSession, config: AppConfig, lakehouse: str, pla
 
 
 # --- downstream: what the replay and gold stages have left to do ------------------------------------
+
 
 # A ledger row is pending for a stage until a run of that stage has covered its version of the file.
 # Duplicates count too: a copy found later may have had its rows removed (`demoted`).
@@ -502,7 +518,11 @@ def stage_scope(
     source = _STAGE_SOURCE[stage]
     found = clusters_with_data(spark, lakehouse, source, dates)
     why = "--full" if full else "no ingested_files ledger in this lakehouse"
-    reason = f"every cluster with rows in {source}{on_dates} ({why})" if found else f"no cluster has rows in {source}{on_dates}"
+    reason = (
+        f"every cluster with rows in {source}{on_dates} ({why})"
+        if found
+        else f"no cluster has rows in {source}{on_dates}"
+    )
     return Scope(stage, found, reason)
 
 
@@ -516,6 +536,8 @@ def mark_done(spark: SparkSession, lakehouse: str, scope: Scope, run_id: str) ->
         return
     from delta.tables import DeltaTable
 
-    condition = _pending(scope.stage) & F.col("cluster").isin(scope.clusters) & (F.col("recorded_at") <= F.lit(scope.watermark))
+    condition = (
+        _pending(scope.stage) & F.col("cluster").isin(scope.clusters) & (F.col("recorded_at") <= F.lit(scope.watermark))
+    )
     column = f"{scope.stage}_run_id"
     DeltaTable.forPath(spark, table_path(lakehouse, LEDGER)).update(condition, {column: F.lit(run_id)})

@@ -73,7 +73,9 @@ def _decode(lines: list[bytes], max_line_bytes: int) -> tuple[pa.Array, pa.Array
         decoded = []
         for i, line in enumerate(lines):
             if len(line) > max_line_bytes:
-                errors[i] = f"line of {len(line)} bytes exceeds ingest.max_line_bytes={max_line_bytes}; first bytes kept"
+                errors[i] = (
+                    f"line of {len(line)} bytes exceeds ingest.max_line_bytes={max_line_bytes}; first bytes kept"
+                )
                 line = line[:max_line_bytes]
             try:
                 decoded.append(line.decode("utf-8"))
@@ -219,9 +221,7 @@ def _map_files(
     )
 
 
-def read_lines(
-    spark: SparkSession, files: Sequence[InputFile], chunk_bytes: int, max_line_bytes: int
-) -> DataFrame:
+def read_lines(spark: SparkSession, files: Sequence[InputFile], chunk_bytes: int, max_line_bytes: int) -> DataFrame:
     """A DataFrame of every line of `files` (each file read by one task, `_map_files`)."""
     if not files:
         return spark.createDataFrame([], LINES_DDL)

@@ -32,7 +32,7 @@ def _same_location(registered: str, path: str) -> bool:
         location = location.rstrip("/")
         for scheme in ("file://", "file:"):
             if location.startswith(scheme):
-                return location[len(scheme):]
+                return location[len(scheme) :]
         return location
 
     return normal(registered) == normal(path)

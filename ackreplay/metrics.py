@@ -84,7 +84,9 @@ def ingest_metrics(
     if not files:
         # Nothing to replace; still create the (empty) table so that readers find it.
         if not table_exists(spark, lakehouse, "follower_leo_samples"):
-            replace_rows(spark.createDataFrame([], FOLLOWER_LEO_SAMPLES), lakehouse, "follower_leo_samples", "false", run_id)
+            replace_rows(
+                spark.createDataFrame([], FOLLOWER_LEO_SAMPLES), lakehouse, "follower_leo_samples", "false", run_id
+            )
         return report
     lines = read_lines(spark, files, config.ingest.read_chunk_bytes, config.ingest.max_line_bytes).withColumn(
         "ingest_run_id", F.lit(run_id)
@@ -126,7 +128,8 @@ def ingest_metrics(
         classified.unpersist()
     written = read_table(spark, lakehouse, "follower_leo_samples").filter(predicate)
     report.granularity_ms = {
-        r["source_file"]: r["g"] for r in written.groupBy("source_file").agg(F.max("granularity_ms").alias("g")).collect()
+        r["source_file"]: r["g"]
+        for r in written.groupBy("source_file").agg(F.max("granularity_ms").alias("g")).collect()
     }
     for r in by_status:
         setattr(report, r["status"], getattr(report, r["status"]) + r["count"])

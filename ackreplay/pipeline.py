@@ -180,7 +180,9 @@ def gold(
     return stage
 
 
-def report(spark: SparkSession, lakehouse: str, out_dir: str | Path | None = None, target: DecisionTarget | None = None) -> Path:
+def report(
+    spark: SparkSession, lakehouse: str, out_dir: str | Path | None = None, target: DecisionTarget | None = None
+) -> Path:
     """Charts and report.html from the gold tables (default folder: <lakehouse>/report), opening with the
     decision for `target` (the conf's `report.target`); the html's path."""
     from ackreplay.report import build_report

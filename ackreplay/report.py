@@ -72,7 +72,8 @@ def _coinciding(series: dict[str, list[tuple]]) -> str:
         for group in groups:
             other = series[group[0]]
             if len(other) == len(pts) and all(
-                a[0] == b[0] and abs(a[1] - b[1]) <= 0.01 * max(abs(a[1]), abs(b[1])) for a, b in zip(other, pts, strict=False)
+                a[0] == b[0] and abs(a[1] - b[1]) <= 0.01 * max(abs(a[1]), abs(b[1]))
+                for a, b in zip(other, pts, strict=False)
             ):
                 group.append(policy)
                 break
@@ -112,7 +113,9 @@ def _chart_p999(path: Path, title: str, rows: list[dict], policies: list[str], s
     window = rows[0]["window"] if rows else "hour"
     series = {}
     for policy in policies:
-        pts = sorted((r["window_start"], r["p999_ms"]) for r in rows if r["policy"] == policy and r["p999_ms"] is not None)
+        pts = sorted(
+            (r["window_start"], r["p999_ms"]) for r in rows if r["policy"] == policy and r["p999_ms"] is not None
+        )
         if pts:
             series[policy] = pts
             ax.plot([t for t, _ in pts], [v for _, v in pts], linewidth=1.2, markersize=5, **style(policy))
@@ -125,8 +128,14 @@ def _chart_p999(path: Path, title: str, rows: list[dict], policies: list[str], s
     ax.set_ylabel("P999 produce latency (ms, log scale)")
     _time_axis(ax, rows)
     if skipped:
-        ax.text(0.01, 0.01, f"{skipped} (policy, window) cells with fewer than 1000 acked records: no P999, not plotted",
-                transform=ax.transAxes, fontsize=8, color="#555555")
+        ax.text(
+            0.01,
+            0.01,
+            f"{skipped} (policy, window) cells with fewer than 1000 acked records: no P999, not plotted",
+            transform=ax.transAxes,
+            fontsize=8,
+            color="#555555",
+        )
     _finish(fig, ax, path, title)
 
 
@@ -138,7 +147,9 @@ def _chart_cdf(path: Path, title: str, rows: list[dict], policies: list[str], st
         pts = [(q, v) for q, v in pts if v > 0]
         if pts:
             series[policy] = pts
-            ax.plot([v for _, v in pts], [q for q, _ in pts], linewidth=1.4, markersize=3.5, markevery=12, **style(policy))
+            ax.plot(
+                [v for _, v in pts], [q for q, _ in pts], linewidth=1.4, markersize=3.5, markevery=12, **style(policy)
+            )
     same = _coinciding(series)
     if same:
         ax.text(0.99, 0.02, same, transform=ax.transAxes, fontsize=8, color="#555555", ha="right")
@@ -161,15 +172,24 @@ def _chart_exposure(path: Path, title: str, rows: list[dict], policies: list[str
         (top, lambda r: r["exposure_byte_ms"] / 1e9, 1e-3, "exposure (MB·s acked on\n< min ISR replicas, symlog)"),
         (middle, lambda r: r["under_min_isr_acks"], 1, "acked batches held by\n< min ISR replicas (symlog)"),
         # min.insync and quorum ack on min ISR replicas, yet not always on the one Kafka would elect
-        (bottom, lambda r: r["loss_kafka_election"], 1, "acked batches lost had the\nleader failed at the ack,\n"
-         "at most (Kafka's election, symlog)"),
+        (
+            bottom,
+            lambda r: r["loss_kafka_election"],
+            1,
+            "acked batches lost had the\nleader failed at the ack,\nat most (Kafka's election, symlog)",
+        ),
     )
     for policy in policies:
         mine = sorted((r for r in rows if r["policy"] == policy), key=lambda r: r["window_start"])
         if mine:
             for ax, value, _, _ in panels:
-                ax.plot([r["window_start"] for r in mine], [value(r) for r in mine], linewidth=1.2, markersize=4,
-                        **style(policy))
+                ax.plot(
+                    [r["window_start"] for r in mine],
+                    [value(r) for r in mine],
+                    linewidth=1.2,
+                    markersize=4,
+                    **style(policy),
+                )
     for ax, _, linthresh, label in panels:
         ax.set_yscale("symlog", linthresh=linthresh)
         ax.set_ylabel(label, fontsize=9)
@@ -211,7 +231,9 @@ def _chart_tradeoff(path: Path, title: str, rows: list[dict], style: _Styles) ->
         y, k, longest = r["p999_ms"], r["loss_kafka_election"], r["loss_longest_log_election"]
         right.plot([longest, k], [y, y], color=colour, linewidth=1, alpha=0.6, zorder=2)
         right.scatter([k], [y], s=70, zorder=3, alpha=0.85, color=colour, marker=marker)
-        right.scatter([longest], [y], s=70, zorder=3, facecolors="white", edgecolors=colour, marker=marker, linewidths=1.5)
+        right.scatter(
+            [longest], [y], s=70, zorder=3, facecolors="white", edgecolors=colour, marker=marker, linewidths=1.5
+        )
     left.set_xscale("symlog", linthresh=1e-3)
     left.set_yscale("log")
     left.set_xlabel("exposure: MB·s acked on fewer than\nmin.insync.replicas replicas (whole trace, symlog)")
@@ -227,8 +249,15 @@ def _chart_tradeoff(path: Path, title: str, rows: list[dict], style: _Styles) ->
     acked = {r["policy"]: r["n"] for r in plotted}
     if acked:
         low, high = min(acked.values()), max(acked.values())
-        right.text(0.99, 0.01, f"out of {low:,}" + (f"–{high:,}" if high != low else "") + " acked batches per policy",
-                   transform=right.transAxes, fontsize=8, color="#555555", ha="right")
+        right.text(
+            0.99,
+            0.01,
+            f"out of {low:,}" + (f"–{high:,}" if high != low else "") + " acked batches per policy",
+            transform=right.transAxes,
+            fontsize=8,
+            color="#555555",
+            ha="right",
+        )
     for ax, linthresh in ((left, 1e-3), (right, 1)):
         ax.grid(True, which="major", alpha=0.35)
         ax.margins(x=0.2, y=0.15)
@@ -242,14 +271,26 @@ def _chart_tradeoff(path: Path, title: str, rows: list[dict], style: _Styles) ->
     _label_points(right, kafka)
     skipped = [r["policy"] for r in rows if r["p999_ms"] is None]
     if skipped:
-        left.text(0.01, 0.01, "no P999 (n < 1000): " + ", ".join(skipped), transform=left.transAxes, fontsize=8,
-                  color="#555555")
+        left.text(
+            0.01,
+            0.01,
+            "no P999 (n < 1000): " + ", ".join(skipped),
+            transform=left.transAxes,
+            fontsize=8,
+            color="#555555",
+        )
     handles = [
         plt.Line2D([], [], linestyle="none", markersize=8, **style(p, line=False)) for p in style.style if p in acked
     ]
     fig.suptitle(title, fontsize=11, y=0.985)
-    fig.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, 0.945),
-               ncol=min(len(handles), 7) or 1, frameon=False)
+    fig.legend(
+        handles=handles,
+        fontsize=8,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.945),
+        ncol=min(len(handles), 7) or 1,
+        frameon=False,
+    )
     fig.tight_layout(rect=(0, 0, 1, 0.91))
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -273,7 +314,9 @@ def _cell(row: dict, key: str, fmt: str) -> str:
 def _summary_table(rows: list[dict]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h, _, _ in SUMMARY_COLUMNS)
     body = "\n".join(
-        f'<tr data-policy="{html.escape(r["policy"])}">' + "".join(_cell(r, k, f) for _, k, f in SUMMARY_COLUMNS) + "</tr>"
+        f'<tr data-policy="{html.escape(r["policy"])}">'
+        + "".join(_cell(r, k, f) for _, k, f in SUMMARY_COLUMNS)
+        + "</tr>"
         for r in rows
     )
     return f'<table class="summary">\n<tr>{head}</tr>\n{body}\n</table>'
@@ -337,7 +380,13 @@ def build_report(
         r.asDict()
         for r in read_table(spark, lakehouse, "risk_exposure")
         .select(
-            "cluster", "topic", "policy", "window", "window_start", "exposure_byte_ms", "under_min_isr_acks",
+            "cluster",
+            "topic",
+            "policy",
+            "window",
+            "window_start",
+            "exposure_byte_ms",
+            "under_min_isr_acks",
             "loss_kafka_election",
         )
         .collect()
@@ -352,6 +401,7 @@ def build_report(
 
     sections = []
     for cluster, topic in topics:
+
         def mine(rows, c=cluster, t=topic):
             return [r for r in rows if r["cluster"] == c and r["topic"] == t]
 
@@ -361,10 +411,16 @@ def build_report(
         slug = _slug(cluster, topic)
         label = f"{cluster} / {topic}"
         files = {name: f"{name}-{slug}.png" for name, _ in CHARTS}
-        _chart_p999(out / files["p999_by_window"], f"P999 produce latency per window — {label}", mine(latency), policies, style)
+        _chart_p999(
+            out / files["p999_by_window"], f"P999 produce latency per window — {label}", mine(latency), policies, style
+        )
         _chart_cdf(out / files["latency_cdf"], f"Produce latency CDF per policy — {label}", mine(cdf), policies, style)
-        _chart_exposure(out / files["exposure_over_time"], f"Durability risk per window — {label}", mine(risk), policies, style)
-        _chart_tradeoff(out / files["p999_vs_risk"], f"P999 latency vs durability risk per policy — {label}", rows, style)
+        _chart_exposure(
+            out / files["exposure_over_time"], f"Durability risk per window — {label}", mine(risk), policies, style
+        )
+        _chart_tradeoff(
+            out / files["p999_vs_risk"], f"P999 latency vs durability risk per policy — {label}", rows, style
+        )
         # embedded, so the page is one file that can be mailed; the PNGs stay beside it for other uses
         images = "\n".join(
             f'<h3>{html.escape(caption)}</h3>\n<img src="{_data_uri(out / files[name])}" alt="{html.escape(caption)}"'
@@ -375,7 +431,9 @@ def build_report(
             f'<section data-cluster="{html.escape(cluster)}" data-topic="{html.escape(topic)}">\n'
             f"<h2>{html.escape(label)}</h2>\n{_summary_table(rows)}\n{images}\n</section>"
         )
-    untrusted = sorted({(r["cluster"], r["self_check"]) for r in summary if (r.get("self_check") or "").startswith("FAILED")})
+    untrusted = sorted(
+        {(r["cluster"], r["self_check"]) for r in summary if (r.get("self_check") or "").startswith("FAILED")}
+    )
     warning = (
         '<p class="untrusted">UNTRUSTED: the replay\'s self-check failed on '
         + "; ".join(html.escape(f"{cluster} ({verdict})") for cluster, verdict in untrusted)
@@ -385,12 +443,14 @@ def build_report(
         else ""
     )
     page = (
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>"
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>'
         + ("UNTRUSTED " if untrusted else "")
         + f"ackreplay report</title><style>{_CSS}</style></head><body>\n{warning}"
         "<h1>ackreplay: produce acknowledgement policies</h1>\n"
         + _decision_section(summary, target)
-        + f'<p class="note">{_NOTES}</p>\n' + ("\n".join(sections) or "<p>No gold rows.</p>") + "\n</body></html>\n"
+        + f'<p class="note">{_NOTES}</p>\n'
+        + ("\n".join(sections) or "<p>No gold rows.</p>")
+        + "\n</body></html>\n"
     )
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")

@@ -331,8 +331,12 @@ def _classify_parsed(
     fetch_topics = _field(request, "topics")
     listed, parent = _flatten(fetch_topics)
     metadata = _any_per_parent(
-        _mask(pc.or_kleene(pc.equal(_field(listed, "topic"), METADATA_TOPIC_NAME),
-                           pc.equal(_field(listed, "topicId"), METADATA_TOPIC_ID))),
+        _mask(
+            pc.or_kleene(
+                pc.equal(_field(listed, "topic"), METADATA_TOPIC_NAME),
+                pc.equal(_field(listed, "topicId"), METADATA_TOPIC_ID),
+            )
+        ),
         parent,
         n,
     )
@@ -386,8 +390,14 @@ def _request_columns(parsed: pa.StructArray) -> dict[str, pa.Array]:
 
 
 def _matching_responses(
-    row_line: np.ndarray, topic: pa.Array, topic_id: pa.Array, partition: pa.Array,
-    responses: pa.Array, name_field: str, partitions_field: str, index_field: str,
+    row_line: np.ndarray,
+    topic: pa.Array,
+    topic_id: pa.Array,
+    partition: pa.Array,
+    responses: pa.Array,
+    name_field: str,
+    partitions_field: str,
+    index_field: str,
 ) -> pa.Array:
     """For each (line, topic, partition) row, the first response partition of the same line that names it."""
     response_topics, topic_line = _flatten(responses)
@@ -404,8 +414,12 @@ def _matching_responses(
 
 
 def _topic_partitions(
-    topics_list: pa.Array, partitions_field: str, name_field: str, selected: np.ndarray,
-    cluster: pa.Array, topic_ids: dict[str, str],
+    topics_list: pa.Array,
+    partitions_field: str,
+    name_field: str,
+    selected: np.ndarray,
+    cluster: pa.Array,
+    topic_ids: dict[str, str],
 ) -> tuple[np.ndarray, pa.Array, pa.Array, pa.Array, pa.Array]:
     """Flatten a per-line list of topics, each with a list of partitions, keeping the lines in `selected`.
 
@@ -437,7 +451,14 @@ def produce_rows(
     take_line = pa.array(row_line)
     partition = _field(partition_data, "index")
     response = _matching_responses(
-        row_line, name, topic_id, partition, _field(parsed, "response", "responses"), "name", "partitionResponses", "index"
+        row_line,
+        name,
+        topic_id,
+        partition,
+        _field(parsed, "response", "responses"),
+        "name",
+        "partitionResponses",
+        "index",
     )
     per_request = {
         **_request_columns(parsed),
@@ -504,7 +525,13 @@ def fetch_rows(
     take_line = pa.array(row_line)
     partition = _field(partitions, "partition")
     response = _matching_responses(
-        row_line, named, topic_id, partition, _field(parsed, "response", "responses"), "topic", "partitions",
+        row_line,
+        named,
+        topic_id,
+        partition,
+        _field(parsed, "response", "responses"),
+        "topic",
+        "partitions",
         "partitionIndex",
     )
     listed = {name: pc.take(values, take_line) for name, values in per_request.items()}
@@ -621,8 +648,10 @@ def classify_lines(
         scatter[to_parse] = np.arange(len(to_parse))
         scatter_index = pa.array(scatter, mask=scatter < 0)
         api_key_name = pc.coalesce(pc.take(parsed_api, scatter_index), api_hint)
-        follower_id = pc.take(pc.if_else(pa.array(_mask(pc.equal(parsed_api, "FETCH"))), parsed_follower,
-                                         pa.scalar(None, pa.int32())), scatter_index)
+        follower_id = pc.take(
+            pc.if_else(pa.array(_mask(pc.equal(parsed_api, "FETCH"))), parsed_follower, pa.scalar(None, pa.int32())),
+            scatter_index,
+        )
         status = parsed_rules.status
         produce_at = np.flatnonzero((status == "parsed") & _mask(pc.equal(parsed_api, "PRODUCE")))
         fetch_at = np.flatnonzero((status == "parsed") & _mask(pc.equal(parsed_api, "FETCH")))
@@ -644,7 +673,11 @@ def classify_lines(
 
 
 def parsed_batches(
-    origin: pa.RecordBatch, line: pa.Array, line_bytes: pa.Array, read_error: pa.Array, cluster: pa.Array,
+    origin: pa.RecordBatch,
+    line: pa.Array,
+    line_bytes: pa.Array,
+    read_error: pa.Array,
+    cluster: pa.Array,
     topic_ids: dict[str, str],
 ) -> Iterator[pa.RecordBatch]:
     """The output rows of a batch of lines: one `line` row per line, then its silver rows.
@@ -659,9 +692,7 @@ def parsed_batches(
         if len(line_index) == 0:
             continue
         take = pa.array(line_index)
-        yield _batch(
-            origin.take(take), kind, {**columns, "log_time_local": pc.take(log_time, take)}, len(line_index)
-        )
+        yield _batch(origin.take(take), kind, {**columns, "log_time_local": pc.take(log_time, take)}, len(line_index))
 
 
 def _batch(origin: pa.RecordBatch, kind: str, columns: dict[str, pa.Array], n: int) -> pa.RecordBatch:

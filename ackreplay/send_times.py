@@ -42,7 +42,9 @@ from transforms.send_times import (
 
 log = logging.getLogger(__name__)
 KINDS = (CREATE_TIMES, CLIENT_BATCHES)
-_TOPIC_RECORDS_DDL = "cluster string, topic string, partition int, offset bigint, timestamp timestamp, timestampType int"
+_TOPIC_RECORDS_DDL = (
+    "cluster string, topic string, partition int, offset bigint, timestamp timestamp, timestampType int"
+)
 
 
 class SendTimesReconciliationError(RuntimeError):
@@ -56,7 +58,9 @@ class SendTimesReport:
     rows_written: dict[str, int] = field(default_factory=dict)
 
     def summary_lines(self) -> list[str]:
-        by_status = {s: sum(n for (st, _), n in self.counts.items() if st == s) for s in ("parsed", "unused", "quarantined")}
+        by_status = {
+            s: sum(n for (st, _), n in self.counts.items() if st == s) for s in ("parsed", "unused", "quarantined")
+        }
         out = [
             f"send times: {self.files} files (kafka-dump-log output, client batch logs)",
             f"  lines: {sum(by_status.values()):,} = batches {by_status['parsed']:,} + unused {by_status['unused']:,}"
@@ -79,7 +83,9 @@ def ingest_send_times(
     report = SendTimesReport(files=len(files))
     if not files:
         if not table_exists(spark, lakehouse, "batch_send_times"):
-            replace_rows(spark.createDataFrame([], tables.BATCH_SEND_TIMES), lakehouse, "batch_send_times", "false", run_id)
+            replace_rows(
+                spark.createDataFrame([], tables.BATCH_SEND_TIMES), lakehouse, "batch_send_times", "false", run_id
+            )
         return report
     parts = []
     chunk_bytes, max_line_bytes = config.ingest.read_chunk_bytes, config.ingest.max_line_bytes
@@ -107,13 +113,17 @@ def ingest_send_times(
             rows = with_hashed_identities(rows, config.privacy.salt(), ("client_id",))
         report.rows_written["batch_send_times"] = replace_rows(rows, lakehouse, "batch_send_times", predicate, run_id)
         rows = classified.groupBy("status", "detail").agg(F.sum("lines").alias("n")).collect()  # per (status, reason)
-        per_file = classified.groupBy("source_file").agg(
-            F.sum("lines").alias("lines"), F.max("line_number").alias("last")
-        ).collect()  # one row per file
+        per_file = (
+            classified.groupBy("source_file")
+            .agg(F.sum("lines").alias("lines"), F.max("line_number").alias("last"))
+            .collect()
+        )  # one row per file
     finally:
         classified.unpersist()
     report.counts = {(r["status"], r["detail"] or ""): r["n"] for r in rows}
-    problems = [f"{r['source_file']}: {r['lines']} lines read, last is {r['last']}" for r in per_file if r["lines"] != r["last"]]
+    problems = [
+        f"{r['source_file']}: {r['lines']} lines read, last is {r['last']}" for r in per_file if r["lines"] != r["last"]
+    ]
     for table, status in (("batch_send_times", "parsed"), ("quarantine", "quarantined")):
         expected = sum(n for (s, _), n in report.counts.items() if s == status)
         if report.rows_written[table] != expected:

@@ -33,11 +33,27 @@ def main(argv: list[str] | None = None) -> None:
         shutil.rmtree(raw, ignore_errors=True)
         # Short traces cannot hold a stall past the lag time: the stall needs a few lag times of trace.
         long_stalls = 1 if args.produces >= 200_000 else 0
-        print("\n".join(generate(SynthParams(produces=args.produces, seed=args.seed, long_stalls=long_stalls), raw).summary_lines()))
+        print(
+            "\n".join(
+                generate(
+                    SynthParams(produces=args.produces, seed=args.seed, long_stalls=long_stalls), raw
+                ).summary_lines()
+            )
+        )
     lakehouse = work / "lakehouse"
     shutil.rmtree(lakehouse, ignore_errors=True)
-    command = [sys.executable, "-c", "import sys; from ackreplay.cli import main; sys.exit(main())", "run",
-               "--input", str(raw), "--lakehouse", str(lakehouse), "--conf", args.conf]
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from ackreplay.cli import main; sys.exit(main())",
+        "run",
+        "--input",
+        str(raw),
+        "--lakehouse",
+        str(lakehouse),
+        "--conf",
+        args.conf,
+    ]
     with PeakRss() as rss:
         started = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True)
@@ -47,9 +63,13 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"ackreplay run failed ({done.returncode}); log: {work / 'run.log'}\n{done.stderr[-3000:]}")
     size = sum(f.stat().st_size for f in raw.rglob("*") if f.is_file())
     print()
-    print(f"| ackreplay run on {args.produces:,} produces ({size / 1e6:,.0f} MB of input) | wall time | produces/s | peak RSS |")
+    print(
+        f"| ackreplay run on {args.produces:,} produces ({size / 1e6:,.0f} MB of input) | wall time | produces/s | peak RSS |"
+    )
     print("|---|---|---|---|")
-    print(f"| ingest + replay + gold + report | {seconds:.1f} s | {args.produces / seconds:,.0f} | {rss.peak / 2**30:.2f} GiB |")
+    print(
+        f"| ingest + replay + gold + report | {seconds:.1f} s | {args.produces / seconds:,.0f} | {rss.peak / 2**30:.2f} GiB |"
+    )
 
 
 if __name__ == "__main__":

@@ -76,6 +76,7 @@ def main() -> None:
         gz_size = os.path.getsize(compressed)
         facts = {}
         for label, path, compression, listed in (("plain", plain, "none", size), ("gzip", compressed, "gzip", gz_size)):
+
             def read(label=label, path=path, compression=compression, listed=listed):
                 facts[label] = read_facts(path, compression, "request_log", listed)
 

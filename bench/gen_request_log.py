@@ -44,15 +44,28 @@ def _templates() -> list[tuple[float, list[str]]]:
         17,
         int(SENTINELS[1]),
         2,
-        [FetchTopic(n, i, [FetchPartition(p, int(SENTINELS[3]), 12, high_watermark=int(SENTINELS[3])) for p in range(2)]) for n, i in TOPICS[:2]],
+        [
+            FetchTopic(
+                n, i, [FetchPartition(p, int(SENTINELS[3]), 12, high_watermark=int(SENTINELS[3])) for p in range(2)]
+            )
+            for n, i in TOPICS[:2]
+        ],
         Timing(local=0.6, remote=0.0),
         session_id=1427613871,
         session_epoch=int(SENTINELS[2]),
     )
-    consumer = fetch_body(13, int(SENTINELS[1]), -1, [FetchTopic(name, tid, [FetchPartition(0, int(SENTINELS[3]))])], Timing())
+    consumer = fetch_body(
+        13, int(SENTINELS[1]), -1, [FetchTopic(name, tid, [FetchPartition(0, int(SENTINELS[3]))])], Timing()
+    )
     metadata = other_body("METADATA", 3, 12, int(SENTINELS[1]))
     out = []
-    for weight, body in ((0.25, produce_v11), (0.15, produce_v13), (0.45, follower), (0.10, consumer), (0.05, metadata)):
+    for weight, body in (
+        (0.25, produce_v11),
+        (0.15, produce_v13),
+        (0.45, follower),
+        (0.10, consumer),
+        (0.05, metadata),
+    ):
         line = request_log_line(t, body)
         stamp = line[1:24]
         line = line.replace(stamp, SENTINELS[0], 1)

@@ -87,12 +87,16 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| lines | {report.total_lines:,} |")
         print(f"| wall time (session start excluded) | {seconds:.1f} s |")
         print(f"| throughput | {input_bytes / 1e6 / seconds:,.1f} MB/s, {report.total_lines / seconds:,.0f} lines/s |")
-        print(f"| CPU time (driver, Spark JVM, Python workers) | {cpu_seconds:.1f} s: {input_bytes / 1e6 / cpu_seconds:,.1f} MB per CPU-second |")
+        print(
+            f"| CPU time (driver, Spark JVM, Python workers) | {cpu_seconds:.1f} s: {input_bytes / 1e6 / cpu_seconds:,.1f} MB per CPU-second |"
+        )
         for table, rows in report.rows_written.items():
             print(f"| {table} rows | {rows:,} |")
         print(f"| load average (1, 5, 15 min) before | {', '.join(f'{x:.1f}' for x in load_before)} |")
         print(f"| load average (1, 5, 15 min) after | {', '.join(f'{x:.1f}' for x in load_after)} |")
-        print(f"| Spark | {spark.version}, master {spark.sparkContext.master}, {spark.sparkContext.defaultParallelism} cores |")
+        print(
+            f"| Spark | {spark.version}, master {spark.sparkContext.master}, {spark.sparkContext.defaultParallelism} cores |"
+        )
     if not args.no_peer:
         _peer(data, work / "ingest-duckdb", input_bytes, seconds, report)
 
@@ -110,12 +114,16 @@ def _peer(data: Path, out: Path, input_bytes: int, ackreplay_seconds: float, rep
     print("| DuckDB peer | value |")
     print("|---|---|")
     print(f"| wall time | {seconds:.1f} s: {input_bytes / 1e6 / seconds:,.1f} MB/s |")
-    print(f"| rows: bronze, PRODUCE, follower FETCH | {rows['bronze']:,}, {rows['produce']:,}, {rows['fetch']:,} "
-          f"(ackreplay: {report.total_lines:,}, {report.rows_written.get('produce_requests', 0):,}, "
-          f"{report.rows_written.get('follower_fetches', 0):,}) |")
+    print(
+        f"| rows: bronze, PRODUCE, follower FETCH | {rows['bronze']:,}, {rows['produce']:,}, {rows['fetch']:,} "
+        f"(ackreplay: {report.total_lines:,}, {report.rows_written.get('produce_requests', 0):,}, "
+        f"{report.rows_written.get('follower_fetches', 0):,}) |"
+    )
     print(f"| ackreplay / DuckDB throughput | {seconds / ackreplay_seconds:.2f} |")
-    print(f"| load average (1, 5, 15 min) before, after | {', '.join(f'{x:.1f}' for x in load_before)}; "
-          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} |")
+    print(
+        f"| load average (1, 5, 15 min) before, after | {', '.join(f'{x:.1f}' for x in load_before)}; "
+        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} |"
+    )
 
 
 if __name__ == "__main__":

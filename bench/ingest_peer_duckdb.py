@@ -22,31 +22,79 @@ import duckdb
 # The JSON fields both engines read (the subset of schemas.request_log.REQUEST_LOG_JSON_SCHEMA the rows need).
 _TIMINGS = {
     name: "DOUBLE"
-    for name in ("totalTimeMs", "requestQueueTimeMs", "localTimeMs", "remoteTimeMs", "responseQueueTimeMs", "sendTimeMs")
+    for name in (
+        "totalTimeMs",
+        "requestQueueTimeMs",
+        "localTimeMs",
+        "remoteTimeMs",
+        "responseQueueTimeMs",
+        "sendTimeMs",
+    )
 }
 _STRUCTURE = {
-    "requestHeader": {"requestApiVersion": "INTEGER", "correlationId": "INTEGER", "clientId": "VARCHAR",
-                      "requestApiKeyName": "VARCHAR"},
+    "requestHeader": {
+        "requestApiVersion": "INTEGER",
+        "correlationId": "INTEGER",
+        "clientId": "VARCHAR",
+        "requestApiKeyName": "VARCHAR",
+    },
     "request": {
-        "replicaId": "INTEGER", "replicaState": {"replicaId": "INTEGER"}, "transactionalId": "VARCHAR",
-        "acks": "SMALLINT", "timeoutMs": "INTEGER", "maxWaitMs": "INTEGER", "sessionId": "INTEGER",
+        "replicaId": "INTEGER",
+        "replicaState": {"replicaId": "INTEGER"},
+        "transactionalId": "VARCHAR",
+        "acks": "SMALLINT",
+        "timeoutMs": "INTEGER",
+        "maxWaitMs": "INTEGER",
+        "sessionId": "INTEGER",
         "sessionEpoch": "INTEGER",
-        "topicData": [{"name": "VARCHAR", "topicId": "VARCHAR",
-                       "partitionData": [{"index": "INTEGER", "recordsSizeInBytes": "INTEGER"}]}],
-        "topics": [{"topic": "VARCHAR", "topicId": "VARCHAR",
-                    "partitions": [{"partition": "INTEGER", "fetchOffset": "BIGINT", "currentLeaderEpoch": "INTEGER",
-                                    "lastFetchedEpoch": "INTEGER", "logStartOffset": "BIGINT"}]}],
+        "topicData": [
+            {
+                "name": "VARCHAR",
+                "topicId": "VARCHAR",
+                "partitionData": [{"index": "INTEGER", "recordsSizeInBytes": "INTEGER"}],
+            }
+        ],
+        "topics": [
+            {
+                "topic": "VARCHAR",
+                "topicId": "VARCHAR",
+                "partitions": [
+                    {
+                        "partition": "INTEGER",
+                        "fetchOffset": "BIGINT",
+                        "currentLeaderEpoch": "INTEGER",
+                        "lastFetchedEpoch": "INTEGER",
+                        "logStartOffset": "BIGINT",
+                    }
+                ],
+            }
+        ],
     },
     "response": {
         "errorCode": "SMALLINT",
-        "responses": [{"name": "VARCHAR", "topic": "VARCHAR", "topicId": "VARCHAR",
-                       "partitionResponses": [{"index": "INTEGER", "errorCode": "SMALLINT", "baseOffset": "BIGINT",
-                                               "logAppendTimeMs": "BIGINT", "logStartOffset": "BIGINT",
-                                               "errorMessage": "VARCHAR"}],
-                       "partitions": [{"partitionIndex": "INTEGER", "errorCode": "SMALLINT",
-                                       "highWatermark": "BIGINT"}]}],
+        "responses": [
+            {
+                "name": "VARCHAR",
+                "topic": "VARCHAR",
+                "topicId": "VARCHAR",
+                "partitionResponses": [
+                    {
+                        "index": "INTEGER",
+                        "errorCode": "SMALLINT",
+                        "baseOffset": "BIGINT",
+                        "logAppendTimeMs": "BIGINT",
+                        "logStartOffset": "BIGINT",
+                        "errorMessage": "VARCHAR",
+                    }
+                ],
+                "partitions": [{"partitionIndex": "INTEGER", "errorCode": "SMALLINT", "highWatermark": "BIGINT"}],
+            }
+        ],
     },
-    "connection": "VARCHAR", "throttleTimeMs": "BIGINT", "principal": "VARCHAR", "listener": "VARCHAR",
+    "connection": "VARCHAR",
+    "throttleTimeMs": "BIGINT",
+    "principal": "VARCHAR",
+    "listener": "VARCHAR",
     **_TIMINGS,
 }
 

@@ -121,7 +121,9 @@ def main() -> None:
         print(f"| {name} | {policies} | {events:,} | {wall:.3f} | {n / wall:,.0f} | {cpu:.3f} | {n / cpu:,.0f} |")
     inputs = build_epoch(n, stalls=False, shuffle=False, lags=())
     wall, cpu = best_seconds(lambda: baseline(inputs), args.repeat)
-    print(f"| floor: cummax + searchsorted + gather only | - | - | {wall:.3f} | {n / wall:,.0f} | {cpu:.3f} | {n / cpu:,.0f} |")
+    print(
+        f"| floor: cummax + searchsorted + gather only | - | - | {wall:.3f} | {n / wall:,.0f} | {cpu:.3f} | {n / cpu:,.0f} |"
+    )
 
 
 if __name__ == "__main__":

@@ -55,7 +55,9 @@ def generate(n_produces: int, partitions: int, out: Path, seed: int = 11, hot_sh
     sizes = partition_sizes(n_produces, partitions, hot_share)
     t0 = 1_795_300_000_000_000  # µs
     produce_cols: dict[str, list] = {k: [] for k in ("partition", "broker_id", "base_offset", "t_local_done", "line")}
-    fetch_cols: dict[str, list] = {k: [] for k in ("partition", "broker_id", "follower_id", "fetch_offset", "t_dequeue")}
+    fetch_cols: dict[str, list] = {
+        k: [] for k in ("partition", "broker_id", "follower_id", "fetch_offset", "t_dequeue")
+    }
     line = 0
     for p in range(partitions):
         per_part = sizes[p]
@@ -336,7 +338,9 @@ def pandas_acks(data: Path):
     import pandas as pd
 
     produce = pd.read_parquet(data / "produce_requests.parquet", columns=["partition", "base_offset", "t_local_done"])
-    fetches = pd.read_parquet(data / "follower_fetches.parquet", columns=["partition", "follower_id", "fetch_offset", "t_dequeue"])
+    fetches = pd.read_parquet(
+        data / "follower_fetches.parquet", columns=["partition", "follower_id", "fetch_offset", "t_dequeue"]
+    )
     parts = pd.read_parquet(data / "partitions.parquet", columns=["partition", "replicas"])
     produce["tld"] = produce["t_local_done"].astype("int64")
     fetches["t"] = fetches["t_dequeue"].astype("int64")
@@ -380,7 +384,9 @@ def _duckdb(data: Path, threads: int):
     con = duckdb.connect()
     con.execute(f"SET threads = {threads}")
     query = DUCKDB_REPLAY.format(
-        fetches=data / "follower_fetches.parquet", produce=data / "produce_requests.parquet", parts=data / "partitions.parquet"
+        fetches=data / "follower_fetches.parquet",
+        produce=data / "produce_requests.parquet",
+        parts=data / "partitions.parquet",
     )
     return con, query
 
@@ -406,7 +412,9 @@ def timed(fn, *args) -> tuple[float, object, int]:
     return seconds, result, rss.peak
 
 
-def synthetic_silver(spark, config, produces: int, partitions: int, hot_share: float, work: Path, seed: int = 11) -> None:
+def synthetic_silver(
+    spark, config, produces: int, partitions: int, hot_share: float, work: Path, seed: int = 11
+) -> None:
     """Generate a synthetic cluster trace (ackreplay.synth), ingest it into work/lakehouse and export the
     peers' inputs to work/parquet."""
     from ackreplay.ingest import run_ingest
@@ -414,8 +422,14 @@ def synthetic_silver(spark, config, produces: int, partitions: int, hot_share: f
     from ackreplay.synth import generate as synth_generate
 
     params = SynthParams(
-        produces=produces, seed=seed, cluster="bench", topics=1, partitions=partitions, hot_partition_share=hot_share,
-        long_stalls=1 if produces >= 200_000 else 0, leader_changes=1,
+        produces=produces,
+        seed=seed,
+        cluster="bench",
+        topics=1,
+        partitions=partitions,
+        hot_partition_share=hot_share,
+        long_stalls=1 if produces >= 200_000 else 0,
+        leader_changes=1,
     )
     raw = work / "raw"
     shutil.rmtree(raw, ignore_errors=True)
@@ -425,7 +439,11 @@ def synthetic_silver(spark, config, produces: int, partitions: int, hot_share: f
     run_ingest(spark, config, str(raw), lakehouse)
     data = work / "parquet"
     data.mkdir(parents=True, exist_ok=True)
-    produce = spark.read.format("delta").load(table_path(lakehouse, "produce_requests")).filter("acks != 0 AND error_code = 0")
+    produce = (
+        spark.read.format("delta")
+        .load(table_path(lakehouse, "produce_requests"))
+        .filter("acks != 0 AND error_code = 0")
+    )
     fetches = spark.read.format("delta").load(table_path(lakehouse, "follower_fetches"))
     parts = spark.read.format("delta").load(table_path(lakehouse, "partitions"))
     for name, df in (("produce_requests", produce), ("follower_fetches", fetches), ("partitions", parts)):
@@ -486,7 +504,9 @@ def run(args: argparse.Namespace) -> dict[str, tuple[float, int, int]]:
             if not args.from_generator:
                 shutil.rmtree(lakehouse, ignore_errors=True)
                 for name in ("produce_requests", "follower_fetches", "partitions"):
-                    spark.read.parquet(str(data / f"{name}.parquet")).write.format("delta").save(table_path(lakehouse, name))
+                    spark.read.parquet(str(data / f"{name}.parquet")).write.format("delta").save(
+                        table_path(lakehouse, name)
+                    )
             clusters = ["bench"]
             seconds, report, peak = timed(run_replay, spark, config, lakehouse, clusters, "bench")
             results["ackreplay"] = (seconds, report.replayed, peak)
@@ -502,14 +522,19 @@ def print_table(args: argparse.Namespace, results: dict[str, tuple[float, int, i
     shape = f"{args.partitions} partitions, RF=3" + (", half on partition 0" if args.hot_partition else "")
     source = "synthetic cluster trace, ingested" if args.from_generator else "synthetic silver tables"
     print()
-    print(f"| replay of {args.produces:,} produces ({shape}; {source}) | wall time | produces/s | vs ackreplay | peak RSS |")
+    print(
+        f"| replay of {args.produces:,} produces ({shape}; {source}) | wall time | produces/s | vs ackreplay | peak RSS |"
+    )
     print("|---|---|---|---|---|")
     base = results.get("ackreplay")
     rows = (
         ("ackreplay", f"ackreplay replay stage (Spark, {results.get('ackreplay_policies', (0, 0, 0))[1]} policies)"),
         ("ackreplay_warm", "ackreplay replay stage again, same Spark session (warm JVM; best of --runs)"),
         ("duckdb", "DuckDB ASOF JOIN (2 threads, acks=all + quorum=2, counted)"),
-        ("duckdb_rows", "DuckDB ASOF JOIN (2 threads, produce_replay's rows: 4 policies, all columns, one Parquet file)"),
+        (
+            "duckdb_rows",
+            "DuckDB ASOF JOIN (2 threads, produce_replay's rows: 4 policies, all columns, one Parquet file)",
+        ),
         ("pandas", "pandas merge_asof (acks=all + quorum=2)"),
     )
     for key, label in rows:

@@ -48,10 +48,27 @@ POLICIES = ("acks=1", "acks=all", "min.insync", "quorum=2", "quorum=3")
 BUCKET_US = 120 * 1_000_000
 # produce_replay's per-policy columns (the rest are the produce's own).
 POLICY_COLUMNS = (
-    "policy", "outcome", "t_ack", "t_response", "ack_wait_ms", "latency_ms", "broker_latency_ms", "hol_wait_ms",
-    "copies_at_ack", "exposure_ms", "full_replication_ms", "loss_kafka_election", "loss_longest_log_election",
-    "loss_kafka_election_min", "loss_longest_log_election_min", "offline_at_failure", "loss_window_kafka_ms",
-    "loss_window_kafka_min_ms", "loss_window_longest_ms", "loss_window_longest_min_ms", "isr_source",
+    "policy",
+    "outcome",
+    "t_ack",
+    "t_response",
+    "ack_wait_ms",
+    "latency_ms",
+    "broker_latency_ms",
+    "hol_wait_ms",
+    "copies_at_ack",
+    "exposure_ms",
+    "full_replication_ms",
+    "loss_kafka_election",
+    "loss_longest_log_election",
+    "loss_kafka_election_min",
+    "loss_longest_log_election_min",
+    "offline_at_failure",
+    "loss_window_kafka_ms",
+    "loss_window_kafka_min_ms",
+    "loss_window_longest_ms",
+    "loss_window_longest_min_ms",
+    "isr_source",
 )
 
 
@@ -99,7 +116,9 @@ def _produce_values(produce: DataFrame) -> DataFrame:
 
 def long_rows(produce: DataFrame) -> DataFrame:
     policies = produce.sparkSession.createDataFrame([(p,) for p in POLICIES], "policy string")
-    return conform(_produce_values(produce).crossJoin(F.broadcast(policies)).withColumns(_policy_values()), PRODUCE_REPLAY)
+    return conform(
+        _produce_values(produce).crossJoin(F.broadcast(policies)).withColumns(_policy_values()), PRODUCE_REPLAY
+    )
 
 
 def wide_rows(produce: DataFrame) -> DataFrame:
@@ -140,8 +159,11 @@ def main(argv: list[str] | None = None) -> None:
                     return
                 # replace_rows with produce_replay's statistics columns minus the policy and outcome it lacks
                 (
-                    df.write.format("delta").mode("overwrite").option("replaceWhere", "cluster = 'bench'")
-                    .partitionBy("cluster", "event_date").option("delta.dataSkippingStatsColumns", "topic,partition")
+                    df.write.format("delta")
+                    .mode("overwrite")
+                    .option("replaceWhere", "cluster = 'bench'")
+                    .partitionBy("cluster", "event_date")
+                    .option("delta.dataSkippingStatsColumns", "topic,partition")
                     .save(f"{scratch}/wide/produce_replay")
                 )
 
@@ -151,15 +173,23 @@ def main(argv: list[str] | None = None) -> None:
 
         def cogroup_only() -> None:
             nothing = lambda left, right: pa.table({"n": pa.array([], pa.int64())})  # noqa: E731
-            events = event_side(fetch_events(leo_evidence(fetches), config.replay.fetch_update_fraction), BUCKET_US, 30_000_000, 0)
+            events = event_side(
+                fetch_events(leo_evidence(fetches), config.replay.fetch_update_fraction), BUCKET_US, 30_000_000, 0
+            )
             with _session_conf(spark, REPLAY_WRITE_CONF):
                 _noop(
-                    produce_side(produce, BUCKET_US).groupBy("gid").cogroup(events.groupBy("gid")).applyInArrow(nothing, "n long")
+                    produce_side(produce, BUCKET_US)
+                    .groupBy("gid")
+                    .cogroup(events.groupBy("gid"))
+                    .applyInArrow(nothing, "n long")
                 )
 
         write(long_rows(produce.sample(0.01, seed=1)), "warm-up")  # warm-up, untimed
         passes = {
-            "scan: produce_requests + follower_fetches, every column (noop sink)": lambda: (_noop(produce), _noop(fetches)),
+            "scan: produce_requests + follower_fetches, every column (noop sink)": lambda: (
+                _noop(produce),
+                _noop(fetches),
+            ),
             "shuffle: both sides hash-partitioned by the replay's group key (noop sink)": lambda: (
                 _noop(group_key(produce, "t_local_done")),
                 _noop(group_key(fetches, "t_dequeue")),
@@ -173,8 +203,8 @@ def main(argv: list[str] | None = None) -> None:
             ),
         }
         if not args.skip_replay:
-            passes[f"replay stage: run_replay, 5 policies, {config.replay.writer} writer, counts and ground truth"] = lambda: run_replay(
-                spark, config, lakehouse, ["bench"], "floor"
+            passes[f"replay stage: run_replay, 5 policies, {config.replay.writer} writer, counts and ground truth"] = (
+                lambda: run_replay(spark, config, lakehouse, ["bench"], "floor")
             )
         rows = []
         for label, run in passes.items():
@@ -186,7 +216,9 @@ def main(argv: list[str] | None = None) -> None:
     rows.append(("DuckDB ASOF JOIN, acks=all + quorum=2, counted", time.monotonic() - started))
     started = time.monotonic()
     duckdb_produce_replay(data, Path(scratch) / "duckdb.parquet")
-    rows.append(("DuckDB ASOF JOIN, produce_replay's rows (5 policies) written to one Parquet file", time.monotonic() - started))
+    rows.append(
+        ("DuckDB ASOF JOIN, produce_replay's rows (5 policies) written to one Parquet file", time.monotonic() - started)
+    )
     shutil.rmtree(scratch, ignore_errors=True)
     print(f"\n| pass over {n:,} appended produces | wall time | produces/s |")
     print("|---|---|---|")

@@ -63,7 +63,9 @@ def main(argv: list[str] | None = None) -> None:
             stage.replace_rows = delta_write
     shutil.rmtree(scratch, ignore_errors=True)
     spark.stop()
-    print("\n| sink | write step (cogroup, group function, sink) | after it (counts, ground truth) | whole stage | produces |")
+    print(
+        "\n| sink | write step (cogroup, group function, sink) | after it (counts, ground truth) | whole stage | produces |"
+    )
     print("|---|---|---|---|---|")
     for sink, write, after, whole, n in rows:
         print(f"| {sink} | {write:.1f} s | {after:.1f} s | {whole:.1f} s | {n:,} |")

@@ -38,13 +38,21 @@ def main(argv: list[str] | None = None) -> None:
                 table.setdefault(name, {})[size] = seconds
     first = args.sizes[0]
     print()
-    print("| contender | " + " | ".join(f"{s / 1e6:g}M produces" for s in args.sizes) + " | time per M vs " + f"{first / 1e6:g}M |")
+    print(
+        "| contender | "
+        + " | ".join(f"{s / 1e6:g}M produces" for s in args.sizes)
+        + " | time per M vs "
+        + f"{first / 1e6:g}M |"
+    )
     print("|---|" + "---|" * len(args.sizes) + "---|")
     for name, by_size in table.items():
         per_m = [by_size[s] / s * first / by_size[first] for s in args.sizes]
         print(
-            f"| {name} | " + " | ".join(f"{by_size[s]:.1f} s" for s in args.sizes) + " | "
-            + " / ".join(f"{x:.2f}" for x in per_m) + " |"
+            f"| {name} | "
+            + " | ".join(f"{by_size[s]:.1f} s" for s in args.sizes)
+            + " | "
+            + " / ".join(f"{x:.2f}" for x in per_m)
+            + " |"
         )
 
 

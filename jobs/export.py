@@ -1,6 +1,6 @@
 """spark-submit entry point for `ackreplay export` (same arguments), e.g.
 
-    spark-submit --packages io.delta:delta-spark_4.1_2.13:4.4.0 jobs/export.py --conf conf/local.yaml ...
+spark-submit --packages io.delta:delta-spark_4.1_2.13:4.4.0 jobs/export.py --conf conf/local.yaml ...
 """
 
 import sys

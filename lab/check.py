@@ -14,6 +14,7 @@ Checks, for a trace folder ``<trace>/`` (``<trace>/<cluster>/broker-<id>/...``, 
 
 ``python -m lab.check data/samples/<trace>`` prints the report as JSON.
 """
+
 from __future__ import annotations
 
 import collections
@@ -57,7 +58,7 @@ def parse_request_line(line: str):
     if not msg.startswith(REQ_PREFIX) or not msg.endswith(REQ_SUFFIX):
         return None
     try:
-        return m.group(1), m.group(2), json.loads(msg[len(REQ_PREFIX):-len(REQ_SUFFIX)])
+        return m.group(1), m.group(2), json.loads(msg[len(REQ_PREFIX) : -len(REQ_SUFFIX)])
     except json.JSONDecodeError:
         return None
 
@@ -112,12 +113,23 @@ def check_cluster(cdir: Path, topic: str) -> dict:
     isr_lines: list[dict] = []
     for bdir in sorted(cdir.glob("broker-*")):
         b = bdir.name
-        files = {n: [p.name for p in log_files(bdir, n)] for n in ("kafka-request.log", "server.log", "state-change.log")}
+        files = {
+            n: [p.name for p in log_files(bdir, n)] for n in ("kafka-request.log", "server.log", "state-change.log")
+        }
         present = all(files.values())
         rep["complete"] = rep["complete"] and present
-        brep = {"files": files, "complete": present, "lines": 0, "parsed": 0, "unparsed": 0,
-                "unparsed_examples": [], "api": collections.Counter(), "produce_partitions": collections.Counter(),
-                "follower_fetch": 0, "consumer_fetch": 0}
+        brep = {
+            "files": files,
+            "complete": present,
+            "lines": 0,
+            "parsed": 0,
+            "unparsed": 0,
+            "unparsed_examples": [],
+            "api": collections.Counter(),
+            "produce_partitions": collections.Counter(),
+            "follower_fetch": 0,
+            "consumer_fetch": 0,
+        }
         for f in log_files(bdir, "kafka-request.log"):
             with open_text(f) as fh:
                 for line in fh:
@@ -162,9 +174,14 @@ def check_cluster(cdir: Path, topic: str) -> dict:
                 for line in fh:
                     if "Shrinking ISR" in line or "ISR updated to" in line:
                         m = LINE_RE.match(line)
-                        isr_lines.append({"broker": b, "time": m.group(1) if m else None,
-                                          "kind": "shrink" if "Shrinking ISR" in line else "updated",
-                                          "line": line.rstrip("\n")})
+                        isr_lines.append(
+                            {
+                                "broker": b,
+                                "time": m.group(1) if m else None,
+                                "kind": "shrink" if "Shrinking ISR" in line else "updated",
+                                "line": line.rstrip("\n"),
+                            }
+                        )
         leader_lines = 0
         for f in log_files(bdir, "state-change.log"):
             with open_text(f) as fh:
@@ -225,8 +242,12 @@ def compare_batches(logged: dict, client: dict) -> dict:
 if __name__ == "__main__":
     import argparse
 
-    parser = argparse.ArgumentParser(description="Check a recorded trace: files complete, log batches = client's acked batches.")
+    parser = argparse.ArgumentParser(
+        description="Check a recorded trace: files complete, log batches = client's acked batches."
+    )
     parser.add_argument("trace", type=Path, help="trace folder, e.g. data/samples/trace-3.9.1-utc")
-    parser.add_argument("topic", nargs="?", default="ackreplay-lab", help="the workload's topic (default: ackreplay-lab)")
+    parser.add_argument(
+        "topic", nargs="?", default="ackreplay-lab", help="the workload's topic (default: ackreplay-lab)"
+    )
     args = parser.parse_args()
     print(json.dumps(check_trace(args.trace, args.topic), indent=2, default=str))

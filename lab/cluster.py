@@ -4,6 +4,7 @@ Every process is started in its own session/process group and registered in a ``
 ``ProcessRegistry.stop_all`` SIGCONTs (a paused broker cannot exit otherwise), SIGTERMs, waits and
 finally SIGKILLs each group.  ``LabCluster`` is a context manager that always calls it.
 """
+
 from __future__ import annotations
 
 import base64
@@ -75,14 +76,22 @@ class ProcessRegistry:
         self._procs: dict[str, subprocess.Popen] = {}
         self._lock = threading.Lock()
 
-    def start(self, name: str, cmd: list[str], log_path: Path, env: dict | None = None,
-              cwd: Path | None = None) -> subprocess.Popen:
+    def start(
+        self, name: str, cmd: list[str], log_path: Path, env: dict | None = None, cwd: Path | None = None
+    ) -> subprocess.Popen:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         out = open(log_path, "ab")  # noqa: SIM115 (the child keeps its own descriptor; ours is closed below)
         try:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=env, cwd=cwd, start_new_session=True,
-                                    preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+            proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
         finally:
             out.close()
         with self._lock:
@@ -323,9 +332,15 @@ class LabCluster:
 
     def _jvm(self, node: int | None, heap: str) -> list[str]:
         opts = [
-            "java", f"-Xms{heap}", f"-Xmx{heap}", "-server",
-            "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
-            "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
+            "java",
+            f"-Xms{heap}",
+            f"-Xmx{heap}",
+            "-server",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-XX:InitiatingHeapOccupancyPercent=35",
+            "-XX:+ExplicitGCInvokesConcurrent",
+            "-Djava.awt.headless=true",
             f"-Duser.timezone={self.spec.timezone}",
         ]
         if node is None:
@@ -364,16 +379,24 @@ class LabCluster:
         # format all storage dirs in parallel (one JVM each)
         procs = []
         for node in nodes:
-            cmd = self._jvm(None, "256m") + ["-cp", self.cp, "kafka.tools.StorageTool", "format",
-                                               "-t", self.cluster_id,
-                                               "-c", str(self.node_dir(node) / "server.properties")]
+            cmd = self._jvm(None, "256m") + [
+                "-cp",
+                self.cp,
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                self.cluster_id,
+                "-c",
+                str(self.node_dir(node) / "server.properties"),
+            ]
             procs.append((node, self.reg.start(f"format-{node}", cmd, self.node_dir(node) / "format.out")))
         for node, p in procs:
             rc = p.wait(timeout=180)
             self.reg.forget(f"format-{node}")
             if rc != 0:
-                raise LabError(f"storage format failed for node {node}: "
-                               f"{(self.node_dir(node) / 'format.out').read_text()[-2000:]}")
+                raise LabError(
+                    f"storage format failed for node {node}: {(self.node_dir(node) / 'format.out').read_text()[-2000:]}"
+                )
 
     def start_node(self, node: int) -> subprocess.Popen:
         heap = "384m" if node == CONTROLLER_ID else self.spec.heap
@@ -450,8 +473,9 @@ class LabCluster:
 
     # -- tools ----------------------------------------------------------------------------
     def topics(self, *args: str, timeout: float = 120) -> str:
-        return self.run_tool("org.apache.kafka.tools.TopicCommand",
-                             ["--bootstrap-server", self.bootstrap, *args], timeout=timeout)
+        return self.run_tool(
+            "org.apache.kafka.tools.TopicCommand", ["--bootstrap-server", self.bootstrap, *args], timeout=timeout
+        )
 
     def create_topic(self, topic: str, partitions: int, rf: int, configs: dict) -> str:
         args = ["--create", "--topic", topic, "--partitions", str(partitions), "--replication-factor", str(rf)]
@@ -465,7 +489,8 @@ class LabCluster:
 
 _DESC_RE = re.compile(
     r"Topic:\s*(?P<topic>\S+)\s+Partition:\s*(?P<p>\d+)\s+Leader:\s*(?P<leader>-?\d+|none)\s+"
-    r"Replicas:\s*(?P<replicas>[\d,]*)\s+Isr:\s*(?P<isr>[\d,]*)")
+    r"Replicas:\s*(?P<replicas>[\d,]*)\s+Isr:\s*(?P<isr>[\d,]*)"
+)
 
 
 def parse_describe(text: str) -> dict:

@@ -4,6 +4,7 @@ Nothing is downloaded from anywhere but Maven Central (through the user's normal
 The jars land in a cache dir (``~/.cache/ackreplay-lab/kafka-<version>/libs`` by default,
 ``ACKREPLAY_LAB_CACHE`` overrides the root) and are never committed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -85,9 +86,14 @@ def resolve_kafka(version: str, log=print) -> Path:
     if libs.exists():
         shutil.rmtree(libs)
     cmd = [
-        "mvn", "-q", "-B", "-f", str(base / "pom.xml"),
+        "mvn",
+        "-q",
+        "-B",
+        "-f",
+        str(base / "pom.xml"),
         "dependency:copy-dependencies",
-        f"-DoutputDirectory={libs}", "-DincludeScope=runtime",
+        f"-DoutputDirectory={libs}",
+        "-DincludeScope=runtime",
     ]
     log(f"resolving Kafka {version} jars from Maven Central into {libs} ...")
     res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)
@@ -101,8 +107,9 @@ def resolve_kafka(version: str, log=print) -> Path:
 
 
 def classpath(libs: Path, exclude_agent: bool = True) -> str:
-    jars = sorted(str(p) for p in libs.glob("*.jar")
-                  if not (exclude_agent and p.name.startswith("jmx_prometheus_javaagent")))
+    jars = sorted(
+        str(p) for p in libs.glob("*.jar") if not (exclude_agent and p.name.startswith("jmx_prometheus_javaagent"))
+    )
     return os.pathsep.join(jars)
 
 
@@ -122,7 +129,10 @@ def compile_workload(version: str, libs: Path, log=print) -> Path:
     log(f"compiling {src.name} against Kafka {version} clients ...")
     res = subprocess.run(
         ["javac", "-nowarn", "-d", str(out), "-cp", classpath(libs), str(src)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
     )
     if res.returncode != 0:
         shutil.rmtree(out, ignore_errors=True)

@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="folder to record into (one sub-folder per trace)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")
-    parser.add_argument("traces", nargs="*", type=Path, help=f"trace folders or their parents (default: {' '.join(DEFAULT_TRACES)})")
+    parser.add_argument(
+        "traces", nargs="*", type=Path, help=f"trace folders or their parents (default: {' '.join(DEFAULT_TRACES)})"
+    )
     args = parser.parse_args(argv)
     traces = traces_under(args.traces or [REPO / p for p in DEFAULT_TRACES])
     if not traces:

@@ -17,6 +17,7 @@ Every process the lab starts is stopped by it (also on error, Ctrl-C, SIGTERM an
 ``--max-run-s``); paused brokers are SIGCONTed first.  Ports are a free block on 127.0.0.1 and data
 lives in a fresh temp dir that is removed afterwards (``--keep-work`` keeps it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -83,21 +84,42 @@ def make_schedule(args, brokers: list[int]) -> list[dict]:
     t = max(warm + 2, 0.2 * d)
     for _ in range(args.long_stalls):
         b = rnd.choice(brokers)
-        events.append({"kind": "long_stall", "broker": b, "at_s": round(t, 1), "duration_ms": long_ms,
-                       "signal": "SIGSTOP/SIGCONT"})
+        events.append(
+            {
+                "kind": "long_stall",
+                "broker": b,
+                "at_s": round(t, 1),
+                "duration_ms": long_ms,
+                "signal": "SIGSTOP/SIGCONT",
+            }
+        )
         busy.append((t - 2, t + long_ms / 1000 + 6))
         t += long_ms / 1000 + 6
     t = max(t, 0.45 * d)
     for i in range(args.leader_changes):
-        events.append({"kind": "leader_stop_restart", "partition": i % args.partitions, "at_s": round(t, 1),
-                       "down_s": args.leader_down_s, "signal": "SIGTERM (controlled shutdown), then restart"})
+        events.append(
+            {
+                "kind": "leader_stop_restart",
+                "partition": i % args.partitions,
+                "at_s": round(t, 1),
+                "down_s": args.leader_down_s,
+                "signal": "SIGTERM (controlled shutdown), then restart",
+            }
+        )
         busy.append((t - 2, t + args.leader_down_s + 30))  # describe + shutdown + restart + catch-up
         t += args.leader_down_s + 14
     for i in range(args.crashes):
-        events.append({"kind": "leader_crash", "partition": (i + args.leader_changes) % args.partitions,
-                       "at_s": round(t, 1), "followers_stall_ms": args.crash_followers_stall_ms,
-                       "kill_after_ms": args.crash_followers_stall_ms * 2 // 3, "down_s": args.leader_down_s,
-                       "signal": "SIGSTOP the followers, SIGKILL the leader during their stall, SIGCONT, restart"})
+        events.append(
+            {
+                "kind": "leader_crash",
+                "partition": (i + args.leader_changes) % args.partitions,
+                "at_s": round(t, 1),
+                "followers_stall_ms": args.crash_followers_stall_ms,
+                "kill_after_ms": args.crash_followers_stall_ms * 2 // 3,
+                "down_s": args.leader_down_s,
+                "signal": "SIGSTOP the followers, SIGKILL the leader during their stall, SIGCONT, restart",
+            }
+        )
         busy.append((t - 2, t + args.crash_followers_stall_ms / 1000 + args.leader_down_s + 30))
         t += args.crash_followers_stall_ms / 1000 + args.leader_down_s + 16
     if t > d - tail:
@@ -114,8 +136,15 @@ def make_schedule(args, brokers: list[int]) -> list[dict]:
         if any(not (span[1] < a or span[0] > b) for a, b in busy):
             continue
         busy.append(span)
-        events.append({"kind": "short_stall", "broker": rnd.choice(brokers), "at_s": at, "duration_ms": ms,
-                       "signal": "SIGSTOP/SIGCONT"})
+        events.append(
+            {
+                "kind": "short_stall",
+                "broker": rnd.choice(brokers),
+                "at_s": at,
+                "duration_ms": ms,
+                "signal": "SIGSTOP/SIGCONT",
+            }
+        )
         placed += 1
     return sorted(events, key=lambda e: e["at_s"])
 
@@ -256,9 +285,16 @@ def perf_test_summary(args, printed: str) -> dict:
         raise LabError(f"ProducerPerformance printed no total and steady-state lines: {printed[-2000:]}")
     sent = int(args.rate * args.warmup_s) + int(args.rate * args.duration_s)
     acks = "1" if args.acks1_share == 1 else "all"
-    producer = {"client_id": PERF_TEST_CLIENT_ID, "acks": acks, "records_sent": sent,
-                "records_acked": totals["total"]["records"], "records_failed": sent - totals["total"]["records"],
-                "batches_acked": None, "value_bytes_acked": None, "errors": {}}
+    producer = {
+        "client_id": PERF_TEST_CLIENT_ID,
+        "acks": acks,
+        "records_sent": sent,
+        "records_acked": totals["total"]["records"],
+        "records_failed": sent - totals["total"]["records"],
+        "batches_acked": None,
+        "value_bytes_acked": None,
+        "errors": {},
+    }
     return {"producers": [producer], "perf_test": totals, "records_consumed": None}
 
 
@@ -288,8 +324,10 @@ def wait_for_recording_start(proc, out_file: Path, timeout_s: float) -> float:
                 if line.startswith("recording_from_us "):
                     return int(line.split()[1]) / 1e6
         if proc.poll() is not None:
-            raise LabError(f"workload exited rc={proc.returncode} before its recorded window: "
-                           f"{out_file.read_text(errors='replace')[-3000:]}")
+            raise LabError(
+                f"workload exited rc={proc.returncode} before its recorded window: "
+                f"{out_file.read_text(errors='replace')[-3000:]}"
+            )
         time.sleep(0.05)
     raise LabError(f"workload printed no recording_from_us line within {timeout_s:.0f} s")
 
@@ -362,38 +400,64 @@ def capture_create_times(cluster: LabCluster, cdir: Path, topic: str) -> list[di
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m lab.record_trace", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m lab.record_trace", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--kafka-version", required=True, help="e.g. 3.9.1 or 4.1.1 (from Maven Central)")
     p.add_argument("--duration-s", type=float, default=180, help="workload duration (the recorded window)")
-    p.add_argument("--warmup-s", type=float, default=150,
-                   help="the same workload runs this long before the recorded window, so the brokers' JIT "
-                        "is warm as in production (on 2 shared cores FETCH handling was slow for ~100 s after "
-                        "start); its request-log lines are not kept (0: record from the start)")
+    p.add_argument(
+        "--warmup-s",
+        type=float,
+        default=150,
+        help="the same workload runs this long before the recorded window, so the brokers' JIT "
+        "is warm as in production (on 2 shared cores FETCH handling was slow for ~100 s after "
+        "start); its request-log lines are not kept (0: record from the start)",
+    )
     p.add_argument("--out", required=True, type=Path, help="trace folder to write (must not exist or be empty)")
     p.add_argument("--cluster-name", help="default lab-<version>")
     p.add_argument("--timezone", default="UTC", help="broker JVM -Duser.timezone (log line times)")
-    p.add_argument("--log-stamp", choices=sorted(LOG_STAMPS), default=None,
-                   help="log line stamps: us = [yyyy-MM-dd HH:mm:ss,SSSSSS] (log4j2 %%d{DEFAULT_MICROS}, "
-                        "Kafka 4.x only; its default), ms = Kafka's [%%d] (the default for 3.x)")
+    p.add_argument(
+        "--log-stamp",
+        choices=sorted(LOG_STAMPS),
+        default=None,
+        help="log line stamps: us = [yyyy-MM-dd HH:mm:ss,SSSSSS] (log4j2 %%d{DEFAULT_MICROS}, "
+        "Kafka 4.x only; its default), ms = Kafka's [%%d] (the default for 3.x)",
+    )
     p.add_argument("--rate", type=float, default=300, help="records/s over all producers")
-    p.add_argument("--acks1-share", type=float, default=0.15,
-                   help="share of records sent by the acks=1 producer; 0 or 1: one producer, acks=all or acks=1, "
-                        "drawing the same keys (a what-if pair: the same --seed once with each)")
+    p.add_argument(
+        "--acks1-share",
+        type=float,
+        default=0.15,
+        help="share of records sent by the acks=1 producer; 0 or 1: one producer, acks=all or acks=1, "
+        "drawing the same keys (a what-if pair: the same --seed once with each)",
+    )
     p.add_argument("--size", type=int, default=512, help="mean value size in bytes (uniform size/2..3size/2)")
     p.add_argument("--keys", type=int, default=1000)
     p.add_argument("--linger-ms", type=int, default=5)
-    p.add_argument("--compression", default="none", choices=("none", "gzip", "snappy", "lz4", "zstd"),
-                   help="the producers' compression.type (the payload is random bytes: the broker still decompresses "
-                        "and validates every batch, LogValidator)")
-    p.add_argument("--min-insync-replicas", type=int, default=2, choices=(1, 2, 3),
-                   help="the lab topic's and the brokers' min.insync.replicas")
+    p.add_argument(
+        "--compression",
+        default="none",
+        choices=("none", "gzip", "snappy", "lz4", "zstd"),
+        help="the producers' compression.type (the payload is random bytes: the broker still decompresses "
+        "and validates every batch, LogValidator)",
+    )
+    p.add_argument(
+        "--min-insync-replicas",
+        type=int,
+        default=2,
+        choices=(1, 2, 3),
+        help="the lab topic's and the brokers' min.insync.replicas",
+    )
     p.add_argument("--partitions", type=int, default=6)
     p.add_argument("--no-consumer", action="store_true")
-    p.add_argument("--client", choices=("lab", "perf-test"), default="lab",
-                   help="lab: lab/java/LabWorkload.java (keyed records, client batch logs, a consumer); perf-test: "
-                        "Kafka's own ProducerPerformance (kafka-producer-perf-test; keyless records, --warmup-records, "
-                        "acks=all with --acks1-share 0, acks=1 with 1), whose printed percentiles are the ground truth")
+    p.add_argument(
+        "--client",
+        choices=("lab", "perf-test"),
+        default="lab",
+        help="lab: lab/java/LabWorkload.java (keyed records, client batch logs, a consumer); perf-test: "
+        "Kafka's own ProducerPerformance (kafka-producer-perf-test; keyless records, --warmup-records, "
+        "acks=all with --acks1-share 0, acks=1 with 1), whose printed percentiles are the ground truth",
+    )
     p.add_argument("--replica-lag-ms", type=int, default=3000, help="replica.lag.time.max.ms")
     p.add_argument("--session-timeout-ms", type=int, default=15000, help="broker.session.timeout.ms (controller)")
     p.add_argument("--replica-fetch-wait-max-ms", type=int, default=500)
@@ -403,11 +467,19 @@ def parse_args(argv=None):
     p.add_argument("--long-stalls", type=int, default=1)
     p.add_argument("--long-stall-ms", type=int, default=None, help="default 2*replica-lag-ms+500")
     p.add_argument("--leader-changes", type=int, default=1)
-    p.add_argument("--crashes", type=int, default=0,
-                   help="leader crashes: both followers of a partition paused, its leader SIGKILLed during the pause "
-                        "(acks=1 records they had not fetched are lost at the election), then restarted")
-    p.add_argument("--crash-followers-stall-ms", type=int, default=1500,
-                   help="how long the followers are paused around a crash (below --replica-lag-ms: they stay in the ISR)")
+    p.add_argument(
+        "--crashes",
+        type=int,
+        default=0,
+        help="leader crashes: both followers of a partition paused, its leader SIGKILLed during the pause "
+        "(acks=1 records they had not fetched are lost at the election), then restarted",
+    )
+    p.add_argument(
+        "--crash-followers-stall-ms",
+        type=int,
+        default=1500,
+        help="how long the followers are paused around a crash (below --replica-lag-ms: they stay in the ISR)",
+    )
     p.add_argument("--leader-down-s", type=float, default=10)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-metrics", action="store_true", help="no JMX exporter / scrapes")
@@ -465,12 +537,16 @@ def run(args) -> dict:
     # ---- everything that can fail before processes exist ----------------------------------
     libs = jars.resolve_kafka(args.kafka_version, log=log)
     classes = jars.compile_workload(args.kafka_version, libs, log=log)
-    spec = ClusterSpec(version=args.kafka_version, timezone=args.timezone,
-                       replica_lag_time_max_ms=args.replica_lag_ms,
-                       broker_session_timeout_ms=args.session_timeout_ms,
-                       replica_fetch_wait_max_ms=args.replica_fetch_wait_max_ms,
-                       jmx_exporter=not args.no_metrics, log_stamp=args.log_stamp,
-                       min_insync_replicas=args.min_insync_replicas)
+    spec = ClusterSpec(
+        version=args.kafka_version,
+        timezone=args.timezone,
+        replica_lag_time_max_ms=args.replica_lag_ms,
+        broker_session_timeout_ms=args.session_timeout_ms,
+        replica_fetch_wait_max_ms=args.replica_fetch_wait_max_ms,
+        jmx_exporter=not args.no_metrics,
+        log_stamp=args.log_stamp,
+        min_insync_replicas=args.min_insync_replicas,
+    )
     schedule = make_schedule(args, list(range(1, spec.brokers + 1)))
     work = Path(tempfile.mkdtemp(prefix="ackreplay-lab-", dir=args.work_dir))
     try:
@@ -498,32 +574,69 @@ def run(args) -> dict:
         # --warmup-s unrecorded first, in the same client JVM, and prints when the recorded window starts.
         client_dir = work / "client"
         if args.client == "perf-test":
-            wl = cluster.reg.start("workload", cluster._jvm(None, "512m") + [
-                "-cp", cluster.cp, "org.apache.kafka.tools.ProducerPerformance", *perf_test_args(args, cluster.bootstrap),
-            ], work / "workload.out")
+            wl = cluster.reg.start(
+                "workload",
+                cluster._jvm(None, "512m")
+                + [
+                    "-cp",
+                    cluster.cp,
+                    "org.apache.kafka.tools.ProducerPerformance",
+                    *perf_test_args(args, cluster.bootstrap),
+                ],
+                work / "workload.out",
+            )
             log_warmup(args)
             t0_wall = wait_for_line(wl, work / "workload.out", "Warmup first ", 180) + args.warmup_s
         else:
-            wl = cluster.reg.start("workload", cluster._jvm(None, "512m") + [
-                "-cp", f"{classes}{os.pathsep}{cluster.cp}", "LabWorkload",
-                "--bootstrap", cluster.bootstrap, "--topic", TOPIC, "--duration-s", str(args.duration_s),
-                "--warmup-s", str(args.warmup_s),
-                "--rate", str(args.rate), "--acks1-share", str(args.acks1_share), "--size", str(args.size),
-                "--keys", str(args.keys), "--linger-ms", str(args.linger_ms), "--compression", args.compression,
-                "--consumer", "false" if args.no_consumer else "true", "--out", str(client_dir),
-            ], work / "workload.out")
+            wl = cluster.reg.start(
+                "workload",
+                cluster._jvm(None, "512m")
+                + [
+                    "-cp",
+                    f"{classes}{os.pathsep}{cluster.cp}",
+                    "LabWorkload",
+                    "--bootstrap",
+                    cluster.bootstrap,
+                    "--topic",
+                    TOPIC,
+                    "--duration-s",
+                    str(args.duration_s),
+                    "--warmup-s",
+                    str(args.warmup_s),
+                    "--rate",
+                    str(args.rate),
+                    "--acks1-share",
+                    str(args.acks1_share),
+                    "--size",
+                    str(args.size),
+                    "--keys",
+                    str(args.keys),
+                    "--linger-ms",
+                    str(args.linger_ms),
+                    "--compression",
+                    args.compression,
+                    "--consumer",
+                    "false" if args.no_consumer else "true",
+                    "--out",
+                    str(client_dir),
+                ],
+                work / "workload.out",
+            )
             log_warmup(args)
             t0_wall = wait_for_recording_start(wl, work / "workload.out", args.warmup_s + 180)
         t0 = time.monotonic() - (time.time() - t0_wall)
-        log(f"recorded window from {utc_iso(t0_wall)} ({args.rate}/s for {args.duration_s}s); {len(schedule)} faults scheduled")
+        log(
+            f"recorded window from {utc_iso(t0_wall)} ({args.rate}/s for {args.duration_s}s); {len(schedule)} faults scheduled"
+        )
 
         for ev in schedule:
             wait = t0 + ev["at_s"] - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
             if wl.poll() is not None:
-                raise LabError(f"workload exited early rc={wl.returncode}: "
-                               f"{(work / 'workload.out').read_text()[-2000:]}")
+                raise LabError(
+                    f"workload exited early rc={wl.returncode}: {(work / 'workload.out').read_text()[-2000:]}"
+                )
             run_fault(cluster, ev, args)
 
         rc = wl.wait(timeout=max(5.0, t0 + args.duration_s + 180 - time.monotonic()))
@@ -552,8 +665,21 @@ def run(args) -> dict:
         for f in sorted(client_dir.glob("batches-*.csv")):
             gzip_file(f, cdir / "client" / (f.name + ".gz"))
         report = check_trace(staging, TOPIC)
-        manifest = build_manifest(args, cluster, cluster_name, spec, schedule, summary, report, files,
-                                  desc_start, desc_end, t0_wall, t_end_wall, scraper)
+        manifest = build_manifest(
+            args,
+            cluster,
+            cluster_name,
+            spec,
+            schedule,
+            summary,
+            report,
+            files,
+            desc_start,
+            desc_end,
+            t0_wall,
+            t_end_wall,
+            scraper,
+        )
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         out.mkdir(parents=True, exist_ok=True)
         for item in staging.iterdir():
@@ -622,8 +748,10 @@ def run_fault(cluster: LabCluster, ev: dict, args) -> None:
             for pid in pids:
                 os.kill(pid, signal.SIGCONT)
         ev["followers_resumed_utc"] = utc_iso()
-        log(f"leader crash: broker {b} (leader of {TOPIC}-{ev['partition']}) SIGKILLed "
-            f"{ev['kill_after_ms']} ms into a {ev['followers_stall_ms']} ms stall of brokers {followers}")
+        log(
+            f"leader crash: broker {b} (leader of {TOPIC}-{ev['partition']}) SIGKILLed "
+            f"{ev['kill_after_ms']} ms into a {ev['followers_stall_ms']} ms stall of brokers {followers}"
+        )
         _restart_after_down_time(cluster, b, ev, "leader crash")
     else:
         raise LabError(f"unknown fault {kind}")
@@ -655,8 +783,21 @@ def leaders(desc: dict) -> dict:
     return {str(p): v for p, v in sorted(desc.get(TOPIC, {}).get("partitions", {}).items())}
 
 
-def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summary, report, files,
-                   desc_start, desc_end, t0_wall, t_end_wall, scraper) -> dict:
+def build_manifest(
+    args,
+    cluster: LabCluster,
+    cluster_name,
+    spec,
+    schedule,
+    summary,
+    report,
+    files,
+    desc_start,
+    desc_end,
+    t0_wall,
+    t_end_wall,
+    scraper,
+) -> dict:
     ds, de = parse_describe(desc_start), parse_describe(desc_end)
     by_acks: dict = {}
     for p in summary["producers"]:
@@ -678,7 +819,7 @@ def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summ
         "cluster": cluster_name,
         "cluster_id": cluster.cluster_id,
         "jars": "Maven Central: org.apache.kafka:kafka_2.13, kafka-tools, kafka-clients "
-                f"{args.kafka_version} (+ logging backend as shipped in the release)",
+        f"{args.kafka_version} (+ logging backend as shipped in the release)",
         "java": java_version(),
         "jvm_time_zone": spec.timezone,
         "log_time_note": "log lines carry the broker JVM's local time without offset; fault times here are UTC",
@@ -686,33 +827,49 @@ def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summ
             "controllers": [CONTROLLER_ID],
             "brokers": cluster.broker_ids,
             "mode": "KRaft, one dedicated controller (process.roles=controller) + 3 brokers "
-                    "(process.roles=broker); pausing a broker never costs the metadata quorum",
-            "listeners": {"client": "CLIENT (PLAINTEXT)", "inter_broker": "REPLICATION (PLAINTEXT)",
-                          "controller": "CONTROLLER (PLAINTEXT)"},
+            "(process.roles=broker); pausing a broker never costs the metadata quorum",
+            "listeners": {
+                "client": "CLIENT (PLAINTEXT)",
+                "inter_broker": "REPLICATION (PLAINTEXT)",
+                "controller": "CONTROLLER (PLAINTEXT)",
+            },
         },
         "configs": {
             "broker": spec.broker_props_that_matter(),
-            "topic": {"name": TOPIC, "partitions": args.partitions, "replication_factor": 3,
-                      "min.insync.replicas": args.min_insync_replicas},
+            "topic": {
+                "name": TOPIC,
+                "partitions": args.partitions,
+                "replication_factor": 3,
+                "min.insync.replicas": args.min_insync_replicas,
+            },
             "broker_properties_broker_1": {k: str(v) for k, v in cluster.broker_props(1).items()},
             "controller_properties": {k: str(v) for k, v in cluster.controller_props().items()},
-            "broker_jvm": {"heap": spec.heap, "gc": "G1, MaxGCPauseMillis=20",
-                           "user.timezone": spec.timezone},
-            "loggers": {"kafka.request.logger": "DEBUG", "state.change.logger": "INFO",
-                        "root (server.log)": "INFO", "org.apache.kafka.controller": "INFO"},
+            "broker_jvm": {"heap": spec.heap, "gc": "G1, MaxGCPauseMillis=20", "user.timezone": spec.timezone},
+            "loggers": {
+                "kafka.request.logger": "DEBUG",
+                "state.change.logger": "INFO",
+                "root (server.log)": "INFO",
+                "org.apache.kafka.controller": "INFO",
+            },
             "log4j": "log4j2.yaml" if jars.major(args.kafka_version) >= 4 else "log4j.properties",
             # every captured log's line stamp (all appenders share the layout)
             "log_stamp": {
                 "option": args.log_stamp,
                 "stamp": LOG_STAMPS[args.log_stamp]["stamp"],
-                "pattern": (f"[%d{{{LOG_STAMPS[args.log_stamp]['log4j2_date_pattern']}}}] %p %m (%c)%n"
-                            if jars.major(args.kafka_version) >= 4 else "[%d] %p %m (%c)%n"),
+                "pattern": (
+                    f"[%d{{{LOG_STAMPS[args.log_stamp]['log4j2_date_pattern']}}}] %p %m (%c)%n"
+                    if jars.major(args.kafka_version) >= 4
+                    else "[%d] %p %m (%c)%n"
+                ),
             },
         },
         "workload": {
             "client": f"Apache Kafka Java client {args.kafka_version} "
-                      + ("(org.apache.kafka.tools.ProducerPerformance: " + " ".join(perf_test_args(args, "<bootstrap>")) + ")"
-                         if args.client == "perf-test" else "(lab/java/LabWorkload.java)"),
+            + (
+                "(org.apache.kafka.tools.ProducerPerformance: " + " ".join(perf_test_args(args, "<bootstrap>")) + ")"
+                if args.client == "perf-test"
+                else "(lab/java/LabWorkload.java)"
+            ),
             "perf_test": summary.get("perf_test"),
             "duration_s": args.duration_s,
             "rate_records_per_s": args.rate,
@@ -724,34 +881,48 @@ def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summ
                     ("lab-producer-acks-1", {"acks": "1", "enable.idempotence": False}, args.acks1_share),
                 )
                 if share > 0 and args.client == "lab"
-            } | (
+            }
+            | (
                 # one perf-test producer per run (its last, should there be more)
                 {PERF_TEST_CLIENT_ID: {"acks": summary["producers"][-1]["acks"], "enable.idempotence": "default"}}
-                if args.client == "perf-test" and summary["producers"] else {}
+                if args.client == "perf-test" and summary["producers"]
+                else {}
             ),
-            "producer_configs": {"linger.ms": args.linger_ms, "compression.type": args.compression,
-                                 "request.timeout.ms": 30000, "delivery.timeout.ms": 120000},
+            "producer_configs": {
+                "linger.ms": args.linger_ms,
+                "compression.type": args.compression,
+                "request.timeout.ms": 30000,
+                "delivery.timeout.ms": 120000,
+            },
             "value_size_bytes": {"mean": args.size, "min": args.size // 2, "max": args.size + args.size // 2},
             "keys": args.keys,
-            "partitioning": "keyless (sticky partitioner)" if args.client == "perf-test"
-                            else "keyed (default partitioner, murmur2 hash)",
+            "partitioning": "keyless (sticky partitioner)"
+            if args.client == "perf-test"
+            else "keyed (default partitioner, murmur2 hash)",
             "consumer": None if args.no_consumer else {"group": "lab-consumer-group", "client_id": "lab-consumer"},
             "start_utc": utc_iso(t0_wall),
             "end_utc": utc_iso(t_end_wall),
             "warmup_s": args.warmup_s,
             "request_log_from_utc": utc_iso(t0_wall) if args.warmup_s > 0 else None,
             "warmup_note": "the same workload ran warmup_s before start_utc, in the same client JVM; the "
-                           "brokers' request logs keep only lines logged from start_utc on (server, state-change and controller logs are whole)",
+            "brokers' request logs keep only lines logged from start_utc on (server, state-change and controller logs are whole)",
         },
         "faults": schedule,
         "counts": {
             "client": by_acks,
             "records_consumed": summary.get("records_consumed"),
-            "request_log": {b: {"lines": v["lines"], "parsed": v["parsed"], "unparsed": v["unparsed"],
-                                "api": v["api"], "follower_fetch": v["follower_fetch"],
-                                "consumer_fetch": v["consumer_fetch"],
-                                "produce_partitions": v["produce_partitions"]}
-                            for b, v in cl["brokers"].items()},
+            "request_log": {
+                b: {
+                    "lines": v["lines"],
+                    "parsed": v["parsed"],
+                    "unparsed": v["unparsed"],
+                    "api": v["api"],
+                    "follower_fetch": v["follower_fetch"],
+                    "consumer_fetch": v["consumer_fetch"],
+                    "produce_partitions": v["produce_partitions"],
+                }
+                for b, v in cl["brokers"].items()
+            },
             "produce_log": cl["produce_log"],
             "isr": cl["isr"],
             "leader_epoch_lines": {b: v["leader_epoch_lines"] for b, v in cl["brokers"].items()},
@@ -760,7 +931,7 @@ def build_manifest(args, cluster: LabCluster, cluster_name, spec, schedule, summ
         },
         "consistency_check": {
             "counted_as": "record batches: one (acks, partition, baseOffset) per successful PRODUCE partition "
-                          "response of the lab producers vs. one per batch acknowledged to the client",
+            "response of the lab producers vs. one per batch acknowledged to the client",
             "complete": report["complete"],
             **report.get("produce_check", {}),
         },

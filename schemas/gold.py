@@ -82,7 +82,11 @@ RISK_EXPOSURE = _schema(
     ("loss_longest_log_election", LongType(), False),
     ("loss_kafka_election_min", LongType(), False),
     ("loss_longest_log_election_min", LongType(), False),
-    ("offline_at_failure_acks", LongType(), False),  # acked with nobody to elect (no ISR follower, no live ELR member): offline
+    (
+        "offline_at_failure_acks",
+        LongType(),
+        False,
+    ),  # acked with nobody to elect (no ISR follower, no live ELR member): offline
     # batch·s a leader failure would have lost: the acked batches' loss windows summed (finite ones), most and
     # least, under each election; times a leader failure rate (per s) = the acked batches it loses on average
     *_LOSS_WINDOW_SUMS,
@@ -159,7 +163,11 @@ POLICY_SUMMARY = _schema(
     ("loss_longest_log_election", LongType(), False),
     ("loss_kafka_election_min", LongType(), False),
     ("loss_longest_log_election_min", LongType(), False),
-    ("offline_at_failure_acks", LongType(), False),  # acked with nobody to elect (no ISR follower, no live ELR member): offline
+    (
+        "offline_at_failure_acks",
+        LongType(),
+        False,
+    ),  # acked with nobody to elect (no ISR follower, no live ELR member): offline
     *_LOSS_WINDOW_SUMS,
     ("not_enough_replicas", LongType(), False),
     ("timeouts", LongType(), False),

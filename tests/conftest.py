@@ -83,11 +83,14 @@ TEST_SPARK_CONF = {
     **SMALL_DATA_CONF,
 }
 
+
 def spark_conf_yaml(overrides: dict | None = None) -> str:
     """The test session's Spark settings, with `overrides`, as the lines of a conf file's `spark.conf` block:
     for the runs a test starts from a conf file (in this process they take the runtime settings; a child
     process takes them all)."""
-    return textwrap.indent(yaml.safe_dump({**TEST_SPARK_CONF, **(overrides or {})}, sort_keys=False, width=1000), "    ")
+    return textwrap.indent(
+        yaml.safe_dump({**TEST_SPARK_CONF, **(overrides or {})}, sort_keys=False, width=1000), "    "
+    )
 
 
 # The JVMs a test starts for one short run (a child `ackreplay run`, the standalone cluster's daemons,
@@ -133,7 +136,9 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_collection_modifyitems(config, items):
     unlisted = {item.nodeid.split("::")[0] for item in items if "sample_run" in item.fixturenames} - SAMPLE_RUN_MODULES
     if unlisted:
-        raise pytest.UsageError(f"tests/conftest.py: add {sorted(unlisted)} to SAMPLE_RUN_MODULES (they read sample_run)")
+        raise pytest.UsageError(
+            f"tests/conftest.py: add {sorted(unlisted)} to SAMPLE_RUN_MODULES (they read sample_run)"
+        )
 
 
 @pytest.fixture(scope="session")

@@ -84,7 +84,16 @@ _SHRINK = (
     rf"(?:\. Leader: \(highWatermark: ({_LONG}), endOffset: ({_LONG})\)\. "
     rf"Out of sync replicas: ({_OUT_OF_SYNC}(?: {_OUT_OF_SYNC})*)\.)?$"
 )
-_SHRINK_GROUPS = ("topic", "partition", "line_broker", "from_isr", "to_isr", "high_watermark", "end_offset", "out_of_sync")
+_SHRINK_GROUPS = (
+    "topic",
+    "partition",
+    "line_broker",
+    "from_isr",
+    "to_isr",
+    "high_watermark",
+    "end_offset",
+    "out_of_sync",
+)
 _UPDATE = (
     rf"^\[Partition (\S+)-({_ID}) broker=({_ID})\] ISR updated (?:from AlterIsr )?to \[?{_ISR}\]?"
     rf"( +\(under-min-isr\))?( +)and (?:zk)?[vV]ersion updated to \[?({_INT})\]?$"
@@ -99,8 +108,19 @@ _LEADER = (
     rf"Previous leader (?:(None|Some\({_INT}\)) and previous leader )?epoch was ({_INT})\.$"
 )
 _LEADER_GROUPS = (
-    "line_broker", "topic", "partition", "topic_id", "leader_epoch", "epoch_start_offset", "partition_epoch",
-    "high_watermark", "isr", "gap", "under_min", "previous_leader", "previous_leader_epoch",
+    "line_broker",
+    "topic",
+    "partition",
+    "topic_id",
+    "leader_epoch",
+    "epoch_start_offset",
+    "partition_epoch",
+    "high_watermark",
+    "isr",
+    "gap",
+    "under_min",
+    "previous_leader",
+    "previous_leader_epoch",
 )
 # kafka.cluster.Partition.makeLeader prints the new state's toString: 3.6-4.1 " and partition state
 # LeaderAndIsrPartitionState(...)" (3.x LeaderAndIsrRequestData.LeaderAndIsrPartitionState, 4.0-4.1
@@ -115,8 +135,15 @@ _SKIP = (
     rf"ISR \[{_ISR}\], adding replicas \[[\d,]*\] and removing replicas \[[\d,]*\]\.$"
 )
 _SKIP_GROUPS = (
-    "line_broker", "topic", "partition", "topic_id", "state_partition_epoch", "registration_partition_epoch",
-    "leader_epoch", "high_watermark", "isr",
+    "line_broker",
+    "topic",
+    "partition",
+    "topic_id",
+    "state_partition_epoch",
+    "registration_partition_epoch",
+    "leader_epoch",
+    "high_watermark",
+    "isr",
 )
 # The 4.2+ registration also prints the eligible leader replicas (KIP-966, `PartitionRegistration.elr`):
 # "elr=[2, 3]", "elr=[]"; the 3.6-4.1 partition state has none.
@@ -137,7 +164,11 @@ NO_LOG_TIME = "no readable log4j time '[yyyy-MM-dd HH:mm:ss,SSS]' (or ',SSSSSS')
 # The quarantine reason of a line of a kind the replay reads whose text no pattern matches.
 UNKNOWN_FORMAT = "line in no known format (cut short?)"
 _PATTERNS = {
-    ISR_SHRINK: _SHRINK, ISR_UPDATE: _UPDATE, LEADER_START: _LEADER, LEADER_SKIP: _SKIP, FOLLOWER_START: _FOLLOWER
+    ISR_SHRINK: _SHRINK,
+    ISR_UPDATE: _UPDATE,
+    LEADER_START: _LEADER,
+    LEADER_SKIP: _SKIP,
+    FOLLOWER_START: _FOLLOWER,
 }
 # Kinds whose whole line is matched: a config dump's first line has no logger suffix, its settings no prefix.
 _LINE_PATTERNS = {CONFIG_DUMP: _CONFIG_DUMP, BROKER_SETTING: _SETTING}
@@ -172,7 +203,10 @@ def _line_kind(stage: Column, line: Column) -> Column:
         F.when((stage == SERVER_LOG) & line.contains("Shrinking ISR from"), F.lit(ISR_SHRINK))
         .when((stage == SERVER_LOG) & line.rlike(r"ISR updated (from AlterIsr )?to"), F.lit(ISR_UPDATE))
         .when((stage == STATE_CHANGE_LOG) & line.rlike(r"\[Broker id=\d+\] Leader \S"), F.lit(LEADER_START))
-        .when((stage == STATE_CHANGE_LOG) & line.rlike(r"\[Broker id=\d+\] Follower \S+ starts at leader epoch"), F.lit(FOLLOWER_START))
+        .when(
+            (stage == STATE_CHANGE_LOG) & line.rlike(r"\[Broker id=\d+\] Follower \S+ starts at leader epoch"),
+            F.lit(FOLLOWER_START),
+        )
         .when(
             (stage == STATE_CHANGE_LOG)
             & line.contains("Skipped the become-leader state change for ")
@@ -234,7 +268,10 @@ def _int_list(text: Column) -> Column:
 def _registration_elr(message: Column) -> Column:
     """The eligible leader replicas a 4.2+ registration line prints (empty array for `elr=[]`), else null."""
     listed = F.regexp_replace(F.regexp_extract(message, _REGISTRATION_ELR, 1), " ", "")
-    return F.when(message.rlike(_REGISTRATION_ELR), F.when(listed == "", F.array().cast("array<int>")).otherwise(_int_list(listed)))
+    return F.when(
+        message.rlike(_REGISTRATION_ELR),
+        F.when(listed == "", F.array().cast("array<int>")).otherwise(_int_list(listed)),
+    )
 
 
 def _parsed(df: DataFrame, kind: str) -> DataFrame:
@@ -272,7 +309,9 @@ def isr_commit_events(lines_df: DataFrame) -> DataFrame:
         skp["leader_epoch"].cast("int").alias("leader_epoch"),
         F.coalesce(
             F.nullif(skp["state_partition_epoch"], F.lit("")), F.nullif(skp["registration_partition_epoch"], F.lit(""))
-        ).cast("int").alias("partition_epoch"),
+        )
+        .cast("int")
+        .alias("partition_epoch"),
         _int_list(skp["isr"]).alias("isr"),
         _registration_elr(m).alias("elr"),
         F.lit(None).cast("boolean").alias("under_min_isr"),
@@ -371,8 +410,16 @@ def broker_setting_rows(lines_df: DataFrame) -> DataFrame:
         _parsed(lines_df, BROKER_SETTING)
         .select("cluster", "broker_id", "ingest_run_id", *keys)
         .join(dated, keys)
-        .select("cluster", "broker_id", g["setting"].alias("setting"), g["value"].cast("bigint").alias("value"),
-                "t_log", *keys, "event_date", "ingest_run_id")  # fmt: skip
+        .select(
+            "cluster",
+            "broker_id",
+            g["setting"].alias("setting"),
+            g["value"].cast("bigint").alias("value"),
+            "t_log",
+            *keys,
+            "event_date",
+            "ingest_run_id",
+        )  # fmt: skip
     )
 
 
@@ -475,7 +522,10 @@ def build_isr_changes(lines_df: DataFrame) -> DataFrame:
         F.col("c._previous_t").isNull()
         | (F.col("p.proposed_at") > F.col("c._previous_t"))
         # Same millisecond as the previous commit: only if that commit was not already this ISR.
-        | ((F.col("p.proposed_at") == F.col("c._previous_t")) & (F.col("c._previous_isr_sorted") != F.col("p.p_to_isr_sorted")))
+        | (
+            (F.col("p.proposed_at") == F.col("c._previous_t"))
+            & (F.col("c._previous_isr_sorted") != F.col("p.p_to_isr_sorted"))
+        )
     )
     matched = c.join(
         p,

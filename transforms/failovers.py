@@ -135,17 +135,19 @@ def failover_truncations(leader_epochs: DataFrame, replay: DataFrame, fetches: D
 def leader_changes(leader_epochs: DataFrame) -> DataFrame:
     """One row per leader change of `leader_epochs`: a new epoch led by another broker than the one before
     (cluster, topic, partition, old_epoch, old_leader, new_epoch, new_leader, t_new_epoch, new_start_offset)."""
-    return leader_epochs.where(
-        F.col("previous_leader").isNotNull() & (F.col("previous_leader") != F.col("broker_id"))
-    ).select(
-        *_PARTITION,
-        F.col("previous_leader_epoch").alias("old_epoch"),
-        F.col("previous_leader").alias("old_leader"),
-        F.col("leader_epoch").alias("new_epoch"),
-        F.col("broker_id").alias("new_leader"),
-        F.col("t_log").alias("t_new_epoch"),
-        F.col("epoch_start_offset").alias("new_start_offset"),
-    ).dropDuplicates([*_PARTITION, "old_epoch", "new_epoch"])
+    return (
+        leader_epochs.where(F.col("previous_leader").isNotNull() & (F.col("previous_leader") != F.col("broker_id")))
+        .select(
+            *_PARTITION,
+            F.col("previous_leader_epoch").alias("old_epoch"),
+            F.col("previous_leader").alias("old_leader"),
+            F.col("leader_epoch").alias("new_epoch"),
+            F.col("broker_id").alias("new_leader"),
+            F.col("t_log").alias("t_new_epoch"),
+            F.col("epoch_start_offset").alias("new_start_offset"),
+        )
+        .dropDuplicates([*_PARTITION, "old_epoch", "new_epoch"])
+    )
 
 
 def _micros_later(ts: Column, ms: Column) -> Column:
@@ -190,7 +192,9 @@ def _last_response_built(changes: DataFrame, fetches: DataFrame, appends: DataFr
         .agg(F.max("t_answered").alias("t_listed_answered"))
     )
     first_append = (
-        appends.join(rows.select(*pair, "topic", "partition").distinct(), ["cluster", "old_leader", "topic", "partition"])
+        appends.join(
+            rows.select(*pair, "topic", "partition").distinct(), ["cluster", "old_leader", "topic", "partition"]
+        )
         .join(last.select(*pair, "t_last_request"), pair)
         .where(F.col("t_local_done") > F.col("t_last_request"))
         .groupBy(*pair)

@@ -156,7 +156,12 @@ def record_latencies(replay: DataFrame, record_sends: DataFrame | None = None) -
     else:
         acked = acked.withColumn("record_sends", F.lit(None).cast(RECORD_SENDS))
     sends = acked.select(
-        "cluster", "topic", "policy", "t_start", "latency_ms", "records",
+        "cluster",
+        "topic",
+        "policy",
+        "t_start",
+        "latency_ms",
+        "records",
         F.posexplode_outer("record_sends").alias("_position", "_send"),
     )
     return sends.select(
@@ -241,9 +246,9 @@ def _risk_aggs() -> list[Column]:
         _count_if(under).alias("under_min_isr_acks"),
         F.coalesce(F.sum(F.when(under, bytes_)), F.lit(0)).cast("bigint").alias("under_min_isr_bytes"),
         _count_if(acked & min_isr.isNull()).alias("min_isr_unknown_acks"),
-        F.coalesce(
-            F.sum(F.when(_finite_exposure(), bytes_.cast("double") * F.col("exposure_ms"))), F.lit(0.0)
-        ).alias("exposure_byte_ms"),
+        F.coalesce(F.sum(F.when(_finite_exposure(), bytes_.cast("double") * F.col("exposure_ms"))), F.lit(0.0)).alias(
+            "exposure_byte_ms"
+        ),
         F.max(F.when(_finite_exposure(), F.col("exposure_ms"))).alias("max_exposure_ms"),
         _count_if(never).alias("never_min_isr_acks"),
         F.coalesce(F.sum(F.when(never, bytes_)), F.lit(0)).cast("bigint").alias("never_min_isr_bytes"),
@@ -262,8 +267,9 @@ def _loss_window_aggs() -> list[Column]:
     """The acked batches' loss windows summed in batch·seconds (finite ones), and those losable until the end
     of the data counted apart."""
     sums = [
-        F.coalesce(F.sum(F.when(_finite(f"loss_window_{name}_ms"), F.col(f"loss_window_{name}_ms"))) / 1000.0,
-                   F.lit(0.0)).alias(f"loss_window_{name}_batch_s")
+        F.coalesce(
+            F.sum(F.when(_finite(f"loss_window_{name}_ms"), F.col(f"loss_window_{name}_ms"))) / 1000.0, F.lit(0.0)
+        ).alias(f"loss_window_{name}_batch_s")
         for name in ("kafka", "kafka_min", "longest", "longest_min")
     ]
     never = [
@@ -280,7 +286,9 @@ def _full_replication_aggs() -> list[Column]:
     return [
         F.percentile(finite, 0.99).alias("full_replication_p99_ms"),
         F.max(finite).alias("full_replication_max_ms"),
-        _count_if(_acked() & (F.col("full_replication_ms") == F.lit(float("inf")))).alias("never_full_replication_acks"),
+        _count_if(_acked() & (F.col("full_replication_ms") == F.lit(float("inf")))).alias(
+            "never_full_replication_acks"
+        ),
     ]
 
 
@@ -328,23 +336,40 @@ def isr_segments(isr_changes: DataFrame, until: DataFrame) -> DataFrame:
     """
     partition = Window.partitionBy("cluster", "topic", "partition")
     ordered = partition.orderBy(
-        "t_us", F.coalesce(F.col("leader_epoch"), F.lit(-1)), F.coalesce(F.col("partition_epoch"), F.lit(-1)),
-        "source_file", "line_number",
+        "t_us",
+        F.coalesce(F.col("leader_epoch"), F.lit(-1)),
+        F.coalesce(F.col("partition_epoch"), F.lit(-1)),
+        "source_file",
+        "line_number",
     )
     earlier = ordered.rowsBetween(Window.unboundedPreceding, -1)
     states = (
         isr_changes.select(
-            "cluster", "topic", "partition", "leader_epoch", "partition_epoch", "isr_size", "source_file",
-            "line_number", F.unix_micros("t_log").alias("t_us"),
+            "cluster",
+            "topic",
+            "partition",
+            "leader_epoch",
+            "partition_epoch",
+            "isr_size",
+            "source_file",
+            "line_number",
+            F.unix_micros("t_log").alias("t_us"),
         )
         .withColumn("_newest_epoch", F.max("leader_epoch").over(earlier))
-        .filter(F.col("leader_epoch").isNull() | F.col("_newest_epoch").isNull() | (F.col("leader_epoch") >= F.col("_newest_epoch")))
+        .filter(
+            F.col("leader_epoch").isNull()
+            | F.col("_newest_epoch").isNull()
+            | (F.col("leader_epoch") >= F.col("_newest_epoch"))
+        )
     )
     return (
         states.withColumn("_next_us", F.lead("t_us").over(ordered))
         .join(until, ["cluster"], how="inner")
         .select(
-            "cluster", "topic", "partition", F.col("t_us").alias("from_us"),
+            "cluster",
+            "topic",
+            "partition",
+            F.col("t_us").alias("from_us"),
             F.coalesce(F.col("_next_us"), F.greatest(F.col("end_us"), F.col("t_us"))).alias("to_us"),
             "isr_size",
         )
@@ -363,9 +388,7 @@ def isr_time_by_window(segments: DataFrame, partitions: DataFrame, window: str =
 
     pieces = (
         segments.filter(F.col("to_us") > F.col("from_us"))
-        .withColumn(
-            "_ws", F.explode(F.sequence(window_us(F.col("from_us")), window_us(F.col("to_us") - 1), size))
-        )
+        .withColumn("_ws", F.explode(F.sequence(window_us(F.col("from_us")), window_us(F.col("to_us") - 1), size)))
         .withColumn(
             "_overlap_us", F.least(F.col("to_us"), F.col("_ws") + size) - F.greatest(F.col("from_us"), F.col("_ws"))
         )
@@ -406,7 +429,13 @@ def routing_by_partition(
         with_window(replay.filter(F.col("outcome") == F.lit(NOT_ENOUGH_REPLICAS[0])), window)
         .filter(~F.col("policy").startswith(LAG_PREFIX))
         .select(
-            "cluster", "topic", "partition", "leader_epoch", "base_offset", "policy", "window_start",
+            "cluster",
+            "topic",
+            "partition",
+            "leader_epoch",
+            "base_offset",
+            "policy",
+            "window_start",
             F.unix_micros("t_local_done").alias("t_us"),
         )  # fmt: skip
     )
@@ -417,7 +446,11 @@ def routing_by_partition(
         & (F.col("r.topic") == F.col("w.topic"))
         & (
             # another partition writable at the rejection, or its own once it is writable again
-            ((F.col("w.w_partition") != F.col("r.partition")) & (F.col("w.from_us") <= F.col("r.t_us")) & (F.col("r.t_us") < F.col("w.to_us")))
+            (
+                (F.col("w.w_partition") != F.col("r.partition"))
+                & (F.col("w.from_us") <= F.col("r.t_us"))
+                & (F.col("r.t_us") < F.col("w.to_us"))
+            )
             | ((F.col("w.w_partition") == F.col("r.partition")) & (F.col("w.to_us") > F.col("r.t_us")))
         ),
         how="left",
@@ -443,9 +476,7 @@ def _isr_source(policy: Column) -> Column:
     return F.when(policy.startswith(LAG_PREFIX), F.lit(ISR_NOT_STORED)).otherwise(F.lit(ISR_FROM_CHANGES))
 
 
-def availability(
-    replay: DataFrame, isr_changes: DataFrame, partitions: DataFrame, window: str = "hour"
-) -> DataFrame:
+def availability(replay: DataFrame, isr_changes: DataFrame, partitions: DataFrame, window: str = "hour") -> DataFrame:
     """One row per (cluster, topic, partition, policy, window): produces and how many failed, by error,
     and the time the partition's ISR was below min.insync.replicas (see the module docstring).
 

@@ -77,36 +77,33 @@ def with_metric_fields(lines_df: DataFrame) -> DataFrame:
     in_file = Window.partitionBy("source_file").orderBy("line_number").rowsBetween(Window.unboundedPreceding, 0)
     partition_text = _label(F.col("labels"), "partition")
     client_id = _label(F.col("labels"), "clientId")
-    return (
-        lines_df.withColumns(
-            {
-                "metric": F.regexp_extract(line, _NAME, 1),
-                "sample_shape": shape,
-                "labels": labels,
-                "value_text": value_text,
-                "ts_text": ts_text,
-                "value": F.when(integral, value_d.cast("bigint")),
-                "ts_ms": ts_ms,
-                "scrape_mark": line.rlike(_SCRAPE_MARK),
-                "scrape_mark_ms": F.last(mark, ignorenulls=True).over(in_file),
-                "scraped_broker": F.when(
-                    F.col("source_file").rlike(_BROKER_FILE),
-                    F.regexp_extract(F.col("source_file"), _BROKER_FILE, 1).cast("int"),
-                ),
-            }
-        )
-        .withColumns(
-            {
-                "topic": _label(F.col("labels"), "topic"),
-                "partition_text": partition_text,
-                "partition": F.when(partition_text.rlike(r"^\d{1,9}$"), partition_text.cast("int")),
-                "client_id": client_id,
-                "leader_id": F.when(
-                    client_id.rlike(_LEADER_OF_CLIENT), F.regexp_extract(client_id, _LEADER_OF_CLIENT, 1).cast("int")
-                ),
-                "t_ms": F.when(F.col("ts_text") == "", F.col("scrape_mark_ms")).otherwise(F.col("ts_ms")),
-            }
-        )
+    return lines_df.withColumns(
+        {
+            "metric": F.regexp_extract(line, _NAME, 1),
+            "sample_shape": shape,
+            "labels": labels,
+            "value_text": value_text,
+            "ts_text": ts_text,
+            "value": F.when(integral, value_d.cast("bigint")),
+            "ts_ms": ts_ms,
+            "scrape_mark": line.rlike(_SCRAPE_MARK),
+            "scrape_mark_ms": F.last(mark, ignorenulls=True).over(in_file),
+            "scraped_broker": F.when(
+                F.col("source_file").rlike(_BROKER_FILE),
+                F.regexp_extract(F.col("source_file"), _BROKER_FILE, 1).cast("int"),
+            ),
+        }
+    ).withColumns(
+        {
+            "topic": _label(F.col("labels"), "topic"),
+            "partition_text": partition_text,
+            "partition": F.when(partition_text.rlike(r"^\d{1,9}$"), partition_text.cast("int")),
+            "client_id": client_id,
+            "leader_id": F.when(
+                client_id.rlike(_LEADER_OF_CLIENT), F.regexp_extract(client_id, _LEADER_OF_CLIENT, 1).cast("int")
+            ),
+            "t_ms": F.when(F.col("ts_text") == "", F.col("scrape_mark_ms")).otherwise(F.col("ts_ms")),
+        }
     )
 
 

@@ -97,7 +97,11 @@ def build_epochs(
     )
     seen = (
         fetched_epochs_df.filter(F.col("leader_epoch").isNotNull())
-        .join(logged.select("cluster", "topic", "partition", "leader_epoch"), ["cluster", "topic", "partition", "leader_epoch"], "left_anti")
+        .join(
+            logged.select("cluster", "topic", "partition", "leader_epoch"),
+            ["cluster", "topic", "partition", "leader_epoch"],
+            "left_anti",
+        )
         .select(
             "cluster",
             "topic",
@@ -112,15 +116,10 @@ def build_epochs(
     # Several lines can announce the same epoch (a restarted broker re-logs it): keep the first.
     first = Window.partitionBy("cluster", "topic", "partition", "leader_epoch").orderBy("epoch_start_us")
     epochs = (
-        logged.unionByName(seen)
-        .withColumn("rank", F.row_number().over(first))
-        .filter(F.col("rank") == 1)
-        .drop("rank")
+        logged.unionByName(seen).withColumn("rank", F.row_number().over(first)).filter(F.col("rank") == 1).drop("rank")
     )
     following = Window.partitionBy("cluster", "topic", "partition").orderBy("epoch_start_us", "leader_epoch")
-    epochs = epochs.withColumn(
-        "epoch_end_us", F.coalesce(F.lead("epoch_start_us").over(following), F.lit(NEVER))
-    )
+    epochs = epochs.withColumn("epoch_end_us", F.coalesce(F.lead("epoch_start_us").over(following), F.lit(NEVER)))
     return with_leader_until(epochs, follower_starts_df, request_lines_df)
 
 
@@ -157,7 +156,9 @@ def with_leader_until(
     )
     keys = ["cluster", "topic", "partition"]
     if follower_starts_df is not None:
-        f = follower_starts_df.select(*keys, F.col("broker_id").alias("_follower"), _micros("t_log").alias("_t_follower"))
+        f = follower_starts_df.select(
+            *keys, F.col("broker_id").alias("_follower"), _micros("t_log").alias("_t_follower")
+        )
         first_follower_line = (
             epochs.select(*keys, "leader_epoch", "leader_id", "epoch_start_us")
             .join(f, keys)
@@ -196,8 +197,10 @@ def with_leader_until(
     # lost to another broker, and its next sign of life (a request line, its follower line) is more than a
     # running leader's longest silence after its last line before the next epoch: it crashed or stopped
     next_sign = F.least("_next_line", "_resigned")
-    stopped = (F.col("_next_leader") != F.col("leader_id")) & F.col("_last_line").isNotNull() & (
-        next_sign.isNull() | (next_sign - F.col("_last_line") > F.lit(RUNNING_LEADER_MAX_SILENCE_US))
+    stopped = (
+        (F.col("_next_leader") != F.col("leader_id"))
+        & F.col("_last_line").isNotNull()
+        & (next_sign.isNull() | (next_sign - F.col("_last_line") > F.lit(RUNNING_LEADER_MAX_SILENCE_US)))
     )
     until = (
         F.when(stopped, F.least("epoch_end_us", F.col("_last_line") + 1))
@@ -236,15 +239,19 @@ def with_leader_epoch(df: DataFrame, epochs_df: DataFrame, time_us: F.Column) ->
     """Attach the leadership span in force at `time_us` on the row's broker (inner join: rows outside any
     known span of their broker are dropped; the caller counts them)."""
     e = epochs_df.alias("e")
-    joined = df.withColumn("_t_us", time_us).alias("d").join(
-        F.broadcast(e),
-        (F.col("d.cluster") == F.col("e.cluster"))
-        & (F.col("d.topic") == F.col("e.topic"))
-        & (F.col("d.partition") == F.col("e.partition"))
-        & (F.col("d.broker_id") == F.col("e.leader_id"))
-        & (F.col("d._t_us") >= F.col("e.epoch_start_us"))
-        & (F.col("d._t_us") < F.col("e.epoch_end_us")),
-        "inner",
+    joined = (
+        df.withColumn("_t_us", time_us)
+        .alias("d")
+        .join(
+            F.broadcast(e),
+            (F.col("d.cluster") == F.col("e.cluster"))
+            & (F.col("d.topic") == F.col("e.topic"))
+            & (F.col("d.partition") == F.col("e.partition"))
+            & (F.col("d.broker_id") == F.col("e.leader_id"))
+            & (F.col("d._t_us") >= F.col("e.epoch_start_us"))
+            & (F.col("d._t_us") < F.col("e.epoch_end_us")),
+            "inner",
+        )
     )
     # Aliased: fresh columns, so joining the result with `epochs_df` again is not an ambiguous self-join.
     epoch_columns = ("leader_epoch", "epoch_start_us", "epoch_end_us", "start_isr", "epoch_source")

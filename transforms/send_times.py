@@ -68,9 +68,8 @@ def classify_client_lines(lines: DataFrame) -> DataFrame:
     """Numbered lines of client batch logs (CSV with a header line) -> every line with a status (a row per
     line: `lines` 1); parsed ones carry a batch's (topic or client_id, partition, base_offset, records, t_send)."""
     fields = F.split(F.col("line"), ",", -1)
-    header = (
-        lines.where(F.col("line_number") == 1)
-        .select("source_file", F.split(F.trim(F.col("line")), ",", -1).alias("names"))
+    header = lines.where(F.col("line_number") == 1).select(
+        "source_file", F.split(F.trim(F.col("line")), ",", -1).alias("names")
     )
     with_header = lines.join(F.broadcast(header), "source_file", "left")
 
@@ -168,7 +167,9 @@ def with_truncation(produces: DataFrame, leader_epochs: DataFrame) -> DataFrame:
     )  # fmt: skip
     cut = F.col("e.cut_from").isNotNull() & (F.col("p.base_offset") >= F.col("e.cut_from"))
     return joined.select(
-        "p.*", F.when(F.col("e.start_us").isNotNull(), cut).alias("truncated"), F.col("e.leader_epoch").alias("leader_epoch")
+        "p.*",
+        F.when(F.col("e.start_us").isNotNull(), cut).alias("truncated"),
+        F.col("e.leader_epoch").alias("leader_epoch"),
     ).drop("_t_us")
 
 
@@ -194,9 +195,11 @@ def topic_batch_extents(produces: DataFrame) -> DataFrame:
     (an acks=0 request, a leader whose request log was not collected) leaves its records to the batch
     before it; `topic_send_times` finds them by their CreateTime."""
     kept = ~F.coalesce(F.col("truncated"), F.lit(False)) if "truncated" in produces.columns else F.lit(True)
-    batches = produces.where((F.col("error_code") == 0) & (F.col("base_offset") >= 0) & kept).select(
-        "cluster", "topic", "partition", "base_offset"
-    ).distinct()
+    batches = (
+        produces.where((F.col("error_code") == 0) & (F.col("base_offset") >= 0) & kept)
+        .select("cluster", "topic", "partition", "base_offset")
+        .distinct()
+    )
     in_partition = Window.partitionBy("cluster", "topic", "partition").orderBy("base_offset")
     return batches.withColumn("end_offset", F.lead("base_offset").over(in_partition))
 
@@ -266,7 +269,8 @@ def topic_send_times(records: DataFrame, extents: DataFrame, batches: DataFrame,
     after_ms = F.transform(
         "sends",
         lambda s: F.struct(
-            F.floor((s["us"] - F.col("first_us")) / 1000).cast("int").alias("after_ms"), s["n"].cast("int").alias("records")
+            F.floor((s["us"] - F.col("first_us")) / 1000).cast("int").alias("after_ms"),
+            s["n"].cast("int").alias("records"),
         ),
     )
     return joined.select(

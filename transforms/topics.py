@@ -1,7 +1,7 @@
 """`kafka-topics --describe` output (topics.txt) -> the `partitions` table.
 
     Topic: orders	TopicId: 9X2k7vQJTiGq5lq6w3xZ1A	PartitionCount: 6	ReplicationFactor: 3	Configs: min.insync.replicas=2
-    	Topic: orders	Partition: 0	Leader: 1	Replicas: 1,2,3	Isr: 1,2,3	Elr: 	LastKnownElr: 
+        Topic: orders	Partition: 0	Leader: 1	Replicas: 1,2,3	Isr: 1,2,3	Elr: 	LastKnownElr:
 
 `TopicId:` (2.8+) and `Elr:`/`LastKnownElr:` (3.7+/4.x) are optional; old tools print no space after the colon.
 """

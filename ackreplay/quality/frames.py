@@ -109,12 +109,12 @@ def check_frame(table: str, df: DataFrame, partitions_df: DataFrame | None, poli
         df = df.withColumns({"isr_count": F.size("isr"), **caught_up_leads()})
     elif table == "produce_replay":
         if partitions_df is None:
-            df = df.withColumns({"replication_factor": F.lit(None).cast("int"), "min_insync_replicas": F.lit(None).cast("int")})
+            df = df.withColumns(
+                {"replication_factor": F.lit(None).cast("int"), "min_insync_replicas": F.lit(None).cast("int")}
+            )
         else:
             df = with_partition_facts(df, partitions_df)
-        df = df.withColumns(
-            {"policy_configured": F.col("policy").isin(policies), "required_copies": required_copies()}
-        )
+        df = df.withColumns({"policy_configured": F.col("policy").isin(policies), "required_copies": required_copies()})
     elif table == "availability":
         parts = ["acked", "not_enough_replicas", "timeouts", "not_leader", "unreplayable"]
         total = F.col(parts[0])

@@ -73,17 +73,30 @@ def ingest_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> l
     line_id = F.struct("source_file", "line_number")
     specs = {
         "lines": (bronze, ["cluster", "status", "api_key_name"], (F.count("*").alias("n"),)),
-        "produce": (_scoped(spark, lakehouse, "produce_requests", clusters), ["cluster"], (F.count_distinct(line_id).alias("n"),)),
-        "fetches": (_scoped(spark, lakehouse, "follower_fetches", clusters), ["cluster"], (F.count_distinct(line_id).alias("n"),)),
+        "produce": (
+            _scoped(spark, lakehouse, "produce_requests", clusters),
+            ["cluster"],
+            (F.count_distinct(line_id).alias("n"),),
+        ),
+        "fetches": (
+            _scoped(spark, lakehouse, "follower_fetches", clusters),
+            ["cluster"],
+            (F.count_distinct(line_id).alias("n"),),
+        ),
     }
     quarantine = _scoped(spark, lakehouse, "quarantine", clusters)
     if quarantine is not None:
-        specs["quarantined"] = (quarantine.filter(F.col("stage") == "request_log"), ["cluster"], (F.count("*").alias("n"),))
+        specs["quarantined"] = (
+            quarantine.filter(F.col("stage") == "request_log"),
+            ["cluster"],
+            (F.count("*").alias("n"),),
+        )
     counts = _grouped_together(specs)
     lines, produce, fetches = counts["lines"], counts["produce"], counts["fetches"]
     quarantined_rows = counts.get("quarantined", {})
     out: list[Count] = []
     for cluster in sorted({k[0] for k in lines}):
+
         def lines_of(status: str, api: str | None = None, cluster: str = cluster) -> int:
             return sum(
                 r["n"] for (c, s, a), r in lines.items() if c == cluster and s == status and (api is None or a == api)
@@ -93,18 +106,57 @@ def ingest_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> l
         parsed, quarantined, unused = lines_of("parsed"), lines_of("quarantined"), lines_of("unused")
         parsed_produce, parsed_fetch = lines_of("parsed", "PRODUCE"), lines_of("parsed", "FETCH")
         out += [
-            Count("reconcile.bronze_status", "request_log_lines", cluster, "request-log lines", total, "=",
-                  f"parsed {parsed:,} + quarantined {quarantined:,} + unused {unused:,}, in all",
-                  parsed + quarantined + unused),
-            Count("reconcile.parsed_kinds", "request_log_lines", cluster, "parsed lines", parsed, "=",
-                  "parsed PRODUCE + follower FETCH lines", parsed_produce + parsed_fetch),
-            Count("reconcile.quarantine", "quarantine", cluster, "quarantined lines", quarantined, "=",
-                  "quarantine rows", quarantined_rows.get((cluster,), {"n": 0})["n"]),
-            Count("reconcile.produce_lines", "produce_requests", cluster, "parsed PRODUCE lines", parsed_produce, "=",
-                  "PRODUCE lines in produce_requests", produce.get((cluster,), {"n": 0})["n"]),
-            Count("reconcile.fetch_lines", "follower_fetches", cluster, "FETCH lines in follower_fetches",
-                  fetches.get((cluster,), {"n": 0})["n"], "<=", "parsed follower FETCH lines", parsed_fetch,
-                  "listing no partition (incremental fetch with nothing changed)"),
+            Count(
+                "reconcile.bronze_status",
+                "request_log_lines",
+                cluster,
+                "request-log lines",
+                total,
+                "=",
+                f"parsed {parsed:,} + quarantined {quarantined:,} + unused {unused:,}, in all",
+                parsed + quarantined + unused,
+            ),
+            Count(
+                "reconcile.parsed_kinds",
+                "request_log_lines",
+                cluster,
+                "parsed lines",
+                parsed,
+                "=",
+                "parsed PRODUCE + follower FETCH lines",
+                parsed_produce + parsed_fetch,
+            ),
+            Count(
+                "reconcile.quarantine",
+                "quarantine",
+                cluster,
+                "quarantined lines",
+                quarantined,
+                "=",
+                "quarantine rows",
+                quarantined_rows.get((cluster,), {"n": 0})["n"],
+            ),
+            Count(
+                "reconcile.produce_lines",
+                "produce_requests",
+                cluster,
+                "parsed PRODUCE lines",
+                parsed_produce,
+                "=",
+                "PRODUCE lines in produce_requests",
+                produce.get((cluster,), {"n": 0})["n"],
+            ),
+            Count(
+                "reconcile.fetch_lines",
+                "follower_fetches",
+                cluster,
+                "FETCH lines in follower_fetches",
+                fetches.get((cluster,), {"n": 0})["n"],
+                "<=",
+                "parsed follower FETCH lines",
+                parsed_fetch,
+                "listing no partition (incremental fetch with nothing changed)",
+            ),
         ]
     return out
 
@@ -124,7 +176,9 @@ def replay_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> l
             "per_policy": (replay, ["cluster", "policy"], (F.count("*").alias("n"),)),
             # replay rows without their produce row: invented or mis-keyed by the replay
             "orphans": (
-                replay.filter(F.col("policy") == ACKS_1.id).join(produce.select(*PRODUCE_ROW), PRODUCE_ROW, "left_anti"),
+                replay.filter(F.col("policy") == ACKS_1.id).join(
+                    produce.select(*PRODUCE_ROW), PRODUCE_ROW, "left_anti"
+                ),
                 ["cluster"],
                 (F.count("*").alias("n"),),
             ),
@@ -135,18 +189,43 @@ def replay_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> l
     for cluster in sorted({k[0] for k in candidates}):
         replayed = per_policy.get((cluster, ACKS_1.id), {"n": 0})["n"]
         out.append(
-            Count("reconcile.replayed", "produce_replay", cluster, "replayed batches", replayed, "<=",
-                  "appended produce rows", candidates[(cluster,)]["n"], "outside any known leader epoch or partition")
+            Count(
+                "reconcile.replayed",
+                "produce_replay",
+                cluster,
+                "replayed batches",
+                replayed,
+                "<=",
+                "appended produce rows",
+                candidates[(cluster,)]["n"],
+                "outside any known leader epoch or partition",
+            )
         )
         out.append(
-            Count("reconcile.replay_orphans", "produce_replay", cluster, "replayed batches without a produce row",
-                  orphans.get((cluster,), {"n": 0})["n"], "=", "none", 0)
+            Count(
+                "reconcile.replay_orphans",
+                "produce_replay",
+                cluster,
+                "replayed batches without a produce row",
+                orphans.get((cluster,), {"n": 0})["n"],
+                "=",
+                "none",
+                0,
+            )
         )
         for (c, policy), r in sorted(per_policy.items()):
             if c == cluster and policy != ACKS_1.id:
                 out.append(
-                    Count(f"reconcile.policy_rows[{policy}]", "produce_replay", cluster, f"{policy} rows", r["n"], "=",
-                          "acks=1 rows", replayed)
+                    Count(
+                        f"reconcile.policy_rows[{policy}]",
+                        "produce_replay",
+                        cluster,
+                        f"{policy} rows",
+                        r["n"],
+                        "=",
+                        "acks=1 rows",
+                        replayed,
+                    )
                 )
     return out
 
@@ -166,11 +245,21 @@ def gold_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> lis
     if replay is None:
         return []
     keys = ["cluster", "policy"]
-    specs = {"expected": (replay, keys, (F.count("*").alias("rows"), F.count_if(F.col("outcome") == Outcome.ACKED.label).alias("acked")))}
+    specs = {
+        "expected": (
+            replay,
+            keys,
+            (F.count("*").alias("rows"), F.count_if(F.col("outcome") == Outcome.ACKED.label).alias("acked")),
+        )
+    }
     for table, (rows_col, acked_col) in GOLD_SUMS.items():
         gold = _scoped(spark, lakehouse, table, clusters)
         if gold is not None:
-            specs[table] = (gold, keys, (F.sum(rows_col).cast("long").alias("rows"), F.sum(acked_col).cast("long").alias("acked")))
+            specs[table] = (
+                gold,
+                keys,
+                (F.sum(rows_col).cast("long").alias("rows"), F.sum(acked_col).cast("long").alias("acked")),
+            )
     counts = _grouped_together(specs)
     expected = counts["expected"]
     out: list[Count] = []
@@ -181,10 +270,30 @@ def gold_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> lis
         for key in sorted(set(expected) | set(sums)):
             cluster, policy = key
             want, got = expected.get(key, {"rows": 0, "acked": 0}), sums.get(key, {"rows": 0, "acked": 0})
-            out.append(Count(f"reconcile.{table}.{rows_col}", table, cluster, f"{policy}: produce_replay rows",
-                             want["rows"], "=", f"sum({table}.{rows_col})", got["rows"] or 0))
-            out.append(Count(f"reconcile.{table}.{acked_col}", table, cluster, f"{policy}: acked rows",
-                             want["acked"], "=", f"sum({table}.{acked_col})", got["acked"] or 0))
+            out.append(
+                Count(
+                    f"reconcile.{table}.{rows_col}",
+                    table,
+                    cluster,
+                    f"{policy}: produce_replay rows",
+                    want["rows"],
+                    "=",
+                    f"sum({table}.{rows_col})",
+                    got["rows"] or 0,
+                )
+            )
+            out.append(
+                Count(
+                    f"reconcile.{table}.{acked_col}",
+                    table,
+                    cluster,
+                    f"{policy}: acked rows",
+                    want["acked"],
+                    "=",
+                    f"sum({table}.{acked_col})",
+                    got["acked"] or 0,
+                )
+            )
     return out
 
 

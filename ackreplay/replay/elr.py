@@ -120,7 +120,9 @@ def partition_elr_rows(
         if start_isr:
             events.append((int(start_us), 0, number, -1, start_isr, None, None))
         times, isrs, printed, partition_epochs = changes.get(number, (np.empty(0, np.int64), (), (), ()))
-        events += [(int(t), 1, number, k, isrs[k], printed[k], partition_epochs[k]) for k, t in enumerate(times.tolist())]
+        events += [
+            (int(t), 1, number, k, isrs[k], printed[k], partition_epochs[k]) for k, t in enumerate(times.tolist())
+        ]
     events.sort(key=lambda e: (e[0], e[1]))  # stable: an epoch's changes keep their order
     elr, previous, previous_epoch = np.zeros(size, dtype=bool), None, None
     at: dict[tuple[int, int], np.ndarray] = {}

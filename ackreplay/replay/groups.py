@@ -79,13 +79,13 @@ def epoch_inputs(
 ) -> tuple[EpochInputs, str]:
     """The kernel's inputs for one (partition, leader epoch) from plain arrays, and the ISR source.
 
-    Events must be sorted by time. `change_by_controller[k]`: the change at `change_times[k]` was the
-    controller's alone (the kernel's `isr_change_by_controller`). `leader_silences`: (S, 2) spans in
-    which the leader did not run (replay_inputs.broker_silences; the kernel's `leader_silences`). `appended`: false
-    for a produce the broker rejected before appending (the kernel's `appended`; default: all). `elr_membership`: the
-kernel's, rows as the ISR timeline's (elr.partition_elr_rows); None: no eligible leader replicas. The ISR re-simulation starts where this
-    slice's request-log data (produces, LEO events) starts when that is later than the epoch start (a
-    bucket that starts mid-epoch, or a request log recorded from some time after the leader was elected).
+        Events must be sorted by time. `change_by_controller[k]`: the change at `change_times[k]` was the
+        controller's alone (the kernel's `isr_change_by_controller`). `leader_silences`: (S, 2) spans in
+        which the leader did not run (replay_inputs.broker_silences; the kernel's `leader_silences`). `appended`: false
+        for a produce the broker rejected before appending (the kernel's `appended`; default: all). `elr_membership`: the
+    kernel's, rows as the ISR timeline's (elr.partition_elr_rows); None: no eligible leader replicas. The ISR re-simulation starts where this
+        slice's request-log data (produces, LEO events) starts when that is later than the epoch start (a
+        bucket that starts mid-epoch, or a request log recorded from some time after the leader was elected).
     """
     followers = [int(r) for r in replicas if int(r) != leader]
     change_t, membership, isr_source = isr_timeline(change_times, change_isrs, followers, start_isr)
@@ -333,10 +333,16 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     )}  # fmt: skip
     for name in ("connection_key", "t_log_us"):
         produce[name] = _np(produces, name)[rows] if name in produces.column_names else np.zeros(rows.size, np.int64)
-    sent = produces.column("t_send_us") if "t_send_us" in produces.column_names else pa.nulls(produces.num_rows, pa.int64())
+    sent = (
+        produces.column("t_send_us")
+        if "t_send_us" in produces.column_names
+        else pa.nulls(produces.num_rows, pa.int64())
+    )
     produce["t_send_us"] = sent.fill_null(0).to_numpy()[rows]
     produce["has_send"] = sent.is_valid().to_numpy(zero_copy_only=False)[rows]
-    records = produces.column("records") if "records" in produces.column_names else pa.nulls(produces.num_rows, pa.int32())
+    records = (
+        produces.column("records") if "records" in produces.column_names else pa.nulls(produces.num_rows, pa.int32())
+    )
     produce["records"] = records.fill_null(0).to_numpy()[rows]
     produce["records_known"] = records.is_valid().to_numpy(zero_copy_only=False)[rows]
     observed = produces.column("t_ack_observed_us")

@@ -119,7 +119,20 @@ class IsrComparison:
         shown = rows.assign(
             t_recorded=pd.to_datetime(rows["t_recorded_us"], unit="us").dt.strftime("%H:%M:%S.%f").str[:-3],
             t_simulated=pd.to_datetime(rows["t_simulated_us"], unit="us").dt.strftime("%H:%M:%S.%f").str[:-3],
-        )[["cluster", "partition", "leader_epoch", "leader", "follower", "kind", "status", "t_recorded", "t_simulated", "dt_ms"]]
+        )[
+            [
+                "cluster",
+                "partition",
+                "leader_epoch",
+                "leader",
+                "follower",
+                "kind",
+                "status",
+                "t_recorded",
+                "t_simulated",
+                "dt_ms",
+            ]
+        ]
         return [
             f"ISR re-simulated with replica.lag.time.max.ms={self.lag_ms:g} vs recorded "
             f"(pairs within {self.match_window_ms:g} ms), {len(self.epochs)} partition-epochs",
@@ -173,6 +186,7 @@ def epoch_rows(
     """The kernel's input rows (produces, follower LEO events, ISR changes) of every leader epoch with
     produces, as the replay stage builds them (LEO events at carried-over fetches included) but with one
     group per epoch (bucket 0)."""
+
     def table(name: str) -> DataFrame:
         df = read_table(spark, lakehouse, name)
         return df if clusters is None else df.filter(F.col("cluster").isin(clusters))
@@ -200,9 +214,8 @@ def epoch_rows(
         by_controller().alias("by_controller"),
     )  # fmt: skip
     keys = produces.select(*EPOCH_KEY).distinct()
-    return (
-        produces.unionByName(events.join(keys, EPOCH_KEY, "left_semi"), allowMissingColumns=True)
-        .unionByName(isr.join(keys, EPOCH_KEY, "left_semi"), allowMissingColumns=True)
+    return produces.unionByName(events.join(keys, EPOCH_KEY, "left_semi"), allowMissingColumns=True).unionByName(
+        isr.join(keys, EPOCH_KEY, "left_semi"), allowMissingColumns=True
     )
 
 
@@ -243,7 +256,9 @@ def compare_epoch(
         lag_ms=(lag_ms,),
     )
     logged = (proposals or {}).get((str(first["cluster"]), leader))
-    simulated_tl = simulate_isr(inputs, lag_ms, logged_isr_options(options or ReplayOptions(), logged, inputs.epoch_start))
+    simulated_tl = simulate_isr(
+        inputs, lag_ms, logged_isr_options(options or ReplayOptions(), logged, inputs.epoch_start)
+    )
     recorded = follower_events(inputs.isr, followers)
     simulated = follower_events(simulated_tl, followers)
     pairs, missed, spurious = match_events(recorded, simulated, int(window_ms * 1000))
@@ -298,9 +313,7 @@ def main(argv: list[str] | None = None) -> None:
     config = load_config(args.conf)
     spark = build_spark_session(config.spark)
     try:
-        comparison = compare_isr(
-            spark, config, args.lakehouse, args.lag_ms, args.window_ms
-        )
+        comparison = compare_isr(spark, config, args.lakehouse, args.lag_ms, args.window_ms)
         print("\n".join(comparison.table_lines()))
     finally:
         spark.stop()

@@ -29,7 +29,9 @@ class OwnLag:
         return f"{self.cluster}: {self.note}"
 
 
-def own_lags(broker_configs: DataFrame, clusters: list[str], configured: dict[str, int] | None = None) -> dict[str, OwnLag]:
+def own_lags(
+    broker_configs: DataFrame, clusters: list[str], configured: dict[str, int] | None = None
+) -> dict[str, OwnLag]:
     """cluster -> its own lag: `configured` (clusters.<name>.replica_lag_time_max_ms) where given, else the
     value every broker that logged one logged at its last start."""
     latest = Window.partitionBy("cluster", "broker_id").orderBy(
@@ -52,14 +54,18 @@ def own_lags(broker_configs: DataFrame, clusters: list[str], configured: dict[st
         if given is not None:
             logged = sorted(set(values.values()))
             contradicted = f"; its brokers logged {', '.join(map(str, logged))}" if logged and logged != [given] else ""
-            out[cluster] = OwnLag(cluster, float(given), f"{LAG_SETTING}={given} (conf: clusters.{cluster}){contradicted}")
+            out[cluster] = OwnLag(
+                cluster, float(given), f"{LAG_SETTING}={given} (conf: clusters.{cluster}){contradicted}"
+            )
             continue
         brokers = ", ".join(str(b) for b in sorted(values))
         if not values:
             out[cluster] = OwnLag(cluster, None, f"no {LAG_SETTING} in a 'KafkaConfig values:' dump of its server.log")
         elif len(set(values.values())) == 1:
             value = next(iter(values.values()))
-            out[cluster] = OwnLag(cluster, float(value), f"{LAG_SETTING}={value} (brokers {brokers}, at their last start)")
+            out[cluster] = OwnLag(
+                cluster, float(value), f"{LAG_SETTING}={value} (brokers {brokers}, at their last start)"
+            )
         else:
             listed = ", ".join(f"{b}: {v}" for b, v in sorted(values.items()))
             out[cluster] = OwnLag(cluster, None, f"its brokers logged different {LAG_SETTING} ({listed})")

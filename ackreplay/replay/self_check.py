@@ -39,7 +39,11 @@ from schemas.vocabulary import ACKS_ALL, Outcome, lag_policy_id
 
 WINDOW_SECONDS = 15
 # isr_changes kinds that open a window; the latest such event of the partition names a produce's window.
-WINDOW_OF_KIND = {"leader_start": "after a leader change", "expand": "after an ISR expansion", "shrink": "after an ISR shrink"}
+WINDOW_OF_KIND = {
+    "leader_start": "after a leader change",
+    "expand": "after an ISR expansion",
+    "shrink": "after an ISR shrink",
+}
 QUIET = "quiet"
 _P999_FLOOR_MS = 2.0
 NO_TRUTH = "no recorded acks=all produce"  # a cluster the check cannot judge: none of its produces used acks=all
@@ -84,12 +88,17 @@ class SelfCheck:
             + (
                 f"; the ISR re-simulated at the cluster's own lag: >= {s.isr_min_within_2ms:.0%} acked within 2 ms of"
                 f" the recorded ISR's acks, P999 within {s.isr_max_p999_error:.0%}):"
-                if any(c.isr is not None for c in self.clusters) else "):"
+                if any(c.isr is not None for c in self.clusters)
+                else "):"
             )
         ]
         for c in self.clusters:
             p999 = f"P999 {_ms(c.p999_replayed_ms)} replayed vs {_ms(c.p999_observed_ms)} observed"
-            verdict = "FAILED: " + "; ".join(c.failures) if c.failures else ("ok" if c.judged == "judged" else f"not judged ({c.judged})")
+            verdict = (
+                "FAILED: " + "; ".join(c.failures)
+                if c.failures
+                else ("ok" if c.judged == "judged" else f"not judged ({c.judged})")
+            )
             if c.n:
                 out.append(
                     f"    {c.cluster}: n={c.n:,}, {c.within_2ms:.2%} within 2 ms, {c.not_acked:,} not acked, {p999}  {verdict}"
@@ -105,10 +114,14 @@ class SelfCheck:
                 )
         failed = {c.cluster for c in self.failed}
         if failed and not s.enabled:
-            out.append("  self-check off (replay.self_check.enabled: false): gold and the report use these clusters anyway")
+            out.append(
+                "  self-check off (replay.self_check.enabled: false): gold and the report use these clusters anyway"
+            )
         if failed:
             out.append(f"  where the misses fall ({WINDOW_SECONDS} s after an event of the produce's partition):")
-            out.append(f"    {'cluster':<20} {'window':<24} {'produces':>9} {'within 2 ms':>12} {'P999 replayed':>14} {'P999 observed':>14}")
+            out.append(
+                f"    {'cluster':<20} {'window':<24} {'produces':>9} {'within 2 ms':>12} {'P999 replayed':>14} {'P999 observed':>14}"
+            )
             for w in self.windows:  # computed for the failed clusters only
                 out.append(
                     f"    {w['cluster']:<20} {w['window']:<24} {w['n']:>9,} {w['within_2ms']:>12.2%}"
@@ -141,7 +154,9 @@ class SelfCheck:
             + (
                 " A failed ISR re-simulation concerns the acks=all@lag what-ifs: without them in replay.lag_ms "
                 "(and without `own`) the other policies are judged on their own."
-                if any(c.isr is not None and any(f.startswith("ISR re-simulated") for f in c.failures) for c in self.failed)
+                if any(
+                    c.isr is not None and any(f.startswith("ISR re-simulated") for f in c.failures) for c in self.failed
+                )
                 else ""
             )
         )
@@ -276,7 +291,12 @@ def check_isr_resimulation(result: DataFrame, own_lag_ms: dict[str, float]) -> d
                 {"p999_resimulated_ms": F.col("resimulated_ms"), "p999_recorded_ms": F.col("recorded_ms")},
                 0.999, {"p999_resimulated_ms": r["resimulated"], "p999_recorded_ms": r["n"]},
             )  # fmt: skip
-            out[r["cluster"]] = {"lag_ms": own_lag_ms[r["cluster"]], "n": r["n"], "within_2ms": r["within"] / r["n"], **p999}
+            out[r["cluster"]] = {
+                "lag_ms": own_lag_ms[r["cluster"]],
+                "n": r["n"],
+                "within_2ms": r["within"] / r["n"],
+                **p999,
+            }
     finally:
         both.unpersist()
     return out
@@ -332,5 +352,7 @@ def check_replay(
         )
     failed = [c.cluster for c in check.failed if c.n]
     if failed:
-        check.windows = _figures(with_window(truth.filter(F.col("cluster").isin(*failed)), isr_changes), ["cluster", "window"])
+        check.windows = _figures(
+            with_window(truth.filter(F.col("cluster").isin(*failed)), isr_changes), ["cluster", "window"]
+        )
     return check

@@ -103,7 +103,8 @@ class ReplayReport:
                 if s.printed:
                     gaps = (
                         f" ({s.after_gap:,} more follow a change no line shows, a skipped partition epoch: not compared)"
-                        if s.after_gap else ""
+                        if s.after_gap
+                        else ""
                     )
                     out.append(
                         f"    {cluster}: Kafka's rule (PartitionChangeBuilder.maybePopulateTargetElr) derives the "
@@ -111,7 +112,9 @@ class ReplayReport:
                         f"{gaps}"
                     )
         if self.own_lags:
-            out.append("  own lag (replay.lag_ms `own`: the ISR re-simulated at each cluster's replica.lag.time.max.ms):")
+            out.append(
+                "  own lag (replay.lag_ms `own`: the ISR re-simulated at each cluster's replica.lag.time.max.ms):"
+            )
             out += [f"    {own.line()}" for _, own in sorted(self.own_lags.items())]
         if self.blind_clusters:
             out.append(
@@ -159,7 +162,11 @@ class ReplayReport:
                     f"(broker {f['old_leader']}->{f['new_leader']}, {f['t_new_epoch']:%H:%M:%S}): "
                     f"{f['acked_batches_truncated']:,} acks=1 batches acknowledged and lost (the log restarts at "
                     f"offset {f['new_start_offset']:,}); the replay's timeline: {replayed}"
-                    + (f"; {f['acked_all_batches_truncated']:,} acks=all batches lost" if f["acked_all_batches_truncated"] else "")
+                    + (
+                        f"; {f['acked_all_batches_truncated']:,} acks=all batches lost"
+                        if f["acked_all_batches_truncated"]
+                        else ""
+                    )
                 )
         return out
 
@@ -366,14 +373,21 @@ def _isr_changes(
     """
     placed = with_leader_epoch(isr_changes.drop("leader_epoch"), epochs, F.unix_micros("t_log"))
     rows = placed.select(
-        partition_key().alias("pkey"), "leader_epoch", F.unix_micros("t_log").alias("t_us"), "isr",
-        by_controller().alias("by_controller"), "elr", "partition_epoch",
+        partition_key().alias("pkey"),
+        "leader_epoch",
+        F.unix_micros("t_log").alias("t_us"),
+        "isr",
+        by_controller().alias("by_controller"),
+        "elr",
+        "partition_epoch",
     ).collect()  # ISR changes are rare events: a few per partition and day
     by_epoch = defaultdict(list)
     for r in rows:
         key = (int(r["pkey"]), int(r["leader_epoch"]))
         elr = None if r["elr"] is None else tuple(r["elr"])
-        by_epoch[key].append((int(r["t_us"]), tuple(r["isr"] or ()), bool(r["by_controller"]), elr, r["partition_epoch"]))
+        by_epoch[key].append(
+            (int(r["t_us"]), tuple(r["isr"] or ()), bool(r["by_controller"]), elr, r["partition_epoch"])
+        )
     out = {}
     for key, changes in by_epoch.items():
         changes.sort(key=lambda c: c[0])  # stable: lines of the same instant keep their order
@@ -504,7 +518,9 @@ def run_replay(
     follower_starts = _read_or_empty(spark, lakehouse, "follower_starts", FOLLOWER_STARTS).filter(in_scope_clusters)
     if settings.own_lag:
         report.own_lags = own_lags(
-            _read_or_empty(spark, lakehouse, "broker_configs", BROKER_CONFIGS), clusters, config.configured_lags(clusters)
+            _read_or_empty(spark, lakehouse, "broker_configs", BROKER_CONFIGS),
+            clusters,
+            config.configured_lags(clusters),
         )
     own_lag_ms = {c: own.lag_ms for c, own in report.own_lags.items() if own.lag_ms is not None}
     writer_kind = choose_writer(settings.writer, lakehouse)
@@ -652,7 +668,9 @@ def run_replay(
         report.failovers = []
     else:
         failovers = failover_truncations(leader_epochs, result, fetches)
-        report.failovers = [r.asDict() for r in failovers.orderBy("cluster", "t_new_epoch", "topic", "partition").collect()]
+        report.failovers = [
+            r.asDict() for r in failovers.orderBy("cluster", "t_new_epoch", "topic", "partition").collect()
+        ]
     verdicts = spark.createDataFrame(report.self_check.rows(run_id, accept_untrusted, clusters), REPLAY_CHECKS)
     replace_rows(verdicts, lakehouse, "replay_checks", f"cluster IN ({', '.join(map(sql_string, clusters))})", run_id)
     phases["counts and ground truth"] = time.monotonic() - mark
@@ -668,7 +686,15 @@ DICTIONARY_COLUMNS = (
 PARQUET_STATISTICS_COLUMNS = ("topic", "partition", "leader_epoch", "base_offset", "policy", "outcome", "t_local_done")
 # Offsets, line numbers and times grow along a partition's rows: delta encoding halves the files and
 # their writing time (measured on the 10M bench, docs/benchmarks.md); Spark reads it since 3.3.
-DELTA_ENCODED_COLUMNS = ("base_offset", "line_number", "t_start", "t_local_done", "t_ack", "t_ack_observed", "t_response")
+DELTA_ENCODED_COLUMNS = (
+    "base_offset",
+    "line_number",
+    "t_start",
+    "t_local_done",
+    "t_ack",
+    "t_ack_observed",
+    "t_response",
+)
 
 
 def exact_high_percentiles(
@@ -717,12 +743,16 @@ def _ground_truth(result: DataFrame, counts: Mapping[str, int] | None = None) ->
         (F.col("policy") == ACKS_ALL.id) & (F.col("recorded_acks") == -1) & (F.col("outcome") == Outcome.ACKED.label)
     ).select(*ack_truth_columns())
     if counts is None:
-        counts = truth.agg(
-            F.count("*").alias("n"),
-            F.count("err_ms").alias("observed"),
-            F.count_if(F.col("err_ms") <= 1).alias("within_1ms"),
-            F.count_if(F.col("err_ms") <= 2).alias("within_2ms"),
-        ).first().asDict()
+        counts = (
+            truth.agg(
+                F.count("*").alias("n"),
+                F.count("err_ms").alias("observed"),
+                F.count_if(F.col("err_ms") <= 1).alias("within_1ms"),
+                F.count_if(F.col("err_ms") <= 2).alias("within_2ms"),
+            )
+            .first()
+            .asDict()
+        )
     if not counts.get("n"):
         return {}
     observed = counts["observed"]

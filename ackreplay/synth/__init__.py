@@ -1,6 +1,6 @@
 """Synthetic cluster traces in the real file formats, deterministic by seed (docs/synthetic.md).
 
-    python -m ackreplay.synth --out /tmp/synth --seed 1 --produces 1000000
+python -m ackreplay.synth --out /tmp/synth --seed 1 --produces 1000000
 """
 
 from __future__ import annotations

@@ -24,7 +24,9 @@ def _parser() -> argparse.ArgumentParser:
         if f.name == "slow_broker":
             parser.add_argument("--slow-broker", type=int, default=value, help="broker id, -1: the last, 0: none")
         elif isinstance(value, (int, float, str)) and not isinstance(value, bool):
-            parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(value), default=value, help=f"default {value}")
+            parser.add_argument(
+                f"--{f.name.replace('_', '-')}", type=type(value), default=value, help=f"default {value}"
+            )
     return parser
 
 

@@ -164,7 +164,9 @@ def _merge_intervals(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
 class _Sampler:
     """Pre-drawn blocks of (steps, sessions) samples, so the per-step loop does no RNG calls."""
 
-    def __init__(self, rng: np.random.Generator, dist: Lognormal, width: int, scale: np.ndarray | None = None, even=False):
+    def __init__(
+        self, rng: np.random.Generator, dist: Lognormal, width: int, scale: np.ndarray | None = None, even=False
+    ):
         self.rng, self.dist, self.width, self.scale, self.even = rng, dist, width, scale, even
         self.block, self.row = None, 0
 
@@ -225,7 +227,9 @@ def _simulate_sessions(
     last_read = session_start - t0 - 1
     end = session_end - t0
     active = t_start < end
-    columns: dict[str, list[np.ndarray]] = {k: [] for k in ("session", "t_start", "queue", "local", "remote", "rq", "send", "t_log", "read")}
+    columns: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("session", "t_start", "queue", "local", "remote", "rq", "send", "t_log", "read")
+    }
     sessions = np.arange(n)
     key_base = sessions.astype(np.int64) * _SPAN
     while active.any():
@@ -247,8 +251,14 @@ def _simulate_sessions(
         sd, t_log = sd + pad, t_log + pad
         idx = sessions[active]
         for name, values in (
-            ("t_start", t_start), ("queue", q), ("local", lt), ("remote", complete - local_done),
-            ("rq", rq), ("send", sd), ("t_log", t_log), ("read", read),
+            ("t_start", t_start),
+            ("queue", q),
+            ("local", lt),
+            ("remote", complete - local_done),
+            ("rq", rq),
+            ("send", sd),
+            ("t_log", t_log),
+            ("read", read),
         ):
             columns[name].append(values[active])
         columns["session"].append(idx)
@@ -306,7 +316,9 @@ def simulate(params: SynthParams) -> Trace:
     t_change = _ceil_ms(t_first + int(duration * 0.9)) if params.leader_changes else None  # a log line time
     spacing = duration * 0.8 / (params.long_stalls + 1)
     needed = int(lag_us * params.long_stall_lag_multiple[1]) + 2 * lag_us
-    if params.long_stalls and (spacing < needed or (t_change is not None and long_stalls[-1][2] + 2 * lag_us > t_change)):
+    if params.long_stalls and (
+        spacing < needed or (t_change is not None and long_stalls[-1][2] + 2 * lag_us > t_change)
+    ):
         raise ValueError(
             f"a {duration / 1e6:.1f} s trace is too short for {params.long_stalls} stall(s) past "
             f"replica.lag.time.max.ms={params.replica_lag_time_max_ms}: raise produces, lower produce_rate, "
@@ -323,7 +335,9 @@ def simulate(params: SynthParams) -> Trace:
 
     # Leader epochs: epoch 0 everywhere; the moved partition's epoch 1 is led by its next replica.
     epochs = [
-        Epoch(g, g, 0, int(replicas[g, 0]), [int(x) for x in replicas[g, 1:]], t0 + 200_000 + 1000 * (g % 200), int(NEVER))
+        Epoch(
+            g, g, 0, int(replicas[g, 0]), [int(x) for x in replicas[g, 1:]], t0 + 200_000 + 1000 * (g % 200), int(NEVER)
+        )
         for g in range(n_part)
     ]
     moved = None
@@ -334,7 +348,13 @@ def simulate(params: SynthParams) -> Trace:
         new_leader = old.followers[0]
         epochs.append(
             Epoch(
-                len(epochs), moved, 1, new_leader, [int(x) for x in replicas[moved] if x != new_leader], t_change, int(NEVER),
+                len(epochs),
+                moved,
+                1,
+                new_leader,
+                [int(x) for x in replicas[moved] if x != new_leader],
+                t_change,
+                int(NEVER),
             )
         )
     epoch = np.arange(n) * 0 + partition
@@ -373,8 +393,12 @@ def simulate(params: SynthParams) -> Trace:
     f_update = f_dequeue + fetch["local"] // 2
 
     # T_f(b) per (produce, follower slot); listings and responses per membership.
-    records = np.maximum(np.rint(params.records_per_batch.median * np.exp(params.records_per_batch.sigma * rng.standard_normal(n))), 1).astype(np.int64)
-    sizes = np.maximum(np.rint(params.batch_bytes.median * np.exp(params.batch_bytes.sigma * rng.standard_normal(n))), 70).astype(np.int64)
+    records = np.maximum(
+        np.rint(params.records_per_batch.median * np.exp(params.records_per_batch.sigma * rng.standard_normal(n))), 1
+    ).astype(np.int64)
+    sizes = np.maximum(
+        np.rint(params.batch_bytes.median * np.exp(params.batch_bytes.sigma * rng.standard_normal(n))), 70
+    ).astype(np.int64)
     holds = {}  # (eid, follower) -> T_f for the epoch's produces (in epoch row order)
     read_index = {}  # (eid, follower) -> (rows in session, data fetch per produce, k_join, k_end)
     for s, eid, t_in, t_out in memberships:
@@ -409,7 +433,9 @@ def simulate(params: SynthParams) -> Trace:
                 continue
             caught_up = int(f_update[lo + k_last])
             tick = lag_us // 2
-            t_propose = t0 + check_phase[e.leader] + ((caught_up + lag_us - t0 - check_phase[e.leader]) // tick + 1) * tick
+            t_propose = (
+                t0 + check_phase[e.leader] + ((caught_up + lag_us - t0 - check_phase[e.leader]) // tick + 1) * tick
+            )
             rows = epoch_rows[e.eid]
             known = int(fetch["read"][lo + k_last - 1])
             behind = np.any((t_local_done[rows] > known) & (t_local_done[rows] <= t_propose))
@@ -427,7 +453,15 @@ def simulate(params: SynthParams) -> Trace:
             t_expand = _ceil_ms(t_join + commit_delay())
             members = [e.leader] + e.followers
             isr_changes.append(
-                IsrChange(e.eid, broker, t_propose, t_shrink, "shrink", [m for m in members if m != broker], last_caught_up_us=caught_up)
+                IsrChange(
+                    e.eid,
+                    broker,
+                    t_propose,
+                    t_shrink,
+                    "shrink",
+                    [m for m in members if m != broker],
+                    last_caught_up_us=caught_up,
+                )
             )
             isr_changes.append(IsrChange(e.eid, broker, t_join, t_expand, "expand", members))
     out_spans: dict[tuple[int, int], list[tuple[int, int]]] = {}
@@ -468,7 +502,11 @@ def simulate(params: SynthParams) -> Trace:
             lo, hi, _, _, _ = read_index[(prev.eid, e.leader)]
             k = int(np.searchsorted(fetch["read"][lo:hi], e.t_begin, side="left")) - 1
             prev_rows = epoch_rows[prev.eid]
-            e.start_offset = int(_timeline(t_local_done[prev_rows], epoch_ends[prev.eid], 0, np.array([fetch["read"][lo + k] if k >= 0 else 0]))[0])
+            e.start_offset = int(
+                _timeline(
+                    t_local_done[prev_rows], epoch_ends[prev.eid], 0, np.array([fetch["read"][lo + k] if k >= 0 else 0])
+                )[0]
+            )
             hw_rows = np.maximum.accumulate(replicated[prev_rows])
             e.start_hw = min(int(_timeline(hw_rows, epoch_ends[prev.eid], 0, np.array([e.t_begin]))[0]), e.start_offset)
         ends = e.start_offset + np.cumsum(records[rows])
@@ -568,17 +606,53 @@ def simulate(params: SynthParams) -> Trace:
 
     session_ids = np.random.default_rng([params.seed, 31337]).integers(1, 2**31 - 1, n_sess)
     return Trace(
-        params=params, t0=t0, topic_names=names, topic_ids=ids, replicas=replicas, epochs=epochs,
-        p_partition=partition, p_epoch=epoch, p_leader=leader, p_acks=acks, p_records=records, p_bytes=sizes,
-        p_base_offset=base, p_error=error, p_client=client, p_correlation=correlation,
-        p_t_local_done=t_local_done, p_queue=queue, p_local=local, p_remote=done - t_local_done,
-        p_response_queue=rq, p_send=sd, p_t_log=t_log, p_replicated=replicated,
-        sessions=sessions, session_ids=session_ids, f_session=f_session, f_index=f_index,
-        f_t_start=fetch["t_start"], f_queue=fetch["queue"], f_local=fetch["local"], f_remote=fetch["remote"],
-        f_response_queue=fetch["rq"], f_send=fetch["send"], f_t_log=fetch["t_log"], f_read=fetch["read"],
-        l_fetch=l_fetch[order], l_epoch=l_epoch[order], l_fetch_offset=l_offset[order],
-        r_fetch=r_fetch[r_order], r_epoch=r_epoch[r_order], r_high_watermark=r_hw[r_order], r_bytes=r_bytes[r_order],
-        forgotten_fetch=cat(g_fetch), forgotten_epoch=cat(g_epoch),
-        isr_changes=isr_changes, pauses=pauses, long_stalls=long_stalls,
+        params=params,
+        t0=t0,
+        topic_names=names,
+        topic_ids=ids,
+        replicas=replicas,
+        epochs=epochs,
+        p_partition=partition,
+        p_epoch=epoch,
+        p_leader=leader,
+        p_acks=acks,
+        p_records=records,
+        p_bytes=sizes,
+        p_base_offset=base,
+        p_error=error,
+        p_client=client,
+        p_correlation=correlation,
+        p_t_local_done=t_local_done,
+        p_queue=queue,
+        p_local=local,
+        p_remote=done - t_local_done,
+        p_response_queue=rq,
+        p_send=sd,
+        p_t_log=t_log,
+        p_replicated=replicated,
+        sessions=sessions,
+        session_ids=session_ids,
+        f_session=f_session,
+        f_index=f_index,
+        f_t_start=fetch["t_start"],
+        f_queue=fetch["queue"],
+        f_local=fetch["local"],
+        f_remote=fetch["remote"],
+        f_response_queue=fetch["rq"],
+        f_send=fetch["send"],
+        f_t_log=fetch["t_log"],
+        f_read=fetch["read"],
+        l_fetch=l_fetch[order],
+        l_epoch=l_epoch[order],
+        l_fetch_offset=l_offset[order],
+        r_fetch=r_fetch[r_order],
+        r_epoch=r_epoch[r_order],
+        r_high_watermark=r_hw[r_order],
+        r_bytes=r_bytes[r_order],
+        forgotten_fetch=cat(g_fetch),
+        forgotten_epoch=cat(g_epoch),
+        isr_changes=isr_changes,
+        pauses=pauses,
+        long_stalls=long_stalls,
         leader_change=(moved, t_change) if moved is not None else None,
     )

@@ -63,7 +63,9 @@ class SynthParams:
         if self.produces < 1:
             problems.append("produces must be >= 1")
         if self.brokers < self.replication_factor:
-            problems.append(f"replication_factor {self.replication_factor} needs at least as many brokers ({self.brokers})")
+            problems.append(
+                f"replication_factor {self.replication_factor} needs at least as many brokers ({self.brokers})"
+            )
         if not 1 <= self.min_insync_replicas <= self.replication_factor:
             problems.append("min_insync_replicas must be within 1..replication_factor")
         if self.replication_factor < 2:

@@ -43,8 +43,12 @@ def _placeholders(line: str, keys: dict[str, str]) -> str:
 
 
 _TIMING_KEYS = {
-    "totalTimeMs": "total", "requestQueueTimeMs": "queue", "localTimeMs": "local",
-    "remoteTimeMs": "remote", "responseQueueTimeMs": "rq", "sendTimeMs": "send",
+    "totalTimeMs": "total",
+    "requestQueueTimeMs": "queue",
+    "localTimeMs": "local",
+    "remoteTimeMs": "remote",
+    "responseQueueTimeMs": "rq",
+    "sendTimeMs": "send",
 }
 
 
@@ -57,28 +61,48 @@ def _produce_template() -> str:
     return "[%(time)s]" + _placeholders(
         line,
         {
-            "correlationId": "correlation", "clientId": "client", "acks": "acks", "timeoutMs": "timeout",
-            "name": "topic", "index": "partition", "recordsSizeInBytes": "bytes", "baseOffset": "base",
-            "connection": "connection", **_TIMING_KEYS,
+            "correlationId": "correlation",
+            "clientId": "client",
+            "acks": "acks",
+            "timeoutMs": "timeout",
+            "name": "topic",
+            "index": "partition",
+            "recordsSizeInBytes": "bytes",
+            "baseOffset": "base",
+            "connection": "connection",
+            **_TIMING_KEYS,
         },
     )
 
 
 def _fetch_template() -> str:
-    client = Client(client_id="x", software_name="unknown", software_version="unknown", listener="REPLICATION", connection="c")
-    body = fetch_body(17, 1, 2, [], Timing(), session_id=5, session_epoch=3, response_session_id=5, broker_epoch=7, client=client)
+    client = Client(
+        client_id="x", software_name="unknown", software_version="unknown", listener="REPLICATION", connection="c"
+    )
+    body = fetch_body(
+        17, 1, 2, [], Timing(), session_id=5, session_epoch=3, response_session_id=5, broker_epoch=7, client=client
+    )
     line = request_log_line(datetime(2026, 1, 1), body)
     line = "[%(time)s]" + _placeholders(
         line[line.index("]") + 1 :],
         {
-            "correlationId": "correlation", "clientId": "client", "replicaId": "replica", "replicaEpoch": "broker_epoch",
-            "sessionEpoch": "session_epoch", "connection": "connection", **_TIMING_KEYS,
+            "correlationId": "correlation",
+            "clientId": "client",
+            "replicaId": "replica",
+            "replicaEpoch": "broker_epoch",
+            "sessionEpoch": "session_epoch",
+            "connection": "connection",
+            **_TIMING_KEYS,
         },
     )
     # Request and response session ids differ on a session's first (full) request.
     line = line.replace('"sessionId":5,"sessionEpoch"', '"sessionId":%(request_session)s,"sessionEpoch"', 1)
     line = line.replace('"sessionId":5,"responses"', '"sessionId":%(response_session)s,"responses"', 1)
-    for empty, name in (('"topics":[]', "topics"), ('"forgottenTopicsData":[]', "forgotten"), ('"responses":[]', "responses")):
+    for empty, name in (
+        ('"topics":[]', "topics"),
+        ('"forgottenTopicsData":[]', "forgotten"),
+        ('"responses":[]', "responses"),
+    ):
         assert line.count(empty) == 1, empty
         line = line.replace(empty, empty[:-1] + f"%({name})s]")
     return line
@@ -142,9 +166,19 @@ class _Renderer:
         cols = [
             x.tolist()
             for x in (
-                t.p_correlation[rows], t.p_client[rows], t.p_acks[rows], t.p_partition[rows], t.p_bytes[rows],
-                t.p_base_offset[rows], t.p_error[rows], t.p_queue[rows], t.p_local[rows], t.p_remote[rows],
-                t.p_response_queue[rows], t.p_send[rows], t.p_leader[rows],
+                t.p_correlation[rows],
+                t.p_client[rows],
+                t.p_acks[rows],
+                t.p_partition[rows],
+                t.p_bytes[rows],
+                t.p_base_offset[rows],
+                t.p_error[rows],
+                t.p_queue[rows],
+                t.p_local[rows],
+                t.p_remote[rows],
+                t.p_response_queue[rows],
+                t.p_send[rows],
+                t.p_leader[rows],
             )
         ]
         timeout = t.params.timeout_ms
@@ -152,8 +186,14 @@ class _Renderer:
             total = q + lt + rem + rq + sd
             if err != ERROR_NONE:  # rare: the real builder
                 body = produce_body(
-                    11, corr, acks, names[self.topic_of[g]], [ProducePartition(self.index_of[g], size, base, err)],
-                    Timing(q / 1000, lt / 1000, rem / 1000, rq / 1000, sd / 1000), self._client(client, leader), timeout_ms=timeout,
+                    11,
+                    corr,
+                    acks,
+                    names[self.topic_of[g]],
+                    [ProducePartition(self.index_of[g], size, base, err)],
+                    Timing(q / 1000, lt / 1000, rem / 1000, rq / 1000, sd / 1000),
+                    self._client(client, leader),
+                    timeout_ms=timeout,
                 )
                 body["totalTimeMs"] = total / 1000.0
                 line = request_log_line(datetime(2026, 1, 1), body)
@@ -162,16 +202,31 @@ class _Renderer:
             out.append(
                 PRODUCE_TEMPLATE
                 % {
-                    "time": time, "correlation": corr, "client": '"' + _client_name(client) + '"', "acks": acks,
-                    "timeout": timeout, "topic": '"' + names[self.topic_of[g]] + '"', "partition": self.index_of[g],
-                    "bytes": size, "base": base, "connection": f'"10.0.0.{leader}:9092-10.0.1.{client + 1}:{50100 + client}-{client}"',
-                    "total": ms(total), "queue": ms(q), "local": ms(lt), "remote": ms(rem), "rq": ms(rq), "send": ms(sd),
+                    "time": time,
+                    "correlation": corr,
+                    "client": '"' + _client_name(client) + '"',
+                    "acks": acks,
+                    "timeout": timeout,
+                    "topic": '"' + names[self.topic_of[g]] + '"',
+                    "partition": self.index_of[g],
+                    "bytes": size,
+                    "base": base,
+                    "connection": f'"10.0.0.{leader}:9092-10.0.1.{client + 1}:{50100 + client}-{client}"',
+                    "total": ms(total),
+                    "queue": ms(q),
+                    "local": ms(lt),
+                    "remote": ms(rem),
+                    "rq": ms(rq),
+                    "send": ms(sd),
                 }
             )
         return out
 
     def _client(self, client: int, leader: int) -> Client:
-        return Client(client_id=_client_name(client), connection=f"10.0.0.{leader}:9092-10.0.1.{client + 1}:{50100 + client}-{client}")
+        return Client(
+            client_id=_client_name(client),
+            connection=f"10.0.0.{leader}:9092-10.0.1.{client + 1}:{50100 + client}-{client}",
+        )
 
     def _topics(self, kind: tuple[np.ndarray, np.ndarray], row: int, item) -> str:
         order, bounds = kind
@@ -186,7 +241,8 @@ class _Renderer:
             else:
                 groups.append((topic, [text]))
         return ",".join(
-            '{"topicId":"' + self.t.topic_ids[topic] + '","partitions":[' + ",".join(items) + "]}" for topic, items in groups
+            '{"topicId":"' + self.t.topic_ids[topic] + '","partitions":[' + ",".join(items) + "]}"
+            for topic, items in groups
         )
 
     def fetch_lines(self, rows: np.ndarray) -> list[str]:
@@ -220,13 +276,24 @@ class _Renderer:
             out.append(
                 FETCH_TEMPLATE
                 % {
-                    "time": time, "correlation": k, "client": f'"broker-{follower}-fetcher-0"', "replica": follower,
-                    "broker_epoch": 20 + follower, "session_epoch": k, "request_session": 0 if k == 0 else sid,
-                    "response_session": sid, "connection": f'"10.0.0.{leader}:9093-10.0.0.{follower}:{40000 + s}-0"',
+                    "time": time,
+                    "correlation": k,
+                    "client": f'"broker-{follower}-fetcher-0"',
+                    "replica": follower,
+                    "broker_epoch": 20 + follower,
+                    "session_epoch": k,
+                    "request_session": 0 if k == 0 else sid,
+                    "response_session": sid,
+                    "connection": f'"10.0.0.{leader}:9093-10.0.0.{follower}:{40000 + s}-0"',
                     "topics": self._topics(self.listing, row, request_item),
                     "forgotten": self._topics(self.forgotten, row, forgotten_item),
                     "responses": self._topics(self.response, row, response_item),
-                    "total": ms(q + lt + rem + rq + sd), "queue": ms(q), "local": ms(lt), "remote": ms(rem), "rq": ms(rq), "send": ms(sd),
+                    "total": ms(q + lt + rem + rq + sd),
+                    "queue": ms(q),
+                    "local": ms(lt),
+                    "remote": ms(rem),
+                    "rq": ms(rq),
+                    "send": ms(sd),
                 }
             )
         return out
@@ -245,7 +312,11 @@ def _noise(trace: Trace, rng: np.random.Generator) -> dict[int, list[tuple[int, 
         leader = int(trace.replicas[g, 0])
         timing = Timing(0.05, 0.3, 0.0 if i >= n_fetch else 500.0, 0.05, 0.1)
         if i < n_fetch:
-            topic = FetchTopic(trace.topic_names[g // p.partitions], trace.topic_ids[g // p.partitions], [FetchPartition(g % p.partitions, 0, 0)])
+            topic = FetchTopic(
+                trace.topic_names[g // p.partitions],
+                trace.topic_ids[g // p.partitions],
+                [FetchPartition(g % p.partitions, 0, 0)],
+            )
             body = fetch_body(17, i, -1, [topic], timing)
         else:
             body = other_body("METADATA", 3, 12, i, timing)
@@ -266,9 +337,19 @@ def write_request_logs(trace: Trace, out: Path) -> dict[int, int]:
         fetch_rows = np.nonzero(f_leader == broker)[0]
         noise_rows = noise[broker]
         times = np.concatenate(
-            [trace.p_t_log[produce_rows], trace.f_t_log[fetch_rows], np.array([t for t, _ in noise_rows], dtype=np.int64)]
+            [
+                trace.p_t_log[produce_rows],
+                trace.f_t_log[fetch_rows],
+                np.array([t for t, _ in noise_rows], dtype=np.int64),
+            ]
         )
-        kind = np.concatenate([np.zeros(produce_rows.size, np.int8), np.ones(fetch_rows.size, np.int8), np.full(len(noise_rows), 2, np.int8)])
+        kind = np.concatenate(
+            [
+                np.zeros(produce_rows.size, np.int8),
+                np.ones(fetch_rows.size, np.int8),
+                np.full(len(noise_rows), 2, np.int8),
+            ]
+        )
         row = np.concatenate([produce_rows, fetch_rows, np.arange(len(noise_rows))])
         order = np.argsort(times, kind="stable")
         path = out / trace.params.cluster / f"broker-{broker}" / "kafka-request.log"
@@ -296,7 +377,9 @@ def write_broker_logs(trace: Trace, out: Path) -> None:
     server: dict[int, list[tuple[int, str]]] = {b: [] for b in range(1, p.brokers + 1)}
     state: dict[int, list[tuple[int, str]]] = {b: [] for b in range(1, p.brokers + 1)}
     for b in range(1, p.brokers + 1):
-        server[b].append((trace.t0, f"INFO [KafkaRaftServer nodeId={b}] Kafka Server started (kafka.server.KafkaRaftServer)"))
+        server[b].append(
+            (trace.t0, f"INFO [KafkaRaftServer nodeId={b}] Kafka Server started (kafka.server.KafkaRaftServer)")
+        )
 
     def tp(g: int) -> str:
         return f"{trace.topic_names[g // p.partitions]}-{g % p.partitions}"
@@ -342,7 +425,10 @@ def write_broker_logs(trace: Trace, out: Path) -> None:
             )
         min_isr = " (under-min-isr)" if len(after) < p.min_insync_replicas else ""
         server[e.leader].append(
-            (c.t_commit, f"{prefix} ISR updated to {','.join(map(str, after))}{min_isr}  and version updated to {c.partition_epoch} (kafka.cluster.Partition)")
+            (
+                c.t_commit,
+                f"{prefix} ISR updated to {','.join(map(str, after))}{min_isr}  and version updated to {c.partition_epoch} (kafka.cluster.Partition)",
+            )
         )
         isr_now[c.eid] = after
     for name, lines in (("server.log", server), ("state-change.log", state)):
@@ -359,7 +445,9 @@ def write_topics(trace: Trace, out: Path) -> None:
     for t in range(p.topics):
         rows = range(t * p.partitions, (t + 1) * p.partitions)
         assignments = [[int(x) for x in trace.replicas[g]] for g in rows]
-        text += topics_describe(trace.topic_names[t], trace.topic_ids[t], assignments, {"min.insync.replicas": str(p.min_insync_replicas)})
+        text += topics_describe(
+            trace.topic_names[t], trace.topic_ids[t], assignments, {"min.insync.replicas": str(p.min_insync_replicas)}
+        )
     path = out / p.cluster / "topics.txt"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -383,12 +471,22 @@ def write_metrics(trace: Trace, out: Path) -> int:
     for e in trace.epochs:
         rows = np.nonzero(trace.l_epoch == e.eid)[0]
         for f in e.followers:
-            mine = rows[np.array([trace.sessions[trace.f_session[trace.l_fetch[r]]][0] == f for r in rows.tolist()], dtype=bool)] if rows.size else rows
+            mine = (
+                rows[
+                    np.array(
+                        [trace.sessions[trace.f_session[trace.l_fetch[r]]][0] == f for r in rows.tolist()], dtype=bool
+                    )
+                ]
+                if rows.size
+                else rows
+            )
             times = update[trace.l_fetch[mine]]
             order = np.argsort(times, kind="stable")
             i = np.searchsorted(times[order], ticks, side="right") - 1
             offsets = trace.l_fetch_offset[mine][order]
-            follower_at[(e.eid, f)] = np.where(i >= 0, offsets[np.maximum(i, 0)] if offsets.size else e.start_offset, e.start_offset)
+            follower_at[(e.eid, f)] = np.where(
+                i >= 0, offsets[np.maximum(i, 0)] if offsets.size else e.start_offset, e.start_offset
+            )
     lines = 0
     for b in range(1, p.brokers + 1):
         path = out / p.cluster / "metrics" / f"broker-{b}.prom"

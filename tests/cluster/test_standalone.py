@@ -140,16 +140,36 @@ def standalone_master(tmp_path_factory):
             )
 
     try:
-        start("master", "org.apache.spark.deploy.master.Master",
-              "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui_port))
+        start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui_port),
+        )
         _wait_for(lambda: _master_state(ui_port), "Spark master", 120, logs)
         url = f"spark://127.0.0.1:{port}"
         for i in range(WORKERS):
             work_dir = root / f"worker-{i}"
             work_dir.mkdir()
-            start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", url,
-                  "--host", "127.0.0.1", "--cores", str(CORES_PER_WORKER), "--memory", "3g",
-                  "--webui-port", str(_free_port()), "--work-dir", str(work_dir))
+            start(
+                f"worker-{i}",
+                "org.apache.spark.deploy.worker.Worker",
+                url,
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                str(CORES_PER_WORKER),
+                "--memory",
+                "3g",
+                "--webui-port",
+                str(_free_port()),
+                "--work-dir",
+                str(work_dir),
+            )
         _wait_for(
             lambda: (_master_state(ui_port) or {}).get("aliveworkers", 0) >= WORKERS, "the Spark workers", 120, logs
         )
@@ -173,30 +193,45 @@ def cluster_lakehouse(standalone_master, wheel, cluster_conf, tmp_path_factory) 
     env = _env(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
     command = [
         str(SPARK_HOME / "bin/spark-submit"),
-        "--master", url,
-        "--packages", DELTA_PACKAGE,
-        "--py-files", str(wheel),
-        "--driver-memory", "1g",
-        "--executor-memory", "1g",
-        "--executor-cores", str(CORES_PER_WORKER),
-        "--total-executor-cores", str(WORKERS * CORES_PER_WORKER),
-        "--conf", "spark.ui.enabled=false",
+        "--master",
+        url,
+        "--packages",
+        DELTA_PACKAGE,
+        "--py-files",
+        str(wheel),
+        "--driver-memory",
+        "1g",
+        "--executor-memory",
+        "1g",
+        "--executor-cores",
+        str(CORES_PER_WORKER),
+        "--total-executor-cores",
+        str(WORKERS * CORES_PER_WORKER),
+        "--conf",
+        "spark.ui.enabled=false",
         # four cold JVMs on two cores: C1 only (tests/conftest.py, CHILD_JVM_OPTIONS)
-        "--conf", f"spark.driver.extraJavaOptions={CHILD_JVM_OPTIONS}",
-        "--conf", f"spark.executor.extraJavaOptions={CHILD_JVM_OPTIONS}",
-        "--conf", "spark.driver.host=127.0.0.1",
+        "--conf",
+        f"spark.driver.extraJavaOptions={CHILD_JVM_OPTIONS}",
+        "--conf",
+        f"spark.executor.extraJavaOptions={CHILD_JVM_OPTIONS}",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
         str(REPO / "jobs/run.py"),
-        "--conf", str(cluster_conf),
-        "--input", str(TRACE),
-        "--lakehouse", lakehouse,
+        "--conf",
+        str(cluster_conf),
+        "--input",
+        str(TRACE),
+        "--lakehouse",
+        lakehouse,
     ]
     # Run from an empty folder: nothing of the checkout is importable from the working directory.
     workdir = root / "submit"
     workdir.mkdir()
     stdout_path, stderr_path = root / "submit.out", root / "submit.err"
     with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
-        returncode = subprocess.run(command, env=env, cwd=workdir, stdout=stdout, stderr=stderr,
-                                    timeout=SUBMIT_TIMEOUT_S).returncode
+        returncode = subprocess.run(
+            command, env=env, cwd=workdir, stdout=stdout, stderr=stderr, timeout=SUBMIT_TIMEOUT_S
+        ).returncode
     printed, errors = stdout_path.read_text(errors="replace"), stderr_path.read_text(errors="replace")
     executor_logs = "\n".join(
         f"--- {p}:\n{p.read_text(errors='replace')[-2000:]}" for p in sorted(root.glob("worker-*/app-*/*/stderr"))
@@ -250,7 +285,9 @@ def comparable(df: DataFrame) -> DataFrame:
     """
     return df.drop("gold_run_id").select(
         *(
-            F.format_string("%.12e", F.col(f.name)).alias(f.name) if isinstance(f.dataType, DoubleType) else F.col(f.name)
+            F.format_string("%.12e", F.col(f.name)).alias(f.name)
+            if isinstance(f.dataType, DoubleType)
+            else F.col(f.name)
             for f in df.schema.fields
             if f.name != "gold_run_id"
         )

@@ -19,6 +19,7 @@ What is checked, with request-log lines parsed by plain ``json``:
 * after the long stall (longer than replica.lag.time.max.ms) a leader logged "Shrinking ISR" and
   "ISR updated to" lines for the lab topic.
 """
+
 from __future__ import annotations
 
 import collections
@@ -51,9 +52,31 @@ def trace(tmp_path_factory) -> Path:
     if not _have_tools():
         pytest.skip("needs java, javac and mvn")
     out = tmp_path_factory.mktemp("lab") / "trace"
-    cmd = [sys.executable, "-m", "lab.record_trace", "--kafka-version", VERSION, "--duration-s", "60",
-           "--warmup-s", "15", "--out", str(out), "--rate", "200", "--long-stalls", "1", "--leader-changes", "1",
-           "--leader-down-s", "8", "--short-stalls", "1", "--max-run-s", "420"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lab.record_trace",
+        "--kafka-version",
+        VERSION,
+        "--duration-s",
+        "60",
+        "--warmup-s",
+        "15",
+        "--out",
+        str(out),
+        "--rate",
+        "200",
+        "--long-stalls",
+        "1",
+        "--leader-changes",
+        "1",
+        "--leader-down-s",
+        "8",
+        "--short-stalls",
+        "1",
+        "--max-run-s",
+        "420",
+    ]
     res = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=480)
     print(res.stdout[-5000:])
     # rc 2 = the lab's own consistency check failed; still let the assertions below say why
@@ -185,8 +208,9 @@ def test_isr_shrink_and_update_after_long_stall(trace: Path):
                     updated.append(line)
     assert shrink, "no 'Shrinking ISR' line after the long stall"
     assert updated, "no 'ISR updated to' line"
-    stalled = [f["broker"] for f in json.loads((trace / "manifest.json").read_text())["faults"]
-               if f["kind"] == "long_stall"]
+    stalled = [
+        f["broker"] for f in json.loads((trace / "manifest.json").read_text())["faults"] if f["kind"] == "long_stall"
+    ]
     # the stalled broker is the out-of-sync replica in at least one shrink logged by another broker
     assert any(f"(brokerId: {stalled[0]}," in line for line in shrink), shrink[:3]
     leader_lines = 0

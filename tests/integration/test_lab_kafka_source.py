@@ -89,7 +89,9 @@ def test_send_times_from_sparks_kafka_source_equal_kafka_dump_logs(tmp_path):
             cluster.start_node(node)
         for node in [CONTROLLER_ID, *cluster.broker_ids]:
             cluster.wait_started(node, since_bytes=sizes[node])
-        printed = _ingest(from_topic.parent, tmp_path / "lh-topic", _conf(tmp_path / "topic.yaml", cluster_name, cluster.bootstrap))
+        printed = _ingest(
+            from_topic.parent, tmp_path / "lh-topic", _conf(tmp_path / "topic.yaml", cluster_name, cluster.bootstrap)
+        )
     finally:
         cluster.stop()
     print(printed[-3000:])

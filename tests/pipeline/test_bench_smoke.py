@@ -114,8 +114,17 @@ def test_the_duckdb_peer_writes_the_rows_ackreplay_writes(spark, tmp_path):
 
 def test_replay_bench_hot_partition_peers(small_conf, tmp_path):
     out = _run(
-        "bench.replay_bench", "--produces", "4000", "--partitions", "4", "--hot-partition", "--skip-ackreplay",
-        "--conf", small_conf, "--workdir", str(tmp_path),
+        "bench.replay_bench",
+        "--produces",
+        "4000",
+        "--partitions",
+        "4",
+        "--hot-partition",
+        "--skip-ackreplay",
+        "--conf",
+        small_conf,
+        "--workdir",
+        str(tmp_path),
     )
     rows = _table_rows(out)
     assert "half on partition 0" in rows[0][0]
@@ -128,15 +137,36 @@ def test_replay_bench_from_generator(spark, small_conf, tmp_path):
     from bench import replay_bench
 
     out = _run_in_session(
-        replay_bench.main, "--produces", "2000", "--partitions", "2", "--from-generator", "--skip-peers",
-        "--conf", small_conf, "--workdir", str(tmp_path),
+        replay_bench.main,
+        "--produces",
+        "2000",
+        "--partitions",
+        "2",
+        "--from-generator",
+        "--skip-peers",
+        "--conf",
+        small_conf,
+        "--workdir",
+        str(tmp_path),
     )
     assert "synthetic cluster trace, ingested" in out
     assert _table_rows(out)[1][0].startswith("ackreplay")
 
 
 def test_scaling_bench(small_conf, tmp_path):
-    out = _run("bench.scaling_bench", "--sizes", "2000", "4000", "--partitions", "2", "--skip-ackreplay", "--conf", small_conf, "--workdir", str(tmp_path))
+    out = _run(
+        "bench.scaling_bench",
+        "--sizes",
+        "2000",
+        "4000",
+        "--partitions",
+        "2",
+        "--skip-ackreplay",
+        "--conf",
+        small_conf,
+        "--workdir",
+        str(tmp_path),
+    )
     rows = _table_rows(out)
     summary = rows[next(i for i, r in enumerate(rows) if r[0] == "contender") + 1 :]
     assert [r[0] for r in summary] == ["duckdb", "duckdb_rows", "pandas"] and summary[0][-1].startswith("1.00 / ")
@@ -172,7 +202,9 @@ def test_synth_generator_command(tmp_path):
     out = _run("ackreplay.synth", "--out", str(tmp_path), "--produces", "1000", "--long-stalls", "0", "--seed", "5")
     assert "1,000 produces" in out and (tmp_path / "synth" / "topics.txt").exists()
     again = subprocess.run(
-        [sys.executable, "-m", "ackreplay.synth", "--out", str(tmp_path), "--produces", "1000"], capture_output=True, text=True
+        [sys.executable, "-m", "ackreplay.synth", "--out", str(tmp_path), "--produces", "1000"],
+        capture_output=True,
+        text=True,
     )
     assert again.returncode == 2 and "--force" in again.stderr
 
@@ -182,4 +214,13 @@ def test_replay_floor(spark, replay_bench_run, small_conf):
 
     out = _run_in_session(replay_floor.main, "--work", str(replay_bench_run[1] / "replay-2000-2"), "--conf", small_conf)
     passes = [r[0].split(":")[0].split(",")[0] for r in _table_rows(out)[1:]]
-    assert passes == ["scan", "shuffle", "cogroup", "write long", "write wide", "replay stage", "DuckDB ASOF JOIN", "DuckDB ASOF JOIN"]
+    assert passes == [
+        "scan",
+        "shuffle",
+        "cogroup",
+        "write long",
+        "write wide",
+        "replay stage",
+        "DuckDB ASOF JOIN",
+        "DuckDB ASOF JOIN",
+    ]

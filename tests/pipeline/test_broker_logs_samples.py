@@ -143,7 +143,9 @@ def _independent_counts(trace: Path) -> dict[str, int]:
             out["shrink"] += text.count("] Shrinking ISR from ")
             out["updated"] += text.count("] ISR updated to ")
             out["dumps"] += text.count("] INFO KafkaConfig values: \n")
-            out["settings"] += text.count("\n\treplica.lag.time.max.ms = ") + text.count("\n\treplica.fetch.wait.max.ms = ")
+            out["settings"] += text.count("\n\treplica.lag.time.max.ms = ") + text.count(
+                "\n\treplica.fetch.wait.max.ms = "
+            )
         else:
             out["state_lines"] += n
             out["leader"] += text.count("] Leader ")
@@ -186,7 +188,9 @@ def test_every_broker_log_line_is_accounted_for(ingested, name):
     }
     # a config dump per broker start (3.9.1: broker 3 restarted; 4.1.1 prints the dump twice per start),
     # with the two settings kept of each
-    assert (counts["dumps"], counts["settings"]) == {"trace-3.9.1-utc": (4, 8), "trace-4.1.1-berlin": (8, 16)}[trace.name]
+    assert (counts["dumps"], counts["settings"]) == {"trace-3.9.1-utc": (4, 8), "trace-4.1.1-berlin": (8, 16)}[
+        trace.name
+    ]
     assert counts["shrink"] == manifest["counts"]["isr"]["shrink_lines"]
     assert counts["updated"] == manifest["counts"]["isr"]["updated_lines"]
     by_kind, duplicates = EXPECTED[name]["totals"]
@@ -226,8 +230,15 @@ def test_long_stall_shrinks_the_isr_and_the_stalled_broker_rejoins(spark, ingest
         history.setdefault((c["partition"], c["broker_id"]), []).append(c)
     expected = EXPECTED[name]
     assert [
-        (r["partition"], r["broker_id"], r["isr"], [o["broker_id"] for o in r["out_of_sync_replicas"]], r["proposed_at"],
-         r["t_log"], r["source"])
+        (
+            r["partition"],
+            r["broker_id"],
+            r["isr"],
+            [o["broker_id"] for o in r["out_of_sync_replicas"]],
+            r["proposed_at"],
+            r["t_log"],
+            r["source"],
+        )
         for r in shrinks
     ] == expected["shrinks"]
     assert all(r["change_kind"] == "shrink" for r in shrinks)
@@ -328,7 +339,11 @@ def test_unparseable_lines_go_to_quarantine_and_no_files_still_create_the_tables
         ingest_broker_logs(spark, config, inventory.files, lakehouse, "r1")
     empty = ingest_broker_logs(spark, config, [], lakehouse, "r0")
     assert empty.server_log.total == empty.state_change_log.total == 0
-    assert read_table(spark, lakehouse, "isr_changes").count() == read_table(spark, lakehouse, "leader_epochs").count() == 0
+    assert (
+        read_table(spark, lakehouse, "isr_changes").count()
+        == read_table(spark, lakehouse, "leader_epochs").count()
+        == 0
+    )
 
     report = ingest_broker_logs(spark, config, files, lakehouse, "r1")
     assert (report.server_log.parsed, report.server_log.unused, report.server_log.quarantined) == (1, 1, 1)
@@ -338,6 +353,16 @@ def test_unparseable_lines_go_to_quarantine_and_no_files_still_create_the_tables
     }  # fmt: skip
     assert report.isr_changes_by_kind == {(None, "server_log"): 1}  # no earlier state of this leader was read
     quarantine = read_table(spark, lakehouse, "quarantine").collect()
-    assert [(r["stage"], r["source_file"], r["line_number"], r["line"], r["reason"], str(r["event_date"])) for r in quarantine] == [
-        ("server_log", "c1/broker-1/server.log", 3, cut, "'Shrinking ISR' line in no known format (cut short?)", "2026-11-22")
+    assert [
+        (r["stage"], r["source_file"], r["line_number"], r["line"], r["reason"], str(r["event_date"]))
+        for r in quarantine
+    ] == [
+        (
+            "server_log",
+            "c1/broker-1/server.log",
+            3,
+            cut,
+            "'Shrinking ISR' line in no known format (cut short?)",
+            "2026-11-22",
+        )
     ]

@@ -56,8 +56,11 @@ def test_export_writes_one_file_pandas_reads_with_every_quote_and_microsecond(sp
     table = read_table(spark, lakehouse, "request_log_lines").select("source_file", "line_number", "line").collect()
     assert len(exported) == len(table) == 41  # input_dir: 21 + 11 lines, and 9 on broker 2 (two of them broken)
     # the JSON bodies' quotes survive Python's csv reader (RFC 4180 doubling, not Spark's default backslash)
-    differ = [(r["line"], exported[(r["source_file"], r["line_number"])]["line"]) for r in table
-              if exported[(r["source_file"], r["line_number"])]["line"] != (r["line"] or "")]
+    differ = [
+        (r["line"], exported[(r["source_file"], r["line_number"])]["line"])
+        for r in table
+        if exported[(r["source_file"], r["line_number"])]["line"] != (r["line"] or "")
+    ]
     assert differ == []
     assert sum('"' in r["line"] for r in table if r["line"]) == 40  # every line but the binary garbage
     from_pandas = pd.read_csv(lines)
@@ -78,9 +81,15 @@ def test_export_writes_one_file_pandas_reads_with_every_quote_and_microsecond(sp
     assert row["topic"] == "orders" and json.loads(row["replicas"]) == [1, 2, 3]
 
     parquet = tmp_path / "produce.parquet"
-    assert main(["export", "produce_requests", "--lakehouse", lakehouse, "--format", "parquet", "--out", str(parquet)]) == 0
+    assert (
+        main(["export", "produce_requests", "--lakehouse", lakehouse, "--format", "parquet", "--out", str(parquet)])
+        == 0
+    )
     assert parquet.is_file() and len(pd.read_parquet(parquet)) == 18
-    assert main(["export", "no_such_table", "--lakehouse", lakehouse, "--format", "csv", "--out", str(tmp_path / "x")]) == 2
+    assert (
+        main(["export", "no_such_table", "--lakehouse", lakehouse, "--format", "csv", "--out", str(tmp_path / "x")])
+        == 2
+    )
 
 
 def test_export_never_deletes_what_it_did_not_write(spark, input_dir, tmp_path, capsys):  # noqa: F811

@@ -55,7 +55,10 @@ def test_kafka_4_3_broker_logs_parse_line_for_line(spark, tmp_path):
 
     skipped = _lines_containing(TRACE_431, "state-change.log", "Skipped the become-leader state change for ")
     in_registration_form = _lines_containing(
-        TRACE_431, "state-change.log", "Skipped the become-leader state change for ", ", partition registration PartitionRegistration("
+        TRACE_431,
+        "state-change.log",
+        "Skipped the become-leader state change for ",
+        ", partition registration PartitionRegistration(",
     )
     assert skipped == in_registration_form == 188  # every one in the 4.2+ form
     assert report.parsed_detail["leader_skip"] == skipped
@@ -102,11 +105,14 @@ def test_isr_lines_in_an_unknown_format_stop_the_run_naming_file_line_and_versio
     lines = gzip.open(TRACE_431 / "lab-4.3.1/broker-1/state-change.log.gz", "rt").read().splitlines(keepends=True)
     garbled = [
         line.replace(", partition registration PartitionRegistration(", ", registration Registration(")
-        if "Skipped the become-leader state change" in line else line
+        if "Skipped the become-leader state change" in line
+        else line
         for line in lines
     ]
     changed = [i + 1 for i, (a, b) in enumerate(zip(lines, garbled, strict=False)) if a != b]
-    assert len(changed) == 113 and changed[-1] < len(lines)  # broker 1's skipped become-leader lines, none the last line
+    assert len(changed) == 113 and changed[-1] < len(
+        lines
+    )  # broker 1's skipped become-leader lines, none the last line
     (broker / "state-change.log").write_text("".join(garbled))
     inventory = discover_inputs(str(trace))
     files = inventory.of_kind("server_log") + inventory.of_kind("state_change_log")
@@ -144,7 +150,9 @@ def _record_quantiles(spark, lakehouse: str, quantiles: list[float]) -> dict[tup
 
     replay = read_table(spark, lakehouse, "produce_replay")
     out: dict[tuple[str, str], list[float]] = {}
-    for r in latency_quantiles(replay, quantiles, read_record_sends(spark, lakehouse, F.lit(True))).orderBy("q").collect():
+    for r in (
+        latency_quantiles(replay, quantiles, read_record_sends(spark, lakehouse, F.lit(True))).orderBy("q").collect()
+    ):
         out.setdefault((r["cluster"], r["policy"]), []).append(r["latency_ms"])
     return out
 
@@ -278,9 +286,12 @@ def test_kafkas_producer_performance_measured_what_the_replay_predicts(corpus_ru
 
     # the broker-side ground truth of the acks=all trace (README, "Kafka versions")
     truth = corpus_run.self_check["perf-acks-all"]
-    assert (truth.n, round(truth.within_2ms, 4), round(truth.p999_replayed_ms, 1), round(truth.p999_observed_ms, 1)) == (
-        10_251, 0.9982, 53.5, 53.9
-    )
+    assert (
+        truth.n,
+        round(truth.within_2ms, 4),
+        round(truth.p999_replayed_ms, 1),
+        round(truth.p999_observed_ms, 1),
+    ) == (10_251, 0.9982, 53.5, 53.9)
     printed = {}
     for acks, trace in PERF_TEST.items():
         steady = json.loads((trace / "manifest.json").read_text())["workload"]["perf_test"]["steady_state"]
@@ -476,7 +487,9 @@ def test_every_trace_loses_the_acknowledged_batches_its_logs_say_within_the_repl
     for f in corpus_run.failovers:  # the ProducerPerformance traces have no client logs: checked by the range only
         if f["cluster"] in from_logs:
             from_logs[f["cluster"]] += f["acked_batches_truncated"]
-        assert f["acked_batches_replayed_lost_min"] <= f["acked_batches_truncated"] <= f["acked_batches_replayed_lost_max"], f
+        assert (
+            f["acked_batches_replayed_lost_min"] <= f["acked_batches_truncated"] <= f["acked_batches_replayed_lost_max"]
+        ), f
     assert from_logs == lost
 
 
@@ -507,7 +520,9 @@ def test_acks_all_held_below_min_isr_is_acknowledged_when_the_isr_is_whole_again
     replay = read_table(spark, corpus_run.lakehouse, "produce_replay").where("cluster = 'minisr3-4.4.0'")
     assert replay.where("policy = 'acks=all' AND recorded_acks = -1 AND outcome = 'not_enough_replicas'").count() == 0
     # what the acks=1 producer appended while the ISR was short, acks=all would have rejected
-    assert replay.where("policy = 'acks=all' AND recorded_acks = 1 AND outcome = 'not_enough_replicas'").count() == 1_346
+    assert (
+        replay.where("policy = 'acks=all' AND recorded_acks = 1 AND outcome = 'not_enough_replicas'").count() == 1_346
+    )
 
 
 # cluster -> (commits whose printed eligible leader replicas Kafka's rule derives, commits that print them and
@@ -531,7 +546,10 @@ def test_eligible_leader_replicas_where_the_cluster_keeps_them(corpus_run):
     settings = corpus_run.elr
     assert sorted(c for c, s in settings.items() if not s.enabled) == ["lab-3.7.2", "lab-4.0.2"]
     assert settings["minisr3-4.4.0"].evidence == "state-change.log registrations list eligible leader replicas"
-    assert settings["lab-3.7.2"].evidence == "brokers announce eligible.leader.replicas.version 0 in API_VERSIONS responses"
+    assert (
+        settings["lab-3.7.2"].evidence
+        == "brokers announce eligible.leader.replicas.version 0 in API_VERSIONS responses"
+    )
     printed = {c: (s.derived_equal, s.printed, s.after_gap) for c, s in settings.items() if s.printed}
     assert printed == PRINTED_ELR
 
@@ -642,11 +660,15 @@ def _dump_records(spark, trace: Path, cluster: str, ranges: list):
         F.timestamp_millis(F.regexp_extract("value", r" CreateTime: (\d+)", 1).cast("bigint")).alias("timestamp"),
         F.lit(0).alias("timestampType"),
     )  # fmt: skip
-    wanted = spark.createDataFrame([(r["topic"], r["partition"], r["first_offset"], r["end_offset"]) for r in ranges],
-                                   "topic string, partition int, first_offset bigint, end_offset bigint")
-    return records.join(F.broadcast(wanted), ["topic", "partition"]).where(
-        (F.col("offset") >= F.col("first_offset")) & (F.col("offset") < F.col("end_offset"))
-    ).drop("first_offset", "end_offset")
+    wanted = spark.createDataFrame(
+        [(r["topic"], r["partition"], r["first_offset"], r["end_offset"]) for r in ranges],
+        "topic string, partition int, first_offset bigint, end_offset bigint",
+    )
+    return (
+        records.join(F.broadcast(wanted), ["topic", "partition"])
+        .where((F.col("offset") >= F.col("first_offset")) & (F.col("offset") < F.col("end_offset")))
+        .drop("first_offset", "end_offset")
+    )
 
 
 def test_send_times_read_from_the_topic_equal_the_dumps_batch_for_batch(spark, corpus_run, tmp_path):
@@ -677,7 +699,11 @@ def test_send_times_read_from_the_topic_equal_the_dumps_batch_for_batch(spark, c
 
     files = [f for f in discover_all([str(t) for t in traces.values()]).of_kind("request_log")]
     report = ingest_topic_send_times(
-        spark, config, files, lakehouse, "topic-check",
+        spark,
+        config,
+        files,
+        lakehouse,
+        "topic-check",
         read_records=lambda cluster, options, ranges: _dump_records(spark, traces[cluster], cluster, ranges),
     )
     rows = read_table(spark, lakehouse, "batch_send_times").where(F.col("cluster").isin(list(traces)))
@@ -696,4 +722,9 @@ def test_send_times_read_from_the_topic_equal_the_dumps_batch_for_batch(spark, c
     # retry the next leader answered from its duplicate check with the first append's offset: the only
     # produce without an error is the retry, so its epoch is named, and its latency runs from the first send
     assert [tuple(r) for r in figures] == [("lab-4.4.0-crash", 34_669, 0, 0, 34_663, 1, 0)]
-    assert (report.partitions, report.batches, report.rows_written, report.problems) == (6, 34_831, 34_669, {TRUNCATED: 162})
+    assert (report.partitions, report.batches, report.rows_written, report.problems) == (
+        6,
+        34_831,
+        34_669,
+        {TRUNCATED: 162},
+    )

@@ -31,7 +31,9 @@ def lakehouse(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("dq")
     inp = root / "input"
     _write(inp / "c1" / "broker-1" / "kafka-request.log", _hour_of_lines(T0, 30, 0))
-    (inp / "c1" / "topics.txt").write_text(topics_describe("orders", TOPIC_ID, [[1, 2, 3]], {"min.insync.replicas": "2"}))
+    (inp / "c1" / "topics.txt").write_text(
+        topics_describe("orders", TOPIC_ID, [[1, 2, 3]], {"min.insync.replicas": "2"})
+    )
     lakehouse = str(root / "lakehouse")
     ingest = run_ingest(spark, CONFIG, str(inp), lakehouse)
     reports = {"ingest": run_quality(spark, CONFIG, lakehouse, "ingest", ["c1"], ingest.run_id)}
@@ -62,7 +64,11 @@ def test_clean_stages_pass_and_are_recorded(spark, lakehouse):
     assert replay_counts["reconcile.policy_rows[acks=all@lag=3000]"] == (29, 29)
     gold_counts = [c for c in reports["gold"].counts if c.name == "reconcile.policy_summary.produces"]
     assert {c.left_label.split(":")[0] for c in gold_counts} == {
-        "acks=1", "acks=all", "min.insync", "quorum=2", "acks=all@lag=3000"
+        "acks=1",
+        "acks=all",
+        "min.insync",
+        "quorum=2",
+        "acks=all@lag=3000",
     }
     assert all(c.left == c.right == 29 for c in gold_counts)
 
@@ -72,7 +78,10 @@ def test_clean_stages_pass_and_are_recorded(spark, lakehouse):
     assert results.filter(~F.col("success")).count() == 0
     row = results.filter("check_name = 'produce_requests.times_ordered'").orderBy("arguments").first()
     assert (row["table_name"], row["severity"], row["element_count"], row["unexpected_count"]) == (
-        "produce_requests", "blocking", 30, 0
+        "produce_requests",
+        "blocking",
+        30,
+        0,
     )
 
 
@@ -114,8 +123,15 @@ def test_a_blocking_ingest_failure_stops_the_command_before_the_replay(spark, tm
     inp = tmp_path / "input"
     # topics.txt does not list the topic the producer wrote to
     line = request_log_line(T0, produce_body(9, 1, 1, "payments", [ProducePartition(0, 100, 5)], Timing()))
-    _write(inp / "c1" / "broker-1" / "kafka-request.log", [line, request_log_line(T0 + timedelta(seconds=1), produce_body(
-        9, 2, 1, "payments", [ProducePartition(0, 100, 6)], Timing()))])
+    _write(
+        inp / "c1" / "broker-1" / "kafka-request.log",
+        [
+            line,
+            request_log_line(
+                T0 + timedelta(seconds=1), produce_body(9, 2, 1, "payments", [ProducePartition(0, 100, 6)], Timing())
+            ),
+        ],
+    )
     (inp / "c1" / "topics.txt").write_text(topics_describe("orders", TOPIC_ID, [[1, 2, 3]], {}))
     conf = tmp_path / "strict.yaml"
     conf.write_text(

@@ -57,11 +57,25 @@ def _lines(broker: int, days: int, first_offset: int) -> list[str]:
     for i in range(days * 12):
         ts = T0 + timedelta(days=i // 12, seconds=i % 12, milliseconds=broker)
         offset = first_offset + i
-        lines.append(request_log_line(ts, produce_body(13, i, -1, "orders", [ProducePartition(broker - 1, 100, offset)],
-                                                       Timing(remote=1.0), topic_id=TOPIC_ID)))
+        lines.append(
+            request_log_line(
+                ts,
+                produce_body(
+                    13,
+                    i,
+                    -1,
+                    "orders",
+                    [ProducePartition(broker - 1, 100, offset)],
+                    Timing(remote=1.0),
+                    topic_id=TOPIC_ID,
+                ),
+            )
+        )
         for follower in {1, 2, 3} - {broker}:
             topic = FetchTopic("orders", TOPIC_ID, [FetchPartition(broker - 1, offset + 1)])
-            lines.append(request_log_line(ts + timedelta(milliseconds=1), fetch_body(17, i, follower, [topic], Timing())))
+            lines.append(
+                request_log_line(ts + timedelta(milliseconds=1), fetch_body(17, i, follower, [topic], Timing()))
+            )
     return lines
 
 
@@ -90,8 +104,9 @@ def _version(spark, lakehouse: str, name: str) -> int:
 def _comparable(spark, lakehouse: str, name: str):
     df = read_table(spark, lakehouse, name).drop(*RUN_COLUMNS)
     # chispa sorts rows, and maps cannot be sorted: compare them as JSON text
-    return df.select(*[F.to_json(f.name).alias(f.name) if isinstance(f.dataType, MapType) else F.col(f.name)
-                       for f in df.schema])
+    return df.select(
+        *[F.to_json(f.name).alias(f.name) if isinstance(f.dataType, MapType) else F.col(f.name) for f in df.schema]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +145,22 @@ def test_a_run_killed_mid_write_leaves_committed_tables_and_the_rerun_equals_a_c
     # i.e. while that write's tasks run and before its commit
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ackreplay.cli", "run", "--input", str(second), "--lakehouse", lakehouse, "--conf", conf],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "ackreplay.cli",
+            "run",
+            "--input",
+            str(second),
+            "--lakehouse",
+            lakehouse,
+            "--conf",
+            conf,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 900
     try:

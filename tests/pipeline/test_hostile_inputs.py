@@ -82,13 +82,18 @@ def hostile(spark, tmp_path_factory):
         _write(inp_broker_logs / cluster / "topics.txt", TOPICS)
     _write(inp / "garbage" / "broker-1" / "kafka-request.log", GARBAGE)
     good = [_produce(i, i, T0 + timedelta(milliseconds=10 * i)) for i in range(4)]
-    _write(inp / "cut" / "broker-1" / "kafka-request.log", good[0] + "\n" + good[1][:90] + "\n" + good[2] + "\n" + good[3][:-40])
+    _write(
+        inp / "cut" / "broker-1" / "kafka-request.log",
+        good[0] + "\n" + good[1][:90] + "\n" + good[2] + "\n" + good[3][:-40],
+    )
     _write(inp / "huge" / "broker-1" / "kafka-request.log", _lines(good[0], HUGE, good[2]))
     whole = gzip.compress(_lines(*[_produce(i, i, T0 + timedelta(milliseconds=i)) for i in range(2000)]).encode())
     _write(inp / "gz" / "broker-1" / "kafka-request.log.2026-11-20-12.gz", whole[: len(whole) // 2])
     # broker 2's clock runs 3 s ahead: the same instant is logged 3 s later there
     _write(inp / "skew" / "broker-1" / "kafka-request.log", _lines(_produce(1, 10, T0)))
-    _write(inp / "skew" / "broker-2" / "kafka-request.log", _lines(_produce(1, 20, T0 + timedelta(seconds=3), partition=1)))
+    _write(
+        inp / "skew" / "broker-2" / "kafka-request.log", _lines(_produce(1, 20, T0 + timedelta(seconds=3), partition=1))
+    )
     # brokers log UTC, the conf claims Asia/Tokyo (UTC+9): lastCaughtUpTimeMs (epoch ms) gives it away
     caught_up_ms = int((T0 - timedelta(seconds=3) - datetime(1970, 1, 1)).total_seconds() * 1000)
     _write(
@@ -104,8 +109,12 @@ def hostile(spark, tmp_path_factory):
     _write(
         inp / "unknown_id" / "broker-1" / "kafka-request.log",
         _lines(
-            request_log_line(T0, produce_body(13, 1, -1, "?", [ProducePartition(0, 100, 0)], Timing(), topic_id=UNKNOWN_TOPIC_ID)),
-            request_log_line(T0, produce_body(13, 2, -1, "orders", [ProducePartition(0, 100, 0)], Timing(), topic_id=TOPIC_ID)),
+            request_log_line(
+                T0, produce_body(13, 1, -1, "?", [ProducePartition(0, 100, 0)], Timing(), topic_id=UNKNOWN_TOPIC_ID)
+            ),
+            request_log_line(
+                T0, produce_body(13, 2, -1, "orders", [ProducePartition(0, 100, 0)], Timing(), topic_id=TOPIC_ID)
+            ),
         ),
     )
     # partition 0's followers fetch; partition 1's never do (acks=1 produces, so the broker acked them)
@@ -116,7 +125,9 @@ def hostile(spark, tmp_path_factory):
         nofetch += [_fetch(i, f, i + 1, ts + timedelta(milliseconds=5)) for f in (2, 3)]
     _write(inp_broker_logs / "nofetch" / "broker-1" / "kafka-request.log", _lines(*nofetch))
     leader_start = (
-        "INFO [Broker id=1] Leader orders-{p} with topic id Some(" + TOPIC_ID + ") starts at leader epoch 0 from offset 0"
+        "INFO [Broker id=1] Leader orders-{p} with topic id Some("
+        + TOPIC_ID
+        + ") starts at leader epoch 0 from offset 0"
         " with partition epoch 0, high watermark 0, ISR [1,2,3], adding replicas [] and removing replicas [] ."
         " Previous leader None and previous leader epoch was -1. (state.change.logger)"
     )
@@ -170,7 +181,10 @@ def test_a_request_log_with_no_readable_line_stops_the_run_naming_it(spark, tmp_
     assert main(["ingest", "--input", str(inp), "--lakehouse", lakehouse]) == 2
     err = capsys.readouterr().err
     lines = GARBAGE.count(b"\n") + (0 if GARBAGE.endswith(b"\n") else 1)
-    assert f"1 request-log file(s) with no line the ingest could read, every one quarantined:\n  garbage/broker-1/kafka-request.log: {lines:,} lines, most: " in err
+    assert (
+        f"1 request-log file(s) with no line the ingest could read, every one quarantined:\n  garbage/broker-1/kafka-request.log: {lines:,} lines, most: "
+        in err
+    )
     assert "set ingest.unreadable_files: warning to go on without them" in err
     assert read_table(spark, lakehouse, "quarantine").filter("cluster = 'garbage'").count() == lines
 
@@ -272,15 +286,19 @@ def test_a_cluster_with_produces_and_no_follower_evidence_is_refused_by_the_repl
     )
     report = run_replay(spark, lenient, copy, ["skew"], run_id="hostile-blind")
     assert report.blind_clusters == ["skew"]
-    assert "  no follower evidence for skew (replay.missing_follower_evidence: warning): every produce waiting for" \
+    assert (
+        "  no follower evidence for skew (replay.missing_follower_evidence: warning): every produce waiting for"
         " a follower replays as a timeout" in report.summary_lines()
+    )
     # its broker logged no leadership either (no state-change.log): its two produces fall in no leader epoch
     assert (report.replayed, report.skipped) == (0, {"outside any known leader epoch or partition": 2})
 
 
 def test_conf_errors_name_the_key_before_spark_starts(tmp_path, capsys):
     conf = tmp_path / "bad.yaml"
-    conf.write_text("ingest:\n  max_line_bytes: lots\nquality:\n  checks:\n    produce_requests.no_such_check: warning\n")
+    conf.write_text(
+        "ingest:\n  max_line_bytes: lots\nquality:\n  checks:\n    produce_requests.no_such_check: warning\n"
+    )
     assert main(["ingest", "--input", str(tmp_path), "--conf", str(conf)]) == 2
     err = capsys.readouterr().err
     assert "key 'ingest.max_line_bytes'" in err and "unknown check(s) produce_requests.no_such_check" in err
@@ -299,8 +317,10 @@ def test_quarantined_request_lines_next_to_clean_broker_logs(spark, tmp_path):
     _write(inp / "c1" / "broker-1" / "kafka-request.log", _lines(_produce(1, 0, T0), "\x00 not a log line"))
     _write(
         inp / "c1" / "broker-1" / "server.log",
-        _lines(f"[{log_time(T0)}] INFO [Partition orders-0 broker=1] ISR updated to 1,3  and version updated to 1"
-               " (kafka.cluster.Partition)"),
+        _lines(
+            f"[{log_time(T0)}] INFO [Partition orders-0 broker=1] ISR updated to 1,3  and version updated to 1"
+            " (kafka.cluster.Partition)"
+        ),
     )
     report = run_ingest(spark, parse_config({}), str(inp), str(tmp_path / "lakehouse"))
     assert report.line_status == {"parsed": 1, "quarantined": 1}
@@ -312,7 +332,9 @@ def test_a_cluster_without_topics_txt_stops_the_run_before_its_request_logs_are_
     ingested by an earlier run counts, and `ingest.missing_topics: warning` goes on. About a minute: four
     ingest commands, three of which write every ingest table (each a few Delta commits), are the case."""
     inp = tmp_path / "input"
-    by_id = request_log_line(T0, produce_body(13, 1, -1, "?", [ProducePartition(0, 100, 0)], Timing(), topic_id=TOPIC_ID))
+    by_id = request_log_line(
+        T0, produce_body(13, 1, -1, "?", [ProducePartition(0, 100, 0)], Timing(), topic_id=TOPIC_ID)
+    )
     _write(inp / "c9" / "broker-1" / "kafka-request.log", _lines(by_id, _produce(2, 1, T0)))  # by id, by name
     lakehouse = str(tmp_path / "lakehouse")
     assert main(["ingest", "--input", str(inp), "--lakehouse", lakehouse]) == 2

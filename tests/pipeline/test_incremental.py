@@ -57,18 +57,22 @@ TABLES = (
     "policy_summary",
 )
 
-CONF = """
+CONF = (
+    """
 lakehouse: {lakehouse}
 spark:
   master: local[2]
   log_level: ERROR
   conf:
-""" + spark_conf_yaml() + """replay:
+"""
+    + spark_conf_yaml()
+    + """replay:
   quorum_sizes: [2]
   lag_ms: []
 quality:
   enabled: false  # the checks have their own tests (test_dq.py); these runs test scheduling, quickly
 """
+)
 
 
 def _hour_name(hour: datetime) -> str:
@@ -85,7 +89,9 @@ def _hour_lines(index: int) -> str:
         body = produce_body(9, offset, -1, "orders", [ProducePartition(0, 200, offset)], Timing(remote=2.0))
         lines.append(request_log_line(ts, body))
         for follower in (2, 3):
-            fetch = fetch_body(12, offset, follower, [FetchTopic("orders", "", [FetchPartition(0, offset + 1)])], Timing())
+            fetch = fetch_body(
+                12, offset, follower, [FetchTopic("orders", "", [FetchPartition(0, offset + 1)])], Timing()
+            )
             lines.append(request_log_line(ts + timedelta(milliseconds=1), fetch))
     return "\n".join(lines) + "\n"
 
@@ -139,7 +145,10 @@ def _assert_same_tables(spark, actual: str, expected: str) -> None:
 
 def _ledger(spark, lakehouse: str) -> dict[str, tuple]:
     rows = read_table(spark, lakehouse, "ingested_files").collect()
-    return {r["source_file"]: (r["status"], r["duplicate_of"], r["replay_run_id"] is not None, r["gold_run_id"] is not None) for r in rows}
+    return {
+        r["source_file"]: (r["status"], r["duplicate_of"], r["replay_run_id"] is not None, r["gold_run_id"] is not None)
+        for r in rows
+    }
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +159,9 @@ def single_pipeline_run(spark, tmp_path_factory):
     lakehouse = base / "lakehouse"
     echoed: list[str] = []
     config = load_config(_conf(base, lakehouse))
-    result = pipeline.run(spark, config, str(lakehouse), [str(_input(base / "input", (0, 1, 2, 3)))], echo=echoed.append)
+    result = pipeline.run(
+        spark, config, str(lakehouse), [str(_input(base / "input", (0, 1, 2, 3)))], echo=echoed.append
+    )
     return str(lakehouse), result, "\n".join(echoed)
 
 
@@ -169,8 +180,16 @@ def test_the_pipeline_api_runs_every_stage_and_returns_each_ones_report(single_p
     assert result.replay.run_id.startswith("replay-") and result.gold.run_id.startswith("gold-")
     assert result.gold.report.rows["policy_summary"] == 4  # one topic, four policies (quorum=2 besides the three)
     assert result.report_html == Path(lakehouse) / "report" / "report.html" and result.report_html.stat().st_size > 0
-    assert list(result.steps.seconds) == ["listing and fingerprinting inputs", "ingest", "checks after ingest",
-                                          "replay", "checks after replay", "gold", "checks after gold", "report"]
+    assert list(result.steps.seconds) == [
+        "listing and fingerprinting inputs",
+        "ingest",
+        "checks after ingest",
+        "replay",
+        "checks after replay",
+        "gold",
+        "checks after gold",
+        "report",
+    ]
     assert "5 files listed; 5 to ingest (5 new, 0 changed)" in echoed, echoed
     assert "replay of c1 (2026-11-19..2026-11-21): 5 input files ingested since the last replay" in echoed, echoed
     assert echoed.endswith(f"report: {result.report_html}")
@@ -188,7 +207,9 @@ def test_overlapping_date_ranges_and_a_late_file_equal_one_run_over_their_union(
     _write_hour(inputs, 1)
     assert _ackreplay("run", conf, "--input", str(inputs), "--since", "2026-11-20") == 0
     second = capsys.readouterr().out
-    assert "5 files listed; 2 to ingest (2 new, 0 changed), 2 unchanged, 0 duplicate copies skipped, 1 outside" in second
+    assert (
+        "5 files listed; 2 to ingest (2 new, 0 changed), 2 unchanged, 0 duplicate copies skipped, 1 outside" in second
+    )
     assert "replay of c1 (2026-11-20..2026-11-21): 2 input files ingested since the last replay" in second
     _assert_same_tables(spark, str(lakehouse), single_run)
     assert set(_ledger(spark, str(lakehouse)).values()) == {("ingested", None, True, True)}
@@ -224,8 +245,11 @@ def test_duplicate_copies_are_ingested_once_and_reported(spark, tmp_path, capsys
     first_hour = "c1/broker-1/kafka-request.log.2026-11-19-23"
     assert f"skipped duplicate {other / first_hour}: same content as {inputs / first_hour}" in out
     for name in ("request_log_lines", "produce_requests", "follower_fetches"):
-        assert_df_equality(_comparable(spark, str(tmp_path / "lh"), name), _comparable(spark, str(tmp_path / "lh_ref"), name),
-                           ignore_row_order=True)
+        assert_df_equality(
+            _comparable(spark, str(tmp_path / "lh"), name),
+            _comparable(spark, str(tmp_path / "lh_ref"), name),
+            ignore_row_order=True,
+        )
     ledger = _ledger(spark, str(tmp_path / "lh"))
     assert ledger[gz + ".gz"][:2] == ("duplicate", gz)
     assert ledger[gz][0] == "ingested"
@@ -258,8 +282,14 @@ def test_a_live_log_that_grew_or_rotated_is_reingested_not_counted_twice(spark, 
     live.write_text(_hour_lines(1))
     assert _ackreplay("ingest", conf, "--input", str(inputs)) == 0
     assert "2 to ingest (1 new, 1 changed), 1 unchanged, 0 duplicate copies skipped" in capsys.readouterr().out
-    per_file = {r["source_file"]: r["count"] for r in read_table(spark, str(tmp_path / "lh"), "produce_requests").groupBy("source_file").count().collect()}
-    assert per_file == {"c1/broker-1/" + _hour_name(HOURS[0]): PRODUCES_PER_HOUR, "c1/broker-1/kafka-request.log": PRODUCES_PER_HOUR}
+    per_file = {
+        r["source_file"]: r["count"]
+        for r in read_table(spark, str(tmp_path / "lh"), "produce_requests").groupBy("source_file").count().collect()
+    }
+    assert per_file == {
+        "c1/broker-1/" + _hour_name(HOURS[0]): PRODUCES_PER_HOUR,
+        "c1/broker-1/kafka-request.log": PRODUCES_PER_HOUR,
+    }
     # A broker whose log was just created holds no line yet: it ingests as zero lines (the tables'
     # last commits wrote rows, but this replace matches no file and commits nothing) and the rest stays.
     empty = inputs / "c1" / "broker-2" / "kafka-request.log"
@@ -273,7 +303,9 @@ def test_a_live_log_that_grew_or_rotated_is_reingested_not_counted_twice(spark, 
     assert read_table(spark, str(tmp_path / "lh"), "request_log_lines").count() == 6 * PRODUCES_PER_HOUR
 
 
-def test_a_retry_after_a_failure_converges_to_the_tables_of_an_uninterrupted_run(spark, single_run, tmp_path, monkeypatch, capsys):
+def test_a_retry_after_a_failure_converges_to_the_tables_of_an_uninterrupted_run(
+    spark, single_run, tmp_path, monkeypatch, capsys
+):
     import ackreplay.gold
     import ackreplay.replay.stage
 
@@ -332,7 +364,10 @@ def test_a_replay_by_dates_replaces_only_the_produces_of_those_dates(spark, sing
     conf = _conf(tmp_path, lakehouse)
     run_ids = lambda path: {  # noqa: E731
         str(r["event_date"]): r["replay_run_id"]
-        for r in read_table(spark, str(path), "produce_replay").select("event_date", "replay_run_id").distinct().collect()
+        for r in read_table(spark, str(path), "produce_replay")
+        .select("event_date", "replay_run_id")
+        .distinct()
+        .collect()
     }
     before = run_ids(lakehouse)
     assert sorted(before) == ["2026-11-19", "2026-11-20", "2026-11-21"]

@@ -40,15 +40,28 @@ def _hour_of_lines(start: datetime, n: int, first_offset: int) -> list[str]:
         lines.append(
             request_log_line(
                 ts,
-                produce_body(13, i, -1, "orders", [ProducePartition(0, 100, first_offset + i)], Timing(remote=1.5), topic_id=TOPIC_ID),
+                produce_body(
+                    13,
+                    i,
+                    -1,
+                    "orders",
+                    [ProducePartition(0, 100, first_offset + i)],
+                    Timing(remote=1.5),
+                    topic_id=TOPIC_ID,
+                ),
             )
         )
         lines.append(
             request_log_line(
                 ts,
                 fetch_body(
-                    17, i, 2, [FetchTopic("orders", TOPIC_ID, [FetchPartition(0, first_offset + i)])], Timing(),
-                    session_id=5, session_epoch=i + 1,
+                    17,
+                    i,
+                    2,
+                    [FetchTopic("orders", TOPIC_ID, [FetchPartition(0, first_offset + i)])],
+                    Timing(),
+                    session_id=5,
+                    session_epoch=i + 1,
                 ),
             )
         )
@@ -70,13 +83,23 @@ def input_dir(tmp_path: Path) -> Path:
     _write(broker1 / "kafka-request.log", _hour_of_lines(T0 + timedelta(hours=1), 5, 10))
     bad = _hour_of_lines(T0, 3, 0) + ["\x00garbage", request_log_line(T0, other_body("METADATA", 3, 12, 1))[:120]]
     _write(broker2 / "kafka-request.log.2026-11-20-12", bad)
-    (root / "c1" / "topics.txt").write_text(topics_describe("orders", TOPIC_ID, [[1, 2, 3]], {"min.insync.replicas": "2"}))
+    (root / "c1" / "topics.txt").write_text(
+        topics_describe("orders", TOPIC_ID, [[1, 2, 3]], {"min.insync.replicas": "2"})
+    )
     (root / "README.txt").write_text("not an input")
     return root
 
 
-INGEST_TABLES = ("request_log_lines", "quarantine", "produce_requests", "follower_fetches", "partitions",
-                 "isr_changes", "leader_epochs", "follower_starts")
+INGEST_TABLES = (
+    "request_log_lines",
+    "quarantine",
+    "produce_requests",
+    "follower_fetches",
+    "partitions",
+    "isr_changes",
+    "leader_epochs",
+    "follower_starts",
+)
 
 
 def _snapshot(spark, lakehouse: str) -> dict:

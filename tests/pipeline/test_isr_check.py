@@ -103,7 +103,10 @@ def test_every_expand_is_reproduced_and_the_mismatches_are_the_known_ones(compar
     assert len(spurious) == 0
     if "3.9.1" in name:
         assert (missed["leader"] == 2).all()
-        assert sorted(zip(missed["partition"], missed["follower"], missed["kind"], strict=False)) == [(5, 1, "expand"), (5, 1, "shrink")]
+        assert sorted(zip(missed["partition"], missed["follower"], missed["kind"], strict=False)) == [
+            (5, 1, "expand"),
+            (5, 1, "shrink"),
+        ]
     else:
         assert (missed["leader"] == 1).all() and _hms(missed, "t_recorded_us").between("20:13:13", "20:13:14").all()
         assert sorted(zip(missed["partition"], missed["follower"], missed["kind"], strict=False)) == [

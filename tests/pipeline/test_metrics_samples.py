@@ -109,7 +109,10 @@ def test_scraped_follower_leo_is_consistent_with_the_fetch_offsets(spark, trace_
         n = pairs.count()
         assert n > 1500  # every follower, every partition, most scrapes (1,902 / 1,918)
         below = pairs.filter(F.col("leo") < F.col("fetched_before")).collect()
-        assert sorted((r["follower"], r["partition"], r["leo"], r["fetched_before"]) for r in below) == TRUNCATED[trace.name]
+        assert (
+            sorted((r["follower"], r["partition"], r["leo"], r["fetched_before"]) for r in below)
+            == TRUNCATED[trace.name]
+        )
         # and it is a close match, not a trivially loose bound: at most scrapes the follower is within
         # a few hundred records of what the leader had seen from it one interval earlier
         ahead = pairs.select((F.col("leo") - F.col("fetched_before")).alias("d"))
@@ -126,9 +129,12 @@ def test_one_follower_timeline(spark, trace_run):
     stall. During the stall the scraper gets no answer from the stalled broker: a gap in its samples."""
     trace, lakehouse, _ = trace_run
     follower, partition = (2, 1) if "3.9.1" in trace.name else (1, 1)
-    pairs = _leo_vs_fetches(spark, lakehouse).filter(
-        (F.col("follower") == follower) & (F.col("partition") == partition)
-    ).orderBy("t_sample").collect()
+    pairs = (
+        _leo_vs_fetches(spark, lakehouse)
+        .filter((F.col("follower") == follower) & (F.col("partition") == partition))
+        .orderBy("t_sample")
+        .collect()
+    )
     assert len(pairs) > 100
     assert all(r["leo"] >= r["fetched_before"] for r in pairs)
     leo = [r["leo"] for r in pairs]
@@ -142,5 +148,7 @@ def test_one_follower_timeline(spark, trace_run):
         .agg(F.max("sample_gap_ms").alias("max_gap"), F.max("granularity_ms").alias("g"))
         .first()
     )  # fmt: skip
-    print(f"{trace.name}: follower {follower} partition {partition}: max gap {samples['max_gap']} ms, interval {samples['g']} ms")
+    print(
+        f"{trace.name}: follower {follower} partition {partition}: max gap {samples['max_gap']} ms, interval {samples['g']} ms"
+    )
     assert samples["max_gap"] > 5 * samples["g"]  # the long stall (6.5 s) shows as a gap

@@ -36,12 +36,17 @@ def test_notebook_shows_the_summary_and_draws_the_charts(tmp_path, monkeypatch, 
     nb = nbformat.read(NOTEBOOK, as_version=4)
 
     # Raises CellExecutionError (naming the cell and its traceback) if any cell fails.
-    NotebookClient(nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    NotebookClient(
+        nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+    ).execute()
 
     printed = "".join(o.get("text", "") for o in _outputs(nb, "stream"))
     assert "running the pipeline" not in printed  # it read the tables it was given
     # the decision for conf/local.yaml's target, as `ackreplay run` prints it (README, "The decision")
-    assert "decision for the target P999 <= 1,000 ms, lost acks <= 0: no policy meets it on any of the 1 topic\n" in printed
+    assert (
+        "decision for the target P999 <= 1,000 ms, lost acks <= 0: no policy meets it on any of the 1 topic\n"
+        in printed
+    )
     assert "nothing meets the target; closest: acks=all@lag=3000 (P999 6,735.0 ms > 1,000 ms)" in printed
     assert (lakehouse / "report/report.html").is_file()
     tables = [o["data"]["text/html"] for o in _outputs(nb, "execute_result") if "text/html" in o.get("data", {})]

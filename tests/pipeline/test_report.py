@@ -63,8 +63,9 @@ def lakehouse(spark, tmp_path_factory):
                 spark,
                 [
                     _row(policy="acks=1", latency=0.8, copies=1, exposure=3.0, nbytes=500, loss_k=True, full=12.5),
-                    _row(policy="acks=1", t=T11, latency=0.9, copies=1, exposure=INF, loss_k=True, loss_l=True,
-                         full=INF),
+                    _row(
+                        policy="acks=1", t=T11, latency=0.9, copies=1, exposure=INF, loss_k=True, loss_l=True, full=INF
+                    ),
                     _row(policy="min.insync", outcome="not_enough_replicas"),
                     _row(policy="min.insync", t=T11, outcome="timeout"),
                 ],
@@ -154,8 +155,13 @@ def test_gold_tables_and_report(spark, lakehouse, tmp_path):
     html_text = html_path.read_text(encoding="utf-8")
     # one self-contained file: nothing fetched from elsewhere (every src or href an embedded data: URI)
     assert re.findall(r'(?:src|href)="(?!data:)[^"]*"', html_text) == []
-    assert html_text.index('<section class="decision"') < html_text.index("<section data-cluster")  # it opens the report
-    assert f"<p>{html.escape(decision[0])}</p>" in html_text and f"<li>{html.escape(decision[1].strip())}</li>" in html_text
+    assert html_text.index('<section class="decision"') < html_text.index(
+        "<section data-cluster"
+    )  # it opens the report
+    assert (
+        f"<p>{html.escape(decision[0])}</p>" in html_text
+        and f"<li>{html.escape(decision[1].strip())}</li>" in html_text
+    )
     for name, caption in CHARTS:  # every chart under its caption
         assert f"<h3>{caption}</h3>" in html_text.replace("&lt;", "<").replace("&gt;", ">"), name
 
@@ -179,6 +185,8 @@ def test_gold_table_of_an_older_contract_is_a_clear_error(spark, tmp_path):
     root = str(tmp_path / "lh")
     old = spark.createDataFrame([("c1", "orders", "acks=all")], "cluster string, topic string, policy string")
     replace_rows(old, root, "policy_summary", "cluster IN ('c1')", "old-version")
-    with pytest.raises(ValueError, match=r"policy_summary .*\(missing: policy_rank, self_check, produces.*delete that folder"):
+    with pytest.raises(
+        ValueError, match=r"policy_summary .*\(missing: policy_rank, self_check, produces.*delete that folder"
+    ):
         check_contract(spark, root, "policy_summary", POLICY_SUMMARY)
     check_contract(spark, root, "risk_exposure", RISK_EXPOSURE)  # no table yet: nothing to check

@@ -151,9 +151,12 @@ def test_replayed_producer_latency_matches_what_the_clients_measured(spark, trac
     recorded = F.when(F.col("recorded_acks") == -1, "acks=all").otherwise("acks=1")
     replayed = (
         read_table(spark, lakehouse, "produce_replay")
-        .join(read_table(spark, lakehouse, "produce_requests").select("source_file", "line_number", "partition",
-                                                                         "client_id"),
-              ["source_file", "line_number", "partition"])
+        .join(
+            read_table(spark, lakehouse, "produce_requests").select(
+                "source_file", "line_number", "partition", "client_id"
+            ),
+            ["source_file", "line_number", "partition"],
+        )
         .where(F.col("policy") == recorded)
         .select("client_id", "partition", "base_offset", "latency_ms", "t_send")
         .collect()
@@ -203,7 +206,9 @@ def test_a_replay_its_ground_truth_contradicts_is_refused(spark, sample_run, tmp
     verdict = "FAILED, accepted untrusted: 84.12% within 2 ms < 97%; P999 off by more than 10%"
 
     assert main(["replay", "--accept-untrusted", *conf_args]) == 0
-    assert "--accept-untrusted: gold and the report of lab-3.9.1 are written marked UNTRUSTED" in capsys.readouterr().out
+    assert (
+        "--accept-untrusted: gold and the report of lab-3.9.1 are written marked UNTRUSTED" in capsys.readouterr().out
+    )
     assert main(["gold", *conf_args]) == 0
     assert f"UNTRUSTED: the replay's self-check {verdict}" in capsys.readouterr().out
     verdicts = read_table(spark, copy, "policy_summary").select("cluster", "self_check").distinct().collect()
@@ -211,7 +216,10 @@ def test_a_replay_its_ground_truth_contradicts_is_refused(spark, sample_run, tmp
     assert main(["report", *conf_args]) == 0
     page = (Path(copy) / "report" / "report.html").read_text()
     assert "<title>UNTRUSTED ackreplay report</title>" in page
-    assert "<body>\n<p class=\"untrusted\">UNTRUSTED: the replay's self-check failed on lab-3.9.1 (" + html.escape(verdict) in page
+    assert (
+        '<body>\n<p class="untrusted">UNTRUSTED: the replay\'s self-check failed on lab-3.9.1 (' + html.escape(verdict)
+        in page
+    )
 
 
 def test_every_data_quality_check_passes_on_a_real_trace(spark, sample_run, tmp_path):
@@ -252,8 +260,7 @@ def test_policy_invariants_hold_on_real_data(spark, trace_run):
         .agg(F.first(F.unix_micros("t_ack")))
     )
     violations = wide.filter(
-        (F.col("`acks=1`") > F.col("`quorum=2`"))
-        | (F.col("`acks=1`") > F.col("`acks=all`"))
+        (F.col("`acks=1`") > F.col("`quorum=2`")) | (F.col("`acks=1`") > F.col("`acks=all`"))
     ).count()
     assert violations == 0
     acked = out.filter("outcome = 'acked'")

@@ -22,7 +22,11 @@ from ackreplay.replay.stage import run_replay
 from ackreplay.synth import SynthParams, generate
 
 PARAMS = SynthParams(
-    produces=4000, seed=3, produce_rate=300.0, replica_lag_time_max_ms=1000, metrics_interval_ms=1000,
+    produces=4000,
+    seed=3,
+    produce_rate=300.0,
+    replica_lag_time_max_ms=1000,
+    metrics_interval_ms=1000,
     consumer_fetches_per_produce=0.05,
 )
 
@@ -58,11 +62,18 @@ def test_isr_changes_and_epochs_are_the_generated_ones(spark, synth_run):
     generated, lakehouse, _, _ = synth_run
     trace = generated.trace
     changes = read_table(spark, lakehouse, "isr_changes").filter("change_kind != 'leader_start'")
-    got = sorted((r["change_kind"], r["t_log"]) for r in changes.select("change_kind", F.unix_micros("t_log").alias("t_log")).collect())
+    got = sorted(
+        (r["change_kind"], r["t_log"])
+        for r in changes.select("change_kind", F.unix_micros("t_log").alias("t_log")).collect()
+    )
     assert got == sorted((c.kind, c.t_commit) for c in trace.isr_changes)
     epochs = read_table(spark, lakehouse, "leader_epochs")
     assert epochs.count() == len(trace.epochs)
-    moved = epochs.filter("leader_epoch = 1").select("broker_id", "epoch_start_offset", F.unix_micros("t_log").alias("t")).first()
+    moved = (
+        epochs.filter("leader_epoch = 1")
+        .select("broker_id", "epoch_start_offset", F.unix_micros("t_log").alias("t"))
+        .first()
+    )
     new = trace.epochs[-1]
     assert (moved["broker_id"], moved["epoch_start_offset"], moved["t"]) == (new.leader, new.start_offset, new.t_begin)
 
@@ -82,7 +93,7 @@ def test_the_injected_stall_is_the_ack_time_spike(spark, synth_run):
     generated, lakehouse, _, _ = synth_run
     trace = generated.trace
     lag_ms = PARAMS.replica_lag_time_max_ms
-    (_, start, end), = trace.long_stalls
+    ((_, start, end),) = trace.long_stalls
     spike = (
         read_table(spark, lakehouse, "produce_replay")
         .filter((F.col("policy") == "acks=all") & (F.col("outcome") == "acked") & (F.col("ack_wait_ms") > lag_ms / 2))
@@ -96,8 +107,14 @@ def test_the_injected_stall_is_the_ack_time_spike(spark, synth_run):
     assert len(spike) == int(expected.sum()) > 0
     # Appended during the stall, or just before it and not yet fetched (one round trip: < 50 ms).
     assert all(start - 50_000 <= r["t"] <= end for r in spike)
-    shrunk = {(trace.topic_names[trace.epochs[c.eid].partition // PARAMS.partitions], trace.epochs[c.eid].partition % PARAMS.partitions)
-              for c in trace.isr_changes if c.kind == "shrink"}
+    shrunk = {
+        (
+            trace.topic_names[trace.epochs[c.eid].partition // PARAMS.partitions],
+            trace.epochs[c.eid].partition % PARAMS.partitions,
+        )
+        for c in trace.isr_changes
+        if c.kind == "shrink"
+    }
     assert {(r["topic"], r["partition"]) for r in spike} <= shrunk
     assert max(r["ack_wait_ms"] for r in spike) == pytest.approx(wait_us[expected].max() / 1000, abs=1.0)
     # Everything else stays fast: the spike is the stall, not noise.
@@ -113,9 +130,13 @@ def test_spark_and_arrow_writers_write_the_same_produce_replay(spark, synth_run,
     shutil.rmtree(f"{copy}/silver/produce_replay")
     config = load_config("conf/local.yaml")
     replay = config.replay.model_copy(update={"lag_ms": [1000], "writer": "spark"})
-    spark_report = run_replay(spark, config.model_copy(update={"replay": replay}), copy, ingest.clusters, run_id="spark")
+    spark_report = run_replay(
+        spark, config.model_copy(update={"replay": replay}), copy, ingest.clusters, run_id="spark"
+    )
     assert (spark_report.replayed, spark_report.outcomes, spark_report.skipped) == (
-        arrow_report.replayed, arrow_report.outcomes, arrow_report.skipped
+        arrow_report.replayed,
+        arrow_report.outcomes,
+        arrow_report.skipped,
     )
     assert spark_report.ground_truth == pytest.approx(arrow_report.ground_truth)
     assert_df_equality(

@@ -24,13 +24,15 @@ def write_files(root: Path, rows: list[tuple[str, str, int, date]]) -> list[dict
     for cluster, day in sorted({(r[0], r[3]) for r in rows}):
         part = [r for r in rows if (r[0], r[3]) == (cluster, day)]
         table = pa.table({"topic": [r[1] for r in part], "n": pa.array([r[2] for r in part], pa.int64())})
-        files.append(writer.write({"cluster": cluster, "event_date": day.isoformat()}, [table.slice(0, 1), table.slice(1)]))
+        files.append(
+            writer.write({"cluster": cluster, "event_date": day.isoformat()}, [table.slice(0, 1), table.slice(1)])
+        )
     return files
 
 
 def replacing(clusters: set[str], days: set[date] | None = None):
-    return lambda values: values["cluster"] in clusters and (
-        days is None or date.fromisoformat(values["event_date"]) in days
+    return lambda values: (
+        values["cluster"] in clusters and (days is None or date.fromisoformat(values["event_date"]) in days)
     )
 
 
@@ -42,7 +44,9 @@ def test_committed_files_are_the_table_spark_reads(spark, tmp_path):
     assert_df_equality(table, spark.createDataFrame(rows, SPARK_SCHEMA), ignore_row_order=True)
     last = DeltaTable.forPath(spark, str(tmp_path)).history(1).first()
     assert (last["userMetadata"], last["operationMetrics"]["numOutputRows"], last["operationMetrics"]["numFiles"]) == (
-        "run-1", "3", "2"
+        "run-1",
+        "3",
+        "2",
     )
     # Delta's file statistics skip files: only b's file is read for n = 3
     assert table.filter("n = 3").inputFiles() == [f"file:{tmp_path}/{files[1]['path']}"]
@@ -60,7 +64,11 @@ def test_a_commit_replaces_only_the_partitions_it_names_and_a_rerun_changes_noth
     for run in ("run-2", "run-3"):  # the same replacement twice: the second leaves the same rows
         files = write_files(tmp_path, again)
         commit_files(str(tmp_path), SCHEMA, PARTITION_BY, files, replacing({"a"}, {date(2026, 11, 20)}), run)
-        expected = [("a", "t", 10, date(2026, 11, 20)), ("a", "t", 2, date(2026, 11, 21)), ("b", "t", 3, date(2026, 11, 20))]
+        expected = [
+            ("a", "t", 10, date(2026, 11, 20)),
+            ("a", "t", 2, date(2026, 11, 21)),
+            ("b", "t", 3, date(2026, 11, 20)),
+        ]
         assert_df_equality(
             spark.read.format("delta").load(str(tmp_path)), spark.createDataFrame(expected, SPARK_SCHEMA),
             ignore_row_order=True,
@@ -78,9 +86,7 @@ def test_nothing_to_add_or_remove_in_a_table_commits_nothing(spark, tmp_path):
     assert DeltaTable.forPath(spark, str(table)).history().count() == 1
     # a table that does not exist yet is created, empty, as Spark's first write of nothing creates it
     assert commit_files(str(tmp_path / "new"), SCHEMA, PARTITION_BY, [], replacing({"z"}), "run-3") == 0
-    assert_df_equality(
-        spark.read.format("delta").load(str(tmp_path / "new")), spark.createDataFrame([], SPARK_SCHEMA)
-    )
+    assert_df_equality(spark.read.format("delta").load(str(tmp_path / "new")), spark.createDataFrame([], SPARK_SCHEMA))
 
 
 def test_partition_folders_are_named_and_logged_as_spark_names_them(spark, tmp_path):
@@ -115,9 +121,10 @@ def test_a_table_written_with_other_columns_is_a_clear_error(spark, tmp_path):
 
 
 def test_only_local_lakehouses_are_written_from_arrow_and_relative_paths_become_absolute(tmp_path, monkeypatch):
-    assert [arrow_writable(x) for x in ("lakehouse", "/data/lh", "file:///data/lh", "s3a://b/lh", "dbfs:/lh", "abfss://c@a/lh")] == [
-        True, True, True, False, False, False
-    ]
+    assert [
+        arrow_writable(x)
+        for x in ("lakehouse", "/data/lh", "file:///data/lh", "s3a://b/lh", "dbfs:/lh", "abfss://c@a/lh")
+    ] == [True, True, True, False, False, False]
     monkeypatch.chdir(tmp_path)  # executors resolve relative paths against their own folder: never send one
     assert local_path("lakehouse/silver/x") == str(tmp_path / "lakehouse/silver/x")
     assert local_path(f"file://{tmp_path}/y") == str(tmp_path / "y")

@@ -32,7 +32,9 @@ ID_391 = "X_pHolbXQcuxgBXawwk3Tw"
 ID_411 = "zL7cz-PPSRuwJ8atn9suyA"
 
 
-def _skip(ts: str, broker: int, tp: str, topic_id: str, partition_state_isr: str, pe: int, le: int, hw: int, isr: str) -> str:
+def _skip(
+    ts: str, broker: int, tp: str, topic_id: str, partition_state_isr: str, pe: int, le: int, hw: int, isr: str
+) -> str:
     """A "Skipped the become-leader" line exactly as 3.9.1 / 4.1.1 print it (the lab traces' shape)."""
     topic, index = tp.rsplit("-", 1)
     return (
@@ -46,12 +48,26 @@ def _skip(ts: str, broker: int, tp: str, topic_id: str, partition_state_isr: str
 
 
 # Log-dir ids (Uuid.toString) of brokers 1-4 in a registration's `directories`.
-DIRS = {1: "kTsc7m9QSAq6WQ1YwZq4hA", 2: "3f0pK2xVTd-qZkC2m4fB7g", 3: "b_Vh8nRZQ1e8Yx0nJt5s2w", 4: "Wq0T5yJvRAOr1xk8c2eN9g"}
+DIRS = {
+    1: "kTsc7m9QSAq6WQ1YwZq4hA",
+    2: "3f0pK2xVTd-qZkC2m4fB7g",
+    3: "b_Vh8nRZQ1e8Yx0nJt5s2w",
+    4: "Wq0T5yJvRAOr1xk8c2eN9g",
+}
 
 
 def _skip_registration(
-    ts: str, broker: int, tp: str, topic_id: str, registration_isr: str, pe: int, le: int, hw: int, isr: str,
-    replicas: str = "1, 3, 2", elr: str = "",
+    ts: str,
+    broker: int,
+    tp: str,
+    topic_id: str,
+    registration_isr: str,
+    pe: int,
+    le: int,
+    hw: int,
+    isr: str,
+    replicas: str = "1, 3, 2",
+    elr: str = "",
 ) -> str:
     """A "Skipped the become-leader" line as 4.2-4.4 print it: Partition.makeLeader's
     s"... with topic id $topicId, partition registration $partitionRegistration and isNew=$isNew since ..."
@@ -112,8 +128,21 @@ STATE_411 = [
 
 OOS = "array<struct<broker_id:int,end_offset:bigint,last_caught_up_time_ms:bigint>>"
 ISR_COLUMNS = (
-    "partition", "broker_id", "leader_epoch", "partition_epoch", "isr", "isr_size", "under_min_isr", "previous_isr",
-    "change_kind", "proposed_at", "out_of_sync_replicas", "proposal_high_watermark", "source", "t_log", "line_number",
+    "partition",
+    "broker_id",
+    "leader_epoch",
+    "partition_epoch",
+    "isr",
+    "isr_size",
+    "under_min_isr",
+    "previous_isr",
+    "change_kind",
+    "proposed_at",
+    "out_of_sync_replicas",
+    "proposal_high_watermark",
+    "source",
+    "t_log",
+    "line_number",
 )
 ISR_DDL = (
     "partition int, broker_id int, leader_epoch int, partition_epoch int, isr array<int>, isr_size int, "
@@ -183,7 +212,9 @@ def test_every_line_gets_a_status_and_reason(spark):
         STATE_391[0],  # 1 leader start
         STATE_391[1],  # 2 skipped become-leader: a commit
         STATE_391[5],  # 3 follower start
-        STATE_391[1].split(" since it is")[0] + " since the leader is already at a newer partition epoch 4. " + STATE,  # 4
+        STATE_391[1].split(" since it is")[0]
+        + " since the leader is already at a newer partition epoch 4. "
+        + STATE,  # 4
         STATE_391[1][:230],  # 5 commit cut short
         STATE_391[4][:150],  # 6 leader start cut short
         f"[2026-11-22 02:42:34,862] INFO [Broker id=1] Creating new partition ackreplay-lab-5 with topic id {ID_391}. "
@@ -194,8 +225,14 @@ def test_every_line_gets_a_status_and_reason(spark):
         "[2026-11-22 02:42:34,856] INFO [Broker id=1] Transitioning 2 partition(s) to local leaders. " + STATE,  # 9
     ]
     df = log_frame(
-        spark, server, "server_log",
-        errors={11: "invalid UTF-8 at byte 40", 12: "invalid UTF-8 at byte 0", 13: "file unreadable after line 13: EOF"},
+        spark,
+        server,
+        "server_log",
+        errors={
+            11: "invalid UTF-8 at byte 40",
+            12: "invalid UTF-8 at byte 0",
+            13: "file unreadable after line 13: EOF",
+        },
     ).unionByName(log_frame(spark, state, "state_change_log"))
     actual = classify(df).select("stage", "line_number", "status", "detail")
     no_prefix = "no log4j prefix (continuation line: stack trace, config dump)"
@@ -207,7 +244,12 @@ def test_every_line_gets_a_status_and_reason(spark):
             ("server_log", 4, "parsed", "isr_update"),
             ("server_log", 5, "parsed", "isr_shrink"),
             ("server_log", 6, "quarantined", "'Shrinking ISR' line in no known format (cut short?)"),
-            ("server_log", 7, "quarantined", "no readable log4j time '[yyyy-MM-dd HH:mm:ss,SSS]' (or ',SSSSSS') at the start of the line"),
+            (
+                "server_log",
+                7,
+                "quarantined",
+                "no readable log4j time '[yyyy-MM-dd HH:mm:ss,SSS]' (or ',SSSSSS') at the start of the line",
+            ),
             ("server_log", 8, "quarantined", "'ISR updated to' line in no known format (cut short?)"),
             ("server_log", 9, "unused", "other message"),
             ("server_log", 10, "unused", no_prefix),
@@ -220,7 +262,12 @@ def test_every_line_gets_a_status_and_reason(spark):
             ("state_change_log", 3, "parsed", "follower_start"),
             ("state_change_log", 4, "unused", "become-leader skipped without a state change"),
             ("state_change_log", 5, "quarantined", "'Skipped the become-leader' line in no known format (cut short?)"),
-            ("state_change_log", 6, "quarantined", "'Leader ... starts at leader epoch' line in no known format (cut short?)"),
+            (
+                "state_change_log",
+                6,
+                "quarantined",
+                "'Leader ... starts at leader epoch' line in no known format (cut short?)",
+            ),
             ("state_change_log", 7, "unused", "other message"),
             ("state_change_log", 8, "parsed", "leader_start"),
             ("state_change_log", 9, "unused", "other message"),
@@ -238,20 +285,110 @@ def test_isr_changes_combine_both_logs_and_keep_each_commit_once(spark, state_ch
     oos = [(2, 1030, 1795315387189)]
     expected = spark.createDataFrame(
         [
-            (5, 1, 0, 0, [1, 3, 2], 3, False, None, "leader_start", None, None, None, "state_change_log",
-             ts("2026-11-22 02:42:34.948"), 1),
+            (
+                5,
+                1,
+                0,
+                0,
+                [1, 3, 2],
+                3,
+                False,
+                None,
+                "leader_start",
+                None,
+                None,
+                None,
+                "state_change_log",
+                ts("2026-11-22 02:42:34.948"),
+                1,
+            ),
             # The commit is in both logs (server.log 5 ms earlier); the leader epoch comes from state-change.log.
-            (5, 1, 0, 1, [1, 3], 2, False, [1, 3, 2], "shrink", ts("2026-11-22 02:43:10.658"), oos, 1030, "server_log",
-             ts("2026-11-22 02:43:10.804"), 2),
-            (5, 1, 0, 2, [1, 3, 2], 3, False, [1, 3], "expand", None, None, None, "server_log",
-             ts("2026-11-22 02:43:13.740"), 3),
+            (
+                5,
+                1,
+                0,
+                1,
+                [1, 3],
+                2,
+                False,
+                [1, 3, 2],
+                "shrink",
+                ts("2026-11-22 02:43:10.658"),
+                oos,
+                1030,
+                "server_log",
+                ts("2026-11-22 02:43:10.804"),
+                2,
+            ),
+            (
+                5,
+                1,
+                0,
+                2,
+                [1, 3, 2],
+                3,
+                False,
+                [1, 3],
+                "expand",
+                None,
+                None,
+                None,
+                "server_log",
+                ts("2026-11-22 02:43:13.740"),
+                3,
+            ),
             # Controlled shutdown of broker 2: the controller removed it; only state-change.log shows it.
-            (5, 1, 0, 3, [1, 3], 2, None, [1, 3, 2], "shrink", None, None, None, "state_change_log",
-             ts("2026-11-22 02:43:48.279"), 4),
-            (5, 1, 0, 4, [1, 3, 2], 3, False, [1, 3], "expand", None, None, None, "server_log",
-             ts("2026-11-22 02:44:11.035"), 4),
-            (4, 1, 1, 3, [3, 1], 2, False, None, "leader_start", None, None, None, "state_change_log",
-             ts("2026-11-22 02:43:48.356"), 5),
+            (
+                5,
+                1,
+                0,
+                3,
+                [1, 3],
+                2,
+                None,
+                [1, 3, 2],
+                "shrink",
+                None,
+                None,
+                None,
+                "state_change_log",
+                ts("2026-11-22 02:43:48.279"),
+                4,
+            ),
+            (
+                5,
+                1,
+                0,
+                4,
+                [1, 3, 2],
+                3,
+                False,
+                [1, 3],
+                "expand",
+                None,
+                None,
+                None,
+                "server_log",
+                ts("2026-11-22 02:44:11.035"),
+                4,
+            ),
+            (
+                4,
+                1,
+                1,
+                3,
+                [3, 1],
+                2,
+                False,
+                None,
+                "leader_start",
+                None,
+                None,
+                None,
+                "state_change_log",
+                ts("2026-11-22 02:43:48.356"),
+                5,
+            ),
         ],
         ISR_DDL,
     )
@@ -287,15 +424,83 @@ def test_a_shrink_committed_through_the_metadata_log_keeps_its_proposal(spark):
     day = date(2026, 11, 22)
     expected = spark.createDataFrame(
         [
-            (4, 2, 0, 0, [2, 1, 3], 3, False, None, "leader_start", None, None, None, "state_change_log",
-             ts("2026-11-22 02:57:55.171"), 1, day, sc),
+            (
+                4,
+                2,
+                0,
+                0,
+                [2, 1, 3],
+                3,
+                False,
+                None,
+                "leader_start",
+                None,
+                None,
+                None,
+                "state_change_log",
+                ts("2026-11-22 02:57:55.171"),
+                1,
+                day,
+                sc,
+            ),
             # Berlin 03:58:30,401 is 02:58:30.401 UTC; lastCaughtUpTimeMs 1795316307136 is 02:58:27.136 UTC.
-            (4, 2, 0, 1, [2, 3], 2, None, [2, 1, 3], "shrink", ts("2026-11-22 02:58:30.401"), [(1, 1446, 1795316307136)],
-             1446, "state_change_log", ts("2026-11-22 02:58:30.515"), 2, day, sc),
-            (4, 2, 0, 2, [2, 3, 1], 3, False, [2, 3], "expand", None, None, None, "server_log",
-             ts("2026-11-22 02:58:33.970"), 2, day, srv),
-            (4, 2, 0, 3, [2, 3], 2, None, [2, 3, 1], "shrink", None, None, None, "state_change_log",
-             ts("2026-11-22 02:59:11.051"), 4, day, sc),
+            (
+                4,
+                2,
+                0,
+                1,
+                [2, 3],
+                2,
+                None,
+                [2, 1, 3],
+                "shrink",
+                ts("2026-11-22 02:58:30.401"),
+                [(1, 1446, 1795316307136)],
+                1446,
+                "state_change_log",
+                ts("2026-11-22 02:58:30.515"),
+                2,
+                day,
+                sc,
+            ),
+            (
+                4,
+                2,
+                0,
+                2,
+                [2, 3, 1],
+                3,
+                False,
+                [2, 3],
+                "expand",
+                None,
+                None,
+                None,
+                "server_log",
+                ts("2026-11-22 02:58:33.970"),
+                2,
+                day,
+                srv,
+            ),
+            (
+                4,
+                2,
+                0,
+                3,
+                [2, 3],
+                2,
+                None,
+                [2, 3, 1],
+                "shrink",
+                None,
+                None,
+                None,
+                "state_change_log",
+                ts("2026-11-22 02:59:11.051"),
+                4,
+                day,
+                sc,
+            ),
         ],
         ISR_DDL + ", event_date date, source_file string",
     )
@@ -305,8 +510,12 @@ def test_a_shrink_committed_through_the_metadata_log_keeps_its_proposal(spark):
 def test_microsecond_stamps_give_the_same_rows_with_their_microseconds(spark):
     # The 4.1.1 lines above as a Kafka 4.x broker writes them under log4j2's %d{DEFAULT_MICROS}.
     server = [micros(SERVER_411[0], "417"), micros(SERVER_411[1], "052")]
-    state = [micros(STATE_411[0], "900"), micros(STATE_411[1], "001"), micros(STATE_411[2], "123"),
-             micros(STATE_411[3], "999")]
+    state = [
+        micros(STATE_411[0], "900"),
+        micros(STATE_411[1], "001"),
+        micros(STATE_411[2], "123"),
+        micros(STATE_411[3], "999"),
+    ]
 
     def frame(server_lines, state_lines):
         return log_frame(spark, server_lines, "server_log", broker_id=2).unionByName(
@@ -315,25 +524,99 @@ def test_microsecond_stamps_give_the_same_rows_with_their_microseconds(spark):
 
     us, ms = frame(server, state), frame(SERVER_411, STATE_411)
     zones = {"c1": "Europe/Berlin"}
-    classified = ["stage", "line_number", "status", "detail", "log_level", "logger", "message", "line_kind", "event_date"]
+    classified = [
+        "stage",
+        "line_number",
+        "status",
+        "detail",
+        "log_level",
+        "logger",
+        "message",
+        "line_kind",
+        "event_date",
+    ]
     assert_df_equality(
         classify(us, zones).select(*classified), classify(ms, zones).select(*classified), ignore_row_order=True
     )
     assert sorted(r["t_log"] for r in classify(us, zones).select("t_log").collect()) == [
-        ts("2026-11-22 02:57:55.171900"), ts("2026-11-22 02:58:30.401417"), ts("2026-11-22 02:58:30.515001"),
-        ts("2026-11-22 02:58:33.970052"), ts("2026-11-22 02:58:33.983123"), ts("2026-11-22 02:59:11.051999"),
+        ts("2026-11-22 02:57:55.171900"),
+        ts("2026-11-22 02:58:30.401417"),
+        ts("2026-11-22 02:58:30.515001"),
+        ts("2026-11-22 02:58:33.970052"),
+        ts("2026-11-22 02:58:33.983123"),
+        ts("2026-11-22 02:59:11.051999"),
     ]
     actual = build_isr_changes(classify(us, zones)).select(*ISR_COLUMNS)
     expected = spark.createDataFrame(
         [
-            (4, 2, 0, 0, [2, 1, 3], 3, False, None, "leader_start", None, None, None, "state_change_log",
-             ts("2026-11-22 02:57:55.171900"), 1),
-            (4, 2, 0, 1, [2, 3], 2, None, [2, 1, 3], "shrink", ts("2026-11-22 02:58:30.401417"),
-             [(1, 1446, 1795316307136)], 1446, "state_change_log", ts("2026-11-22 02:58:30.515001"), 2),
-            (4, 2, 0, 2, [2, 3, 1], 3, False, [2, 3], "expand", None, None, None, "server_log",
-             ts("2026-11-22 02:58:33.970052"), 2),
-            (4, 2, 0, 3, [2, 3], 2, None, [2, 3, 1], "shrink", None, None, None, "state_change_log",
-             ts("2026-11-22 02:59:11.051999"), 4),
+            (
+                4,
+                2,
+                0,
+                0,
+                [2, 1, 3],
+                3,
+                False,
+                None,
+                "leader_start",
+                None,
+                None,
+                None,
+                "state_change_log",
+                ts("2026-11-22 02:57:55.171900"),
+                1,
+            ),
+            (
+                4,
+                2,
+                0,
+                1,
+                [2, 3],
+                2,
+                None,
+                [2, 1, 3],
+                "shrink",
+                ts("2026-11-22 02:58:30.401417"),
+                [(1, 1446, 1795316307136)],
+                1446,
+                "state_change_log",
+                ts("2026-11-22 02:58:30.515001"),
+                2,
+            ),
+            (
+                4,
+                2,
+                0,
+                2,
+                [2, 3, 1],
+                3,
+                False,
+                [2, 3],
+                "expand",
+                None,
+                None,
+                None,
+                "server_log",
+                ts("2026-11-22 02:58:33.970052"),
+                2,
+            ),
+            (
+                4,
+                2,
+                0,
+                3,
+                [2, 3],
+                2,
+                None,
+                [2, 3, 1],
+                "shrink",
+                None,
+                None,
+                None,
+                "state_change_log",
+                ts("2026-11-22 02:59:11.051999"),
+                4,
+            ),
         ],
         ISR_DDL,
     )
@@ -349,8 +632,12 @@ def test_older_line_shapes_and_change_kinds(spark):
     tp = "my-topic-2024-7"  # topic names may contain dashes and digits
     server = [
         # 2.4-3.5: no lastCaughtUpTimeMs; an unknown replica state prints "unknown"
-        line("00,000", tp, "Shrinking ISR from 1,2,3 to 1. Leader: (highWatermark: 100, endOffset: 120). Out of sync "
-             "replicas: (brokerId: 2, endOffset: 100) (brokerId: 3, endOffset: unknown)."),
+        line(
+            "00,000",
+            tp,
+            "Shrinking ISR from 1,2,3 to 1. Leader: (highWatermark: 100, endOffset: 120). Out of sync "
+            "replicas: (brokerId: 2, endOffset: 100) (brokerId: 3, endOffset: unknown).",
+        ),
         line("00,050", tp, "ISR updated to 1 (under-min-isr) and version updated to 8"),  # 3.5+, under min ISR
         line("05,000", tp, "ISR updated to 1,2 and version updated to [9]"),  # 2.8-3.0
         line("06,000", tp, "ISR updated to 1,2,3 and version updated to 10"),  # 3.1-3.4
@@ -372,17 +659,99 @@ def test_older_line_shapes_and_change_kinds(spark):
     srv, sc = "server_log", "state_change_log"
     expected = spark.createDataFrame(
         [
-            ("my-topic-2024", 7, 1, None, 8, [1], 1, True, None, "shrink", t("00"), [(2, 100, None), (3, None, None)],
-             100, srv, t("00.05"), 2),
+            (
+                "my-topic-2024",
+                7,
+                1,
+                None,
+                8,
+                [1],
+                1,
+                True,
+                None,
+                "shrink",
+                t("00"),
+                [(2, 100, None), (3, None, None)],
+                100,
+                srv,
+                t("00.05"),
+                2,
+            ),
             ("my-topic-2024", 7, 1, None, 9, [1, 2], 2, None, [1], "expand", None, None, None, srv, t("05"), 3),
             ("my-topic-2024", 7, 1, None, 10, [1, 2, 3], 3, None, [1, 2], "expand", None, None, None, srv, t("06"), 4),
-            ("my-topic-2024", 7, 1, None, 11, [1, 2, 3], 3, False, [1, 2, 3], "unchanged", None, None, None, srv, t("07"), 5),
-            ("my-topic-2024", 7, 1, None, 12, [1, 3, 2], 3, False, [1, 2, 3], "unchanged", None, None, None, srv, t("09"), 7),
+            (
+                "my-topic-2024",
+                7,
+                1,
+                None,
+                11,
+                [1, 2, 3],
+                3,
+                False,
+                [1, 2, 3],
+                "unchanged",
+                None,
+                None,
+                None,
+                srv,
+                t("07"),
+                5,
+            ),
+            (
+                "my-topic-2024",
+                7,
+                1,
+                None,
+                12,
+                [1, 3, 2],
+                3,
+                False,
+                [1, 2, 3],
+                "unchanged",
+                None,
+                None,
+                None,
+                srv,
+                t("09"),
+                7,
+            ),
             ("other", 0, 1, None, 3, [1, 2], 2, False, None, None, None, None, None, srv, t("10"), 8),
-            ("my-topic-2024", 8, 1, 4, 6, [1], 1, True, None, "leader_start", None, None, None, sc,
-             ts("2026-11-20 09:59:00"), 1),
-            ("orders", 0, 1, 3, None, [1, 2], 2, None, None, "leader_start", None, None, None, sc,
-             ts("2021-06-01 10:00:00"), 2),
+            (
+                "my-topic-2024",
+                8,
+                1,
+                4,
+                6,
+                [1],
+                1,
+                True,
+                None,
+                "leader_start",
+                None,
+                None,
+                None,
+                sc,
+                ts("2026-11-20 09:59:00"),
+                1,
+            ),
+            (
+                "orders",
+                0,
+                1,
+                3,
+                None,
+                [1, 2],
+                2,
+                None,
+                None,
+                "leader_start",
+                None,
+                None,
+                None,
+                sc,
+                ts("2021-06-01 10:00:00"),
+                2,
+            ),
         ],
         "topic string, " + ISR_DDL,
     )
@@ -402,11 +771,54 @@ def test_leader_epochs_have_one_row_per_leadership_start(spark):
     actual = rows.drop("cluster", "source_file", "ingest_run_id")
     expected = spark.createDataFrame(
         [
-            ("ackreplay-lab", ID_391, 5, 1, 0, 0, 0, 0, [1, 3, 2], None, -1, ts("2026-11-22 02:42:34.948"), 1,
-             date(2026, 11, 22)),
-            ("ackreplay-lab", ID_391, 4, 1, 1, 3457, 3, 3454, [3, 1], 2, 0, ts("2026-11-22 02:43:48.356"), 2,
-             date(2026, 11, 22)),
-            ("orders", None, 0, 1, 3, 1200, None, 1190, [1, 2], None, 2, ts("2021-06-01 10:00:00"), 5, date(2021, 6, 1)),
+            (
+                "ackreplay-lab",
+                ID_391,
+                5,
+                1,
+                0,
+                0,
+                0,
+                0,
+                [1, 3, 2],
+                None,
+                -1,
+                ts("2026-11-22 02:42:34.948"),
+                1,
+                date(2026, 11, 22),
+            ),
+            (
+                "ackreplay-lab",
+                ID_391,
+                4,
+                1,
+                1,
+                3457,
+                3,
+                3454,
+                [3, 1],
+                2,
+                0,
+                ts("2026-11-22 02:43:48.356"),
+                2,
+                date(2026, 11, 22),
+            ),
+            (
+                "orders",
+                None,
+                0,
+                1,
+                3,
+                1200,
+                None,
+                1190,
+                [1, 2],
+                None,
+                2,
+                ts("2021-06-01 10:00:00"),
+                5,
+                date(2021, 6, 1),
+            ),
         ],
         "topic string, topic_id string, partition int, broker_id int, leader_epoch int, epoch_start_offset bigint, "
         "partition_epoch int, high_watermark bigint, isr array<int>, previous_leader int, previous_leader_epoch int, "
@@ -433,7 +845,11 @@ def test_follower_starts_say_when_a_broker_stopped_leading_and_how_far_its_log_r
     ]
     classified = classify(log_frame(spark, state, "state_change_log"))
     statuses = [(r["line_number"], r["status"], r["detail"]) for r in classified.orderBy("line_number").collect()]
-    assert statuses[-1] == (5, "quarantined", "'Follower ... starts at leader epoch' line in no known format (cut short?)")
+    assert statuses[-1] == (
+        5,
+        "quarantined",
+        "'Follower ... starts at leader epoch' line in no known format (cut short?)",
+    )
     actual = build_follower_starts(classified).drop("cluster", "source_file", "ingest_run_id", "event_date")
     expected = spark.createDataFrame(
         [
@@ -495,10 +911,30 @@ def test_4_2_lines_of_a_leader_after_a_controlled_shutdown(spark):
         "starts at leader epoch 7 from offset 80006 with partition epoch 11, high watermark 80001, ISR [3,1,4,2], "
         "adding replicas [] and removing replicas [] . Previous leader Some(2) and previous leader epoch was 6. "
         + STATE,
-        _skip_registration("2026-11-24 09:14:55,610", 3, tp, "q1Jb0XhGSp2mW7cT4yRz8A", "3, 1, 4", 12, 7, 87410, "3,1,4",
-                           replicas="3, 1, 4, 2"),
-        _skip_registration("2026-11-24 09:15:02,135", 3, tp, "q1Jb0XhGSp2mW7cT4yRz8A", "3, 1", 13, 7, 88124, "3,1",
-                           replicas="3, 1, 4, 2"),
+        _skip_registration(
+            "2026-11-24 09:14:55,610",
+            3,
+            tp,
+            "q1Jb0XhGSp2mW7cT4yRz8A",
+            "3, 1, 4",
+            12,
+            7,
+            87410,
+            "3,1,4",
+            replicas="3, 1, 4, 2",
+        ),
+        _skip_registration(
+            "2026-11-24 09:15:02,135",
+            3,
+            tp,
+            "q1Jb0XhGSp2mW7cT4yRz8A",
+            "3, 1",
+            13,
+            7,
+            88124,
+            "3,1",
+            replicas="3, 1, 4, 2",
+        ),
     ]
     df = log_frame(spark, server, "server_log", broker_id=3).unionByName(
         log_frame(spark, state, "state_change_log", broker_id=3)
@@ -507,12 +943,60 @@ def test_4_2_lines_of_a_leader_after_a_controlled_shutdown(spark):
     sc, srv = "state_change_log", "server_log"
     expected = spark.createDataFrame(
         [
-            ("orders-v2", 2, 3, 7, 11, [3, 1, 4, 2], 4, False, None, "leader_start", None, None, None, sc,
-             ts("2026-11-24 09:14:10.004"), 1),
-            ("orders-v2", 2, 3, 7, 12, [3, 1, 4], 3, None, [3, 1, 4, 2], "shrink", None, None, None, sc,
-             ts("2026-11-24 09:14:55.610"), 2),
-            ("orders-v2", 2, 3, 7, 13, [1, 3], 2, True, [3, 1, 4], "shrink", ts("2026-11-24 09:15:02.117"),
-             [(4, 88120, 1795511697093)], 88120, srv, ts("2026-11-24 09:15:02.131"), 2),
+            (
+                "orders-v2",
+                2,
+                3,
+                7,
+                11,
+                [3, 1, 4, 2],
+                4,
+                False,
+                None,
+                "leader_start",
+                None,
+                None,
+                None,
+                sc,
+                ts("2026-11-24 09:14:10.004"),
+                1,
+            ),
+            (
+                "orders-v2",
+                2,
+                3,
+                7,
+                12,
+                [3, 1, 4],
+                3,
+                None,
+                [3, 1, 4, 2],
+                "shrink",
+                None,
+                None,
+                None,
+                sc,
+                ts("2026-11-24 09:14:55.610"),
+                2,
+            ),
+            (
+                "orders-v2",
+                2,
+                3,
+                7,
+                13,
+                [1, 3],
+                2,
+                True,
+                [3, 1, 4],
+                "shrink",
+                ts("2026-11-24 09:15:02.117"),
+                [(4, 88120, 1795511697093)],
+                88120,
+                srv,
+                ts("2026-11-24 09:15:02.131"),
+                2,
+            ),
         ],
         "topic string, " + ISR_DDL,
     )

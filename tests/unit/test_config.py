@@ -72,12 +72,26 @@ def test_reading_send_times_from_kafka_adds_sparks_kafka_source_and_refuses_the_
     assert plain.session_settings() == plain.spark
     kafka = {"kafka.bootstrap.servers": "broker-1:9092"}
     reads = parse_config({"clusters": {"prod": {"create_times_from_kafka": kafka}}, "spark": {"packages": ["g:a:1"]}})
-    assert reads.session_settings().packages == ["g:a:1", f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"]
-    listed = parse_config({"default_cluster": {"create_times_from_kafka": kafka},
-                           "spark": {"packages": ["org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.0"]}})
+    assert reads.session_settings().packages == [
+        "g:a:1",
+        f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}",
+    ]
+    listed = parse_config(
+        {
+            "default_cluster": {"create_times_from_kafka": kafka},
+            "spark": {"packages": ["org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.0"]},
+        }
+    )
     assert listed.session_settings().packages == ["org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.0"]
     with pytest.raises(ConfigError, match="create_times_from_kafka.*needs kafka.bootstrap.servers"):
         parse_config({"clusters": {"prod": {"create_times_from_kafka": {"kafka.security.protocol": "SSL"}}}})
     with pytest.raises(ConfigError, match="endingOffsets, startingOffsets: ackreplay reads the partitions and offsets"):
-        parse_config({"clusters": {"prod": {"create_times_from_kafka": {**kafka, "startingOffsets": "earliest",
-                                                                        "endingOffsets": "latest"}}}})
+        parse_config(
+            {
+                "clusters": {
+                    "prod": {
+                        "create_times_from_kafka": {**kafka, "startingOffsets": "earliest", "endingOffsets": "latest"}
+                    }
+                }
+            }
+        )

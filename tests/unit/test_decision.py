@@ -49,8 +49,7 @@ def test_a_target_recommends_the_fastest_policy_meeting_it_per_topic():
         " nothing meets it on c1 / audit",
         "  c1 / orders: frontier acks=all, acks=1, quorum=2, min.insync; meets the target: quorum=2, min.insync;"
         " recommended: quorum=2",
-        "  c1 / audit: frontier acks=1, quorum=2; nothing meets the target; closest: quorum=2"
-        " (P999 250.0 ms > 200 ms)",
+        "  c1 / audit: frontier acks=1, quorum=2; nothing meets the target; closest: quorum=2 (P999 250.0 ms > 200 ms)",
     ]
 
 
@@ -88,6 +87,7 @@ def test_no_decision_on_a_cluster_whose_replay_failed_its_self_check():
 def test_a_p999_without_send_times_is_decided_with_a_caution():
     """Where fewer than half the acked produces had a send time, P999 is mostly the broker's view: the decision
     says so; a topic with every send time, or with half of them, carries no caution."""
+
     def timed(rows, known):
         return [{**r, "n": 1000, "send_time_known": known} for r in rows]
 
@@ -124,6 +124,6 @@ def test_the_console_summary_says_how_many_acked_produces_had_a_send_time():
     assert notes == [
         "    send times (CreateTime or a client log) for 0.0% of the acked produces: the others' latency starts when"
         " the broker read their request, which misses the time they waited in the producer behind slower responses"
-        " (README \"What the producer sees\")"
+        ' (README "What the producer sees")'
     ]
     assert not [line for line in format_summary(rows[:1]) if line.startswith("    send times")]

@@ -11,8 +11,10 @@ from ackreplay import delta_jars
 from ackreplay.config import DELTA_VERSION, SparkSettings
 
 PACKAGE = f"io.delta:delta-spark_4.1_2.13:{DELTA_VERSION}"
-NOTICE = ("ackreplay: resolving Delta's jars (io.delta:delta-spark_4.1_2.13:4.4.0) from Maven Central with "
-          "Spark's resolver into {ivy} (first start only)\n")
+NOTICE = (
+    "ackreplay: resolving Delta's jars (io.delta:delta-spark_4.1_2.13:4.4.0) from Maven Central with "
+    "Spark's resolver into {ivy} (first start only)\n"
+)
 
 
 @pytest.fixture
@@ -30,8 +32,10 @@ def resolver(monkeypatch, ivy: Path):
 
     def resolve(resolution):
         calls.append(dict(resolution))
-        return [f"file://{ivy}/jars/io.delta_delta-spark_4.1_2.13-4.4.0.jar",
-                f"file://{ivy}/jars/io.delta_delta-storage-4.4.0.jar"]
+        return [
+            f"file://{ivy}/jars/io.delta_delta-spark_4.1_2.13-4.4.0.jar",
+            f"file://{ivy}/jars/io.delta_delta-storage-4.4.0.jar",
+        ]
 
     monkeypatch.setattr(delta_jars, "resolve", resolve)
     monkeypatch.setattr(delta_jars, "jvm_state", lambda: "none")
@@ -48,7 +52,9 @@ def test_the_default_package_is_the_pinned_pair():
 
 
 def test_first_start_resolves_once_with_one_notice_then_passes_the_jars(ivy, resolver, capsys):
-    jars = f"file://{ivy}/jars/io.delta_delta-spark_4.1_2.13-4.4.0.jar,file://{ivy}/jars/io.delta_delta-storage-4.4.0.jar"
+    jars = (
+        f"file://{ivy}/jars/io.delta_delta-spark_4.1_2.13-4.4.0.jar,file://{ivy}/jars/io.delta_delta-storage-4.4.0.jar"
+    )
     assert delta_jars.jars_conf(settings(ivy)) == {"spark.jars": jars}
     assert resolver == [{"spark.jars.ivy": str(ivy), "spark.jars.packages": PACKAGE}]
     assert capsys.readouterr() == ("", NOTICE.format(ivy=ivy))
@@ -74,8 +80,11 @@ def test_a_missing_or_empty_jar_resolves_again(ivy, resolver, capsys):
 def test_other_resolution_settings_do_not_reuse_a_record(ivy, resolver):
     delta_jars.jars_conf(settings(ivy))
     delta_jars.jars_conf(settings(ivy, **{"spark.jars.repositories": "https://repo.example/maven2"}))
-    assert resolver[1] == {"spark.jars.ivy": str(ivy), "spark.jars.packages": PACKAGE,
-                           "spark.jars.repositories": "https://repo.example/maven2"}
+    assert resolver[1] == {
+        "spark.jars.ivy": str(ivy),
+        "spark.jars.packages": PACKAGE,
+        "spark.jars.repositories": "https://repo.example/maven2",
+    }
     assert len(list((ivy / "ackreplay-resolved").glob("*.json"))) == 2
 
 
@@ -94,7 +103,8 @@ def test_a_failed_resolution_falls_back_to_spark_jars_packages(ivy, monkeypatch,
     assert delta_jars.jars_conf(settings(ivy)) == {"spark.jars.packages": PACKAGE}
     assert capsys.readouterr().err == NOTICE.format(ivy=ivy) + (
         "ackreplay: that failed ([JAVA_GATEWAY_EXITED] Java gateway process exited before sending its port "
-        "number.); starting Spark with its resolver's full log\n")
+        "number.); starting Spark with its resolver's full log\n"
+    )
     assert not (ivy / "ackreplay-resolved").exists()
 
 

@@ -18,6 +18,8 @@ def test_exact_high_percentiles_equal_spark_percentile_with_ties_nulls_and_tiny_
         want = df.agg(F.percentile("a", p).alias("a"), F.percentile("b", p).alias("b")).first()
         assert got == {"a": want["a"], "b": want["b"]}, p
     tiny = spark.createDataFrame([(1.0,), (5.0,), (2.0,)], "a double")
-    assert exact_high_percentiles(tiny, {"a": F.col("a")}, 0.999) == {"a": tiny.agg(F.percentile("a", 0.999)).first()[0]}
+    assert exact_high_percentiles(tiny, {"a": F.col("a")}, 0.999) == {
+        "a": tiny.agg(F.percentile("a", 0.999)).first()[0]
+    }
     empty = spark.createDataFrame([(None,)], "a double")
     assert exact_high_percentiles(empty, {"a": F.col("a")}, 0.999) == {"a": None}

@@ -88,9 +88,7 @@ def test_the_cut_batches_by_the_new_epochs_start_and_the_replays_range_from_the_
         (0, 1, 2, 0, 17, 2000, 0.0, 0, 2000),  # after the new epoch (T0): not the old epoch's session
     ])  # fmt: skip
     epochs = epochs.withColumn("t_log", F.lit(_at(1000)))
-    expected = spark.createDataFrame(
-        [("c", "t", 0, 0, 1, 1, 2, _at(1000), 12, 11, _at(52.1), 2, 0, 1, 3, 4)], _COLUMNS
-    )
+    expected = spark.createDataFrame([("c", "t", 0, 0, 1, 1, 2, _at(1000), 12, 11, _at(52.1), 2, 0, 1, 3, 4)], _COLUMNS)
     assert_df_equality(failover_truncations(epochs, replay, fetches), expected, ignore_nullable=True)
 
 

@@ -23,10 +23,20 @@ def _dequeued(line_number: int) -> datetime:
 
 def _fetch(line, version, replica, partitions, session_id, epoch, response_session_id=None, forgotten=None, error=0):
     topic = FetchTopic("orders", TOPIC_ID, [FetchPartition(p, o, high_watermark=o) for p, o in partitions])
-    forgotten_topics = [FetchTopic("orders", TOPIC_ID, [FetchPartition(p, 0) for p in forgotten])] if forgotten else None
+    forgotten_topics = (
+        [FetchTopic("orders", TOPIC_ID, [FetchPartition(p, 0) for p in forgotten])] if forgotten else None
+    )
     body = fetch_body(
-        version, epoch, replica, [topic] if partitions else [], Timing(), session_id=session_id,
-        session_epoch=epoch, response_session_id=response_session_id, forgotten=forgotten_topics, error_code=error,
+        version,
+        epoch,
+        replica,
+        [topic] if partitions else [],
+        Timing(),
+        session_id=session_id,
+        session_epoch=epoch,
+        response_session_id=response_session_id,
+        forgotten=forgotten_topics,
+        error_code=error,
     )
     return request_log_line(_at(line), body)
 
@@ -50,8 +60,16 @@ def test_partitions_absent_from_incremental_requests_keep_their_offset(spark):
     )
     out = build_follower_fetches(parsed)
     actual = out.select(
-        "line_number", "follower_id", "partition", "fetch_offset", "session_id", "session_epoch",
-        "request_error_code", "high_watermark", "carried_requests", "carried_until",
+        "line_number",
+        "follower_id",
+        "partition",
+        "fetch_offset",
+        "session_id",
+        "session_epoch",
+        "request_error_code",
+        "high_watermark",
+        "carried_requests",
+        "carried_until",
     )
     d = _dequeued
     expected = spark.createDataFrame(

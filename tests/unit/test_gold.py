@@ -33,18 +33,56 @@ T10 = dt.datetime(2026, 11, 20, 10, 0, 0)
 T11 = dt.datetime(2026, 11, 20, 11, 0, 0)
 
 
-def _row(policy="acks=all", outcome="acked", latency=1.0, t=T10, partition=0, copies=3, exposure=0.0,
-         nbytes=100, loss_k=False, loss_l=False, topic="orders", cluster="c1", full=None, loss_k_min=None,
-         loss_l_min=None, offline=False, window_k=0.0, window_l=0.0, window_k_min=None, window_l_min=None, offset=0):
+def _row(
+    policy="acks=all",
+    outcome="acked",
+    latency=1.0,
+    t=T10,
+    partition=0,
+    copies=3,
+    exposure=0.0,
+    nbytes=100,
+    loss_k=False,
+    loss_l=False,
+    topic="orders",
+    cluster="c1",
+    full=None,
+    loss_k_min=None,
+    loss_l_min=None,
+    offline=False,
+    window_k=0.0,
+    window_l=0.0,
+    window_k_min=None,
+    window_l_min=None,
+    offset=0,
+):
     return {
-        "cluster": cluster, "topic": topic, "partition": partition, "leader_epoch": 0, "base_offset": offset,
-        "broker_id": 1, "bytes": nbytes, "records": None, "recorded_acks": -1, "policy": policy, "outcome": outcome,
-        "t_start": t, "t_local_done": t, "t_ack": t, "t_ack_observed": None, "t_response": t,
-        "ack_wait_ms": 0.0, "latency_ms": latency, "broker_latency_ms": latency, "hol_wait_ms": 0.0, "t_send": None,
+        "cluster": cluster,
+        "topic": topic,
+        "partition": partition,
+        "leader_epoch": 0,
+        "base_offset": offset,
+        "broker_id": 1,
+        "bytes": nbytes,
+        "records": None,
+        "recorded_acks": -1,
+        "policy": policy,
+        "outcome": outcome,
+        "t_start": t,
+        "t_local_done": t,
+        "t_ack": t,
+        "t_ack_observed": None,
+        "t_response": t,
+        "ack_wait_ms": 0.0,
+        "latency_ms": latency,
+        "broker_latency_ms": latency,
+        "hol_wait_ms": 0.0,
+        "t_send": None,
         "copies_at_ack": copies if outcome == "acked" else 0,
         "exposure_ms": exposure if outcome == "acked" else None,
         "full_replication_ms": full if outcome == "acked" else None,
-        "loss_kafka_election": loss_k, "loss_longest_log_election": loss_l,
+        "loss_kafka_election": loss_k,
+        "loss_longest_log_election": loss_l,
         "loss_kafka_election_min": loss_k if loss_k_min is None else loss_k_min,
         "loss_longest_log_election_min": loss_l if loss_l_min is None else loss_l_min,
         "offline_at_failure": offline,
@@ -59,7 +97,10 @@ def _row(policy="acks=all", outcome="acked", latency=1.0, t=T10, partition=0, co
         },
         "isr_source": "logs",
         "leo_source": "follower_fetches",
-        "source_file": "f", "line_number": 1, "event_date": t.date(), "replay_run_id": "r",
+        "source_file": "f",
+        "line_number": 1,
+        "event_date": t.date(),
+        "replay_run_id": "r",
     }
 
 
@@ -83,11 +124,28 @@ def isr_frame(spark, rows: list[tuple]):
     """isr_changes rows from (topic, partition, leader_epoch, isr, t_log); the other columns are filler."""
     full = [
         {
-            "cluster": "c1", "topic": topic, "partition": partition, "broker_id": isr[0], "leader_epoch": epoch,
-            "partition_epoch": i, "isr": isr, "isr_size": len(isr), "elr": None, "under_min_isr": None, "previous_isr": None,
-            "change_kind": None, "proposed_at": None, "out_of_sync_replicas": None, "proposal_high_watermark": None,
-            "proposal_end_offset": None, "source": "server_log", "t_log": t, "source_file": "s", "line_number": i,
-            "event_date": t.date(), "ingest_run_id": "i",
+            "cluster": "c1",
+            "topic": topic,
+            "partition": partition,
+            "broker_id": isr[0],
+            "leader_epoch": epoch,
+            "partition_epoch": i,
+            "isr": isr,
+            "isr_size": len(isr),
+            "elr": None,
+            "under_min_isr": None,
+            "previous_isr": None,
+            "change_kind": None,
+            "proposed_at": None,
+            "out_of_sync_replicas": None,
+            "proposal_high_watermark": None,
+            "proposal_end_offset": None,
+            "source": "server_log",
+            "t_log": t,
+            "source_file": "s",
+            "line_number": i,
+            "event_date": t.date(),
+            "ingest_run_id": "i",
         }
         for i, (topic, partition, epoch, isr, t) in enumerate(rows)
     ]
@@ -155,7 +213,9 @@ def test_latency_percentiles_p9999_exact_at_10000(spark):
 def test_windows_minute_and_unknown(spark):
     replay = replay_frame(spark, [_row(t=T10 + dt.timedelta(minutes=3, seconds=59, microseconds=999999))])
     actual = with_window(replay, "minute").select("window", "window_start")
-    expected = spark.createDataFrame([("minute", T10 + dt.timedelta(minutes=3))], "window string, window_start timestamp")
+    expected = spark.createDataFrame(
+        [("minute", T10 + dt.timedelta(minutes=3))], "window string, window_start timestamp"
+    )
     assert_df_equality(actual, expected, ignore_nullable=True)
     with pytest.raises(ValueError, match="unknown window"):
         with_window(replay, "week")
@@ -173,11 +233,27 @@ def test_empty_replay_gives_empty_tables(spark):
 
 
 RISK_COLUMNS = [
-    "policy", "window_start", "produces", "acked_batches", "acked_bytes", "under_min_isr_acks",
-    "under_min_isr_bytes", "min_isr_unknown_acks", "exposure_byte_ms", "max_exposure_ms",
-    "never_min_isr_acks", "never_min_isr_bytes", "single_copy_acks", "loss_kafka_election",
-    "loss_longest_log_election", "loss_kafka_election_min", "loss_longest_log_election_min",
-    "offline_at_failure_acks", "full_replication_p99_ms", "full_replication_max_ms", "never_full_replication_acks",
+    "policy",
+    "window_start",
+    "produces",
+    "acked_batches",
+    "acked_bytes",
+    "under_min_isr_acks",
+    "under_min_isr_bytes",
+    "min_isr_unknown_acks",
+    "exposure_byte_ms",
+    "max_exposure_ms",
+    "never_min_isr_acks",
+    "never_min_isr_bytes",
+    "single_copy_acks",
+    "loss_kafka_election",
+    "loss_longest_log_election",
+    "loss_kafka_election_min",
+    "loss_longest_log_election_min",
+    "offline_at_failure_acks",
+    "full_replication_p99_ms",
+    "full_replication_max_ms",
+    "never_full_replication_acks",
 ]
 RISK_DDL = (
     "policy string, window_start timestamp, produces bigint, acked_batches bigint, acked_bytes bigint, "
@@ -197,8 +273,9 @@ def test_risk_exposure(spark):
             _row(policy="acks=1", copies=2, exposure=0.0, nbytes=200, full=10.0),
             # never on 2 replicas, nor on all 3
             # lost at most under both elections; at least under Kafka's only (sent to the longest-log pick)
-            _row(policy="acks=1", copies=1, exposure=INF, nbytes=50, loss_k=True, loss_l=True, full=INF,
-                 loss_l_min=False),
+            _row(
+                policy="acks=1", copies=1, exposure=INF, nbytes=50, loss_k=True, loss_l=True, full=INF, loss_l_min=False
+            ),
             # min ISR unknown; acked while no follower was in the ISR: offline at a failure, not lost
             _row(policy="acks=1", partition=1, copies=1, exposure=2.0, nbytes=10, full=2.0, offline=True),
             _row(policy="acks=1", outcome="timeout", nbytes=1000),  # not acked: no risk
@@ -232,8 +309,15 @@ def test_loss_windows_are_summed_in_batch_seconds_and_infinite_ones_counted_apar
             _row(policy="acks=all"),
         ],
     )
-    columns = ["policy", "loss_window_kafka_batch_s", "loss_window_kafka_min_batch_s", "loss_window_longest_batch_s",
-               "loss_window_longest_min_batch_s", "never_safe_kafka_acks", "never_safe_longest_acks"]
+    columns = [
+        "policy",
+        "loss_window_kafka_batch_s",
+        "loss_window_kafka_min_batch_s",
+        "loss_window_longest_batch_s",
+        "loss_window_longest_min_batch_s",
+        "never_safe_kafka_acks",
+        "never_safe_longest_acks",
+    ]
     parts = partitions_frame(spark, [("c1", "orders", 0, 2)])
     actual = risk_exposure(replay, parts, "hour").select(*columns)
     expected = spark.createDataFrame(
@@ -246,8 +330,20 @@ def test_loss_windows_are_summed_in_batch_seconds_and_infinite_ones_counted_apar
 
 
 AVAILABILITY_COLUMNS = [
-    "partition", "policy", "window", "window_start", "produces", "acked", "not_enough_replicas", "timeouts",
-    "not_leader", "unreplayable", "under_min_isr_source", "min_insync_replicas", "isr_known_ms", "under_min_isr_ms",
+    "partition",
+    "policy",
+    "window",
+    "window_start",
+    "produces",
+    "acked",
+    "not_enough_replicas",
+    "timeouts",
+    "not_leader",
+    "unreplayable",
+    "under_min_isr_source",
+    "min_insync_replicas",
+    "isr_known_ms",
+    "under_min_isr_ms",
 ]
 AVAILABILITY_DDL = (
     "partition int, policy string, window string, window_start timestamp, produces bigint, acked bigint, "
@@ -394,7 +490,9 @@ def test_isr_time_in_minute_windows(spark):
     replay = replay_frame(spark, [_row(t=T10 + dt.timedelta(minutes=2, seconds=15))])
     isr = isr_frame(spark, [("orders", 0, 1, [1, 2], T10 + dt.timedelta(seconds=30))])
     parts = partitions_frame(spark, [("c1", "orders", 0, 3)])
-    actual = availability(replay, isr, parts, "minute").select("window_start", "produces", "isr_known_ms", "under_min_isr_ms")
+    actual = availability(replay, isr, parts, "minute").select(
+        "window_start", "produces", "isr_known_ms", "under_min_isr_ms"
+    )
     expected = spark.createDataFrame(
         [
             (T10, 0, 30_000.0, 30_000.0),
@@ -426,25 +524,159 @@ def test_policy_summary_against_acks_all(spark):
     # orders/0 under min ISR 2 from 9:30 until the last produce (10:00): 1,800,000 ms; logs has no ISR data
     isr = isr_frame(spark, [("orders", 0, 3, [1], T10 - dt.timedelta(minutes=30))])
     actual = policy_summary(replay, parts, availability(replay, isr, parts)).select(
-        "topic", "policy", "policy_rank", "produces", "n", "p99_ms", "p999_ms", "p999_insufficient",
-        "p999_vs_acks_all_ms", "p999_vs_acks_all_ratio", "acked_bytes", "under_min_isr_acks", "exposure_byte_ms",
-        "max_exposure_ms", "never_min_isr_acks", "single_copy_acks", "loss_kafka_election",
-        "not_enough_replicas", "timeouts", "full_replication_p99_ms", "never_full_replication_acks",
-        "under_min_isr_ms", "under_min_isr_source",
+        "topic",
+        "policy",
+        "policy_rank",
+        "produces",
+        "n",
+        "p99_ms",
+        "p999_ms",
+        "p999_insufficient",
+        "p999_vs_acks_all_ms",
+        "p999_vs_acks_all_ratio",
+        "acked_bytes",
+        "under_min_isr_acks",
+        "exposure_byte_ms",
+        "max_exposure_ms",
+        "never_min_isr_acks",
+        "single_copy_acks",
+        "loss_kafka_election",
+        "not_enough_replicas",
+        "timeouts",
+        "full_replication_p99_ms",
+        "never_full_replication_acks",
+        "under_min_isr_ms",
+        "under_min_isr_source",
     )
     half, src = 1_800_000.0, "isr_changes"
     expected = spark.createDataFrame(
         [
             # p99 of 1..1000: h = 989.01 -> 990.01 (many_acked rows have no full replication time)
-            ("orders", "acks=all", 0, 1000, 1000, 990.01, 999.001, False, 0.0, 1.0, 100000, 0, 0.0, 0.0, 0, 0, 0, 0, 0,
-             None, 0, half, src),
-            ("orders", "quorum=2", 3, 1000, 1000, 495.005, 499.5005, False, -499.5005, 0.5, 100000, 0, 0.0, 0.0, 0, 0, 0,
-             0, 0, None, 0, half, src),
-            ("orders", "acks=1", 4, 2, 1, 1.0, None, True, None, None, 100, 1, 0.0, None, 1, 1, 1, 0, 1, None, 1, half,
-             src),
-            ("orders", "acks=all@lag=3000", 1, 1, 0, None, None, True, None, None, 0, 0, 0.0, None, 0, 0, 0, 1, 0, None,
-             0, None, "not_stored"),
-            ("logs", "acks=1", 4, 1, 1, 2.0, None, True, None, None, 100, 1, 150.0, 1.5, 0, 1, 0, 0, 0, 7.0, 0, None, src),
+            (
+                "orders",
+                "acks=all",
+                0,
+                1000,
+                1000,
+                990.01,
+                999.001,
+                False,
+                0.0,
+                1.0,
+                100000,
+                0,
+                0.0,
+                0.0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                None,
+                0,
+                half,
+                src,
+            ),
+            (
+                "orders",
+                "quorum=2",
+                3,
+                1000,
+                1000,
+                495.005,
+                499.5005,
+                False,
+                -499.5005,
+                0.5,
+                100000,
+                0,
+                0.0,
+                0.0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                None,
+                0,
+                half,
+                src,
+            ),
+            (
+                "orders",
+                "acks=1",
+                4,
+                2,
+                1,
+                1.0,
+                None,
+                True,
+                None,
+                None,
+                100,
+                1,
+                0.0,
+                None,
+                1,
+                1,
+                1,
+                0,
+                1,
+                None,
+                1,
+                half,
+                src,
+            ),
+            (
+                "orders",
+                "acks=all@lag=3000",
+                1,
+                1,
+                0,
+                None,
+                None,
+                True,
+                None,
+                None,
+                0,
+                0,
+                0.0,
+                None,
+                0,
+                0,
+                0,
+                1,
+                0,
+                None,
+                0,
+                None,
+                "not_stored",
+            ),
+            (
+                "logs",
+                "acks=1",
+                4,
+                1,
+                1,
+                2.0,
+                None,
+                True,
+                None,
+                None,
+                100,
+                1,
+                150.0,
+                1.5,
+                0,
+                1,
+                0,
+                0,
+                0,
+                7.0,
+                0,
+                None,
+                src,
+            ),
         ],
         "topic string, policy string, policy_rank int, produces bigint, n bigint, p99_ms double, p999_ms double, "
         "p999_insufficient boolean, p999_vs_acks_all_ms double, p999_vs_acks_all_ratio double, acked_bytes bigint, "
@@ -493,10 +725,14 @@ def test_latency_is_counted_per_record_from_each_records_own_send(spark):
     )
     record_sends = record_sends_by_batch(sends)
     actual = latency_quantiles(replay, [0.0, 0.5, 0.9, 1.0], record_sends).select("q", "latency_ms")
-    expected = spark.createDataFrame([(0.0, 5.0), (0.5, 20.0), (0.9, 72.0), (1.0, 100.0)], "q double, latency_ms double")
+    expected = spark.createDataFrame(
+        [(0.0, 5.0), (0.5, 20.0), (0.9, 72.0), (1.0, 100.0)], "q double, latency_ms double"
+    )
     assert_approx_df_equality(actual, expected, 1e-9, ignore_nullable=True, ignore_row_order=True)
 
-    window = latency_percentiles(replay, "hour", record_sends).select("produces", "n", "acked_records", "p50_ms", "max_ms")
+    window = latency_percentiles(replay, "hour", record_sends).select(
+        "produces", "n", "acked_records", "p50_ms", "max_ms"
+    )
     assert [tuple(r) for r in window.collect()] == [(4, 3, 8, 20.0, 100.0)]
     isr = spark.createDataFrame([], ISR_CHANGES)
     parts = partitions_frame(spark, [("c1", "orders", 0, 2)])

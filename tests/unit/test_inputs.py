@@ -20,9 +20,13 @@ CONFIG = parse_config(
 )
 
 
-def _file(name: str, kind: str = "request_log", cluster: str = "c1", broker_id: int | None = 1, uri: str = "") -> InputFile:
+def _file(
+    name: str, kind: str = "request_log", cluster: str = "c1", broker_id: int | None = 1, uri: str = ""
+) -> InputFile:
     folder = f"broker-{broker_id}" if broker_id is not None else "metrics"
-    return InputFile(cluster, broker_id, kind, f"{cluster}/{folder}/{name}", uri or f"/in/{cluster}/{folder}/{name}", 1, 0, "none")
+    return InputFile(
+        cluster, broker_id, kind, f"{cluster}/{folder}/{name}", uri or f"/in/{cluster}/{folder}/{name}", 1, 0, "none"
+    )
 
 
 def _log(lines: list[tuple[str, str]]) -> bytes:
@@ -67,7 +71,10 @@ def test_the_fingerprint_changes_with_the_size_the_head_or_the_tail(tmp_path: Pa
     base = tmp_path / "base"
     base.write_bytes(_log(lines))
     fingerprint = read_facts(str(base), "none", "request_log", base.stat().st_size).fingerprint
-    for changed in (lines + [("2026-11-20 10:01:00,000", "one more")], [("2026-11-20 10:00:00,000", "request X")] + lines[1:]):
+    for changed in (
+        lines + [("2026-11-20 10:01:00,000", "one more")],
+        [("2026-11-20 10:00:00,000", "request X")] + lines[1:],
+    ):
         other = tmp_path / "other"
         other.write_bytes(_log(changed))
         assert read_facts(str(other), "none", "request_log", other.stat().st_size).fingerprint != fingerprint
@@ -100,7 +107,13 @@ def test_microsecond_stamps_give_microsecond_first_and_last_times(tmp_path: Path
     # log4j2 %d{DEFAULT_MICROS} (Kafka 4.x): `,SSSSSS` stamps, read whole and converted to the µs.
     log = tmp_path / "state-change.log"
     log.write_bytes(
-        _log([("2026-11-21 00:30:00,000250", "x"), ("2026-11-21 00:30:00,000249", "y"), ("2026-11-21 00:30:09,999999", "z")])
+        _log(
+            [
+                ("2026-11-21 00:30:00,000250", "x"),
+                ("2026-11-21 00:30:00,000249", "y"),
+                ("2026-11-21 00:30:09,999999", "z"),
+            ]
+        )
     )
     facts = read_facts(str(log), "none", "state_change_log", log.stat().st_size)
     assert (facts.first_time, facts.last_time) == ("2026-11-21 00:30:00,000249", "2026-11-21 00:30:09,999999")
@@ -109,7 +122,9 @@ def test_microsecond_stamps_give_microsecond_first_and_last_times(tmp_path: Path
     assert _parse_time(facts.last_time, berlin, CONFIG) == datetime(2026, 11, 20, 23, 30, 9, 999999)
     # a file holding both layouts: the stamps still order as times
     mixed = tmp_path / "server.log"
-    mixed.write_bytes(_log([("2026-11-20 10:00:00,124", "a"), ("2026-11-20 10:00:00,123999", "b"), ("2026-11-20 10:00:00,123", "c")]))
+    mixed.write_bytes(
+        _log([("2026-11-20 10:00:00,124", "a"), ("2026-11-20 10:00:00,123999", "b"), ("2026-11-20 10:00:00,123", "c")])
+    )
     facts = read_facts(str(mixed), "none", "server_log", mixed.stat().st_size)
     assert (facts.first_time, facts.last_time) == ("2026-11-20 10:00:00,123", "2026-11-20 10:00:00,124")
 
@@ -143,7 +158,9 @@ def test_a_gzip_cut_mid_stream_is_fingerprinted_up_to_the_cut(tmp_path: Path):
 
 
 def test_log_times_convert_with_the_cluster_zone_and_broker_clock_offset():
-    assert _parse_time("2026-11-20 10:00:00,250", _file("x", cluster="c1"), CONFIG) == datetime(2026, 11, 20, 10, 0, 0, 250000)
+    assert _parse_time("2026-11-20 10:00:00,250", _file("x", cluster="c1"), CONFIG) == datetime(
+        2026, 11, 20, 10, 0, 0, 250000
+    )
     berlin = _file("x", cluster="berlin", broker_id=1)
     assert _parse_time("2026-11-21 00:30:00,000", berlin, CONFIG) == datetime(2026, 11, 20, 23, 30)
     fast_clock = _file("x", cluster="berlin", broker_id=2)  # runs 1.5 s ahead
@@ -208,7 +225,9 @@ def test_collect_facts_reads_every_file_and_names_an_unreadable_one(spark, tmp_p
     log.write_bytes(_log([("2026-11-20 10:00:00,000", "a")]))
     packed = tmp_path / "kafka-request.log.1"
     packed.write_bytes(gzip.compress(_log([("2026-11-20 09:00:00,000", "b"), ("2026-11-20 09:59:59,999", "c")])))
-    present = InputFile("c1", 1, "request_log", "c1/broker-1/kafka-request.log", str(log), log.stat().st_size, 0, "none")
+    present = InputFile(
+        "c1", 1, "request_log", "c1/broker-1/kafka-request.log", str(log), log.stat().st_size, 0, "none"
+    )
     gz = InputFile("c1", 1, "request_log", "c1/broker-1/kafka-request.log.1", str(packed), packed.stat().st_size, 0,
                    "gzip")  # fmt: skip
     assert collect_facts(spark, [present, gz], distributed) == {
@@ -249,8 +268,15 @@ def test_little_to_read_is_read_on_the_driver_much_on_the_executors(spark, tmp_p
 def test_files_named_like_inputs_outside_the_layout_stop_the_run_unless_allowed(tmp_path: Path):
     from ackreplay.inputs import discover_inputs, refuse_misplaced, skipped_lines
 
-    for rel in ("c1/broker-1/kafka-request.log", "c1/topics.txt", "c1/kafka-request.log.gz", "c1/logs/server.log",
-                "c1/controller-100/kafka-request.log.gz", "c1/controller-100/controller.log", "c1/README.md"):
+    for rel in (
+        "c1/broker-1/kafka-request.log",
+        "c1/topics.txt",
+        "c1/kafka-request.log.gz",
+        "c1/logs/server.log",
+        "c1/controller-100/kafka-request.log.gz",
+        "c1/controller-100/controller.log",
+        "c1/README.md",
+    ):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x\n")
     inventory = discover_inputs(str(tmp_path))
@@ -262,8 +288,10 @@ def test_files_named_like_inputs_outside_the_layout_stop_the_run_unless_allowed(
     with pytest.raises(InputError) as refused:
         refuse_misplaced(inventory.misplaced, "error")
     message = str(refused.value)
-    assert message.startswith("2 input file(s) named like logs the replay reads are not where it reads them:\n"
-                              "  c1/kafka-request.log.gz\n  c1/logs/server.log\n")
+    assert message.startswith(
+        "2 input file(s) named like logs the replay reads are not where it reads them:\n"
+        "  c1/kafka-request.log.gz\n  c1/logs/server.log\n"
+    )
     assert "--allow-skipped" in message
     refuse_misplaced(inventory.misplaced, "warning")
     assert skipped_lines(inventory.ignored, inventory.misplaced, inventory.controller_files) == [

@@ -40,7 +40,12 @@ def test_every_appender_of_the_log4j2_template_takes_the_date_pattern_from_the_l
     # lab/cluster.py sets ackreplay.logDatePattern=DEFAULT_MICROS for --log-stamp us; unset, `%d{DEFAULT}` = `[%d]`
     assert properties["logPattern"] == "[%d{${sys:ackreplay.logDatePattern:-DEFAULT}}] %p %m (%c)%n"
     appenders = config["Appenders"]["RollingFile"]
-    assert {a["name"] for a in appenders} >= {"KafkaAppender", "StateChangeAppender", "RequestAppender", "ControllerAppender"}
+    assert {a["name"] for a in appenders} >= {
+        "KafkaAppender",
+        "StateChangeAppender",
+        "RequestAppender",
+        "ControllerAppender",
+    }
     assert {a["PatternLayout"]["pattern"] for a in appenders} == {"${logPattern}"}
 
 
@@ -81,6 +86,8 @@ def test_the_request_log_is_cut_at_the_first_stamp_in_either_layout(tmp_path, la
 def test_the_lab_check_reads_microsecond_request_lines():
     time, level, body = parse_request_line(micros(REAL_PRODUCE, "408"))
     assert (time, level, body["response"]["responses"][0]["partitionResponses"][0]["baseOffset"]) == (
-        "2026-11-23 21:12:37,300408", "DEBUG", 6540,
+        "2026-11-23 21:12:37,300408",
+        "DEBUG",
+        6540,
     )
     assert parse_request_line(REAL_PRODUCE)[0] == "2026-11-23 21:12:37,300"

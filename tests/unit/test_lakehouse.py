@@ -24,11 +24,15 @@ def test_a_column_added_to_the_contract_is_added_to_an_existing_table(spark, tmp
     before = StructType([f for f in PRODUCE_REQUESTS if f.name != "connection"])  # the contract of an earlier release
     old = spark.createDataFrame([_row(before, source_file="a.log", client_id="p1")], before)
     replace_rows(old, lakehouse, "produce_requests", "source_file = 'a.log'", "run-1")
-    new = spark.createDataFrame([_row(PRODUCE_REQUESTS, source_file="b.log", client_id="p1", connection="n-1")], PRODUCE_REQUESTS)
+    new = spark.createDataFrame(
+        [_row(PRODUCE_REQUESTS, source_file="b.log", client_id="p1", connection="n-1")], PRODUCE_REQUESTS
+    )
     assert replace_rows(new, lakehouse, "produce_requests", "source_file = 'b.log'", "run-2") == 1
     table = read_table(spark, lakehouse, "produce_requests")
     assert sorted(table.columns) == sorted(PRODUCE_REQUESTS.fieldNames())  # Delta appends the new column
-    expected = spark.createDataFrame([("a.log", "p1", None), ("b.log", "p1", "n-1")], "source_file string, client_id string, connection string")
+    expected = spark.createDataFrame(
+        [("a.log", "p1", None), ("b.log", "p1", "n-1")], "source_file string, client_id string, connection string"
+    )
     assert_df_equality(
         table.select("source_file", "client_id", "connection"), expected, ignore_row_order=True, ignore_nullable=True
     )
@@ -37,7 +41,9 @@ def test_a_column_added_to_the_contract_is_added_to_an_existing_table(spark, tmp
 def test_a_replace_returns_the_rows_it_wrote_and_zero_when_it_wrote_none(spark, tmp_path):
     lakehouse = str(tmp_path / "lakehouse")
     rows = [_row(PRODUCE_REQUESTS, source_file=f"{name}.log", client_id=f"p{i}") for i, name in enumerate("aab")]
-    assert replace_rows(spark.createDataFrame(rows, PRODUCE_REQUESTS), lakehouse, "produce_requests", "true", "run-1") == 3
+    assert (
+        replace_rows(spark.createDataFrame(rows, PRODUCE_REQUESTS), lakehouse, "produce_requests", "true", "run-1") == 3
+    )
     # the same file again, now with one row: 1 written, whatever the replace removed
     again = spark.createDataFrame(rows[:1], PRODUCE_REQUESTS)
     assert replace_rows(again, lakehouse, "produce_requests", "source_file = 'a.log'", "run-2") == 1
@@ -52,8 +58,16 @@ def test_a_replace_returns_the_rows_it_wrote_and_zero_when_it_wrote_none(spark, 
     # removal of b.log's row, on the same predicate) wrote none either
     assert replace_rows(empty, lakehouse, "produce_requests", "source_file = 'b.log'", "run-5") == 0
     assert replace_rows(empty, lakehouse, "produce_requests", "source_file = 'b.log'", "run-5") == 0
-    assert replace_rows(spark.createDataFrame(rows[2:], PRODUCE_REQUESTS), lakehouse, "produce_requests",
-                        "source_file = 'b.log'", "run-6") == 1
+    assert (
+        replace_rows(
+            spark.createDataFrame(rows[2:], PRODUCE_REQUESTS),
+            lakehouse,
+            "produce_requests",
+            "source_file = 'b.log'",
+            "run-6",
+        )
+        == 1
+    )
     table = read_table(spark, lakehouse, "produce_requests")
     assert sorted((r["source_file"], r["client_id"]) for r in table.collect()) == [("a.log", "p0"), ("b.log", "p2")]
 
@@ -66,8 +80,13 @@ def test_the_last_commit_is_read_as_delta_history_shows_it(spark, tmp_path):
     lakehouse = str(tmp_path / "lakehouse")
     rows = spark.createDataFrame([_row(PRODUCE_REQUESTS, source_file=f"{n}.log") for n in "abc"], PRODUCE_REQUESTS)
     for version, name in enumerate("abc"):  # beside the commit files: .crc checksums
-        replace_rows(rows.filter(f"source_file = '{name}.log'"), lakehouse, "produce_requests",
-                     f"source_file = '{name}.log'", f"run-{version}")
+        replace_rows(
+            rows.filter(f"source_file = '{name}.log'"),
+            lakehouse,
+            "produce_requests",
+            f"source_file = '{name}.log'",
+            f"run-{version}",
+        )
     history = DeltaTable.forPath(spark, table_path(lakehouse, "produce_requests")).history(1)
     expected = history.select("userMetadata", "operationParameters", "operationMetrics").first().asDict()
     assert _last_commit(spark, lakehouse, "produce_requests") == expected

@@ -34,13 +34,18 @@ def _leader_epochs(spark, rows):
 def _follower_starts(spark, rows):
     """(partition, broker, epoch it follows, its log end, at ms) as follower_starts rows."""
     return spark.createDataFrame(
-        [("c", "t", p, b, epoch, leo, None, leo, None, _at(ms), "f", i, T0.date(), "r") for i, (p, b, epoch, leo, ms) in enumerate(rows)],
+        [
+            ("c", "t", p, b, epoch, leo, None, leo, None, _at(ms), "f", i, T0.date(), "r")
+            for i, (p, b, epoch, leo, ms) in enumerate(rows)
+        ],
         FOLLOWER_STARTS,
     )
 
 
 def _until(spark, epochs, follower_starts):
-    fetched = spark.createDataFrame([], "cluster string, topic string, partition int, leader_epoch int, leader_id int, epoch_start_us bigint")
+    fetched = spark.createDataFrame(
+        [], "cluster string, topic string, partition int, leader_epoch int, leader_id int, epoch_start_us bigint"
+    )
     out = build_epochs(epochs, fetched, follower_starts).orderBy("partition", "leader_epoch")
     return [
         (r["partition"], r["leader_epoch"], r["leader_id"], r["epoch_end_us"], r["leader_until_us"])
@@ -97,7 +102,9 @@ def test_a_leader_that_lost_its_partition_without_handing_over_leads_until_its_l
         [("c", 1, _at(ms)) for ms in (-1_000, 4_000, 5_000, 20_100)] + [("c", 3, _at(ms)) for ms in (10, 25, 40)],
         "cluster string, broker_id int, t_local_done timestamp",
     )
-    fetched = spark.createDataFrame([], "cluster string, topic string, partition int, leader_epoch int, leader_id int, epoch_start_us bigint")
+    fetched = spark.createDataFrame(
+        [], "cluster string, topic string, partition int, leader_epoch int, leader_id int, epoch_start_us bigint"
+    )
     out = build_epochs(epochs, fetched, follower, lines).orderBy("partition", "leader_epoch")
     assert [(r["partition"], r["leader_epoch"], r["epoch_end_us"], r["leader_until_us"]) for r in out.collect()] == [
         (0, 0, us(18_000), us(5_000) + 1),

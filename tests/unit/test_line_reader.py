@@ -102,8 +102,18 @@ def test_every_line_of_many_files_is_read_once_by_fewer_tasks(spark, tmp_path):
     for i in range(9):
         path = tmp_path / f"f{i}.log"
         path.write_text("".join(f"file {i} line {n}\n" for n in range(1, i + 2)))
-        files.append(InputFile(cluster="c", broker_id=i, source_file=str(path), uri=str(path), compression="none",
-                               kind="server_log", size=path.stat().st_size, mtime_ns=0))
+        files.append(
+            InputFile(
+                cluster="c",
+                broker_id=i,
+                source_file=str(path),
+                uri=str(path),
+                compression="none",
+                kind="server_log",
+                size=path.stat().st_size,
+                mtime_ns=0,
+            )
+        )
     lines = read_lines(spark, files, 1 << 20, 1 << 20)
     assert lines.rdd.getNumPartitions() == 2 * spark.sparkContext.defaultParallelism == 4
     rows = sorted((r["broker_id"], r["line_number"], r["line"]) for r in lines.collect())

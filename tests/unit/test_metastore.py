@@ -48,28 +48,41 @@ def _partitions(spark, rows):
 
 def test_registered_tables_read_the_same_rows_as_their_paths(spark, tmp_path, schema):
     lakehouse = str(tmp_path / "lakehouse")
-    replace_rows(_partitions(spark, [("c1", "orders", 0, 3), ("c1", "orders", 1, 3)]), lakehouse, "partitions",
-                 "cluster = 'c1'", "run-1")
+    replace_rows(
+        _partitions(spark, [("c1", "orders", 0, 3), ("c1", "orders", 1, 3)]),
+        lakehouse,
+        "partitions",
+        "cluster = 'c1'",
+        "run-1",
+    )
 
     names = register_tables(spark, lakehouse, schema)
 
     # Only tables that exist in the lakehouse are registered.
     assert names == [f"`spark_catalog`.`{schema.schema_name}`.`partitions`"]
-    assert_df_equality(spark.table(table_name(schema, "partitions")), read_table(spark, lakehouse, "partitions"),
-                       ignore_row_order=True)
+    assert_df_equality(
+        spark.table(table_name(schema, "partitions")), read_table(spark, lakehouse, "partitions"), ignore_row_order=True
+    )
     # Later writes by path are seen by name (the catalog entry is an external table over the path), and a
     # second registration keeps the entry.
     replace_rows(_partitions(spark, [("c2", "audit", 0, 1)]), lakehouse, "partitions", "cluster = 'c2'", "run-2")
     assert register_tables(spark, lakehouse, schema) == names
     assert sorted(tuple(r) for r in spark.table(table_name(schema, "partitions")).collect()) == [
-        ("c1", "orders", 0, 3), ("c1", "orders", 1, 3), ("c2", "audit", 0, 1)
+        ("c1", "orders", 0, 3),
+        ("c1", "orders", 1, 3),
+        ("c2", "audit", 0, 1),
     ]
 
 
 def test_a_name_registered_over_another_lakehouse_is_an_error(spark, tmp_path, schema):
     for lakehouse in ("first", "second"):
-        replace_rows(_partitions(spark, [("c1", "orders", 0, 3)]), str(tmp_path / lakehouse), "partitions",
-                     "cluster = 'c1'", "run-1")
+        replace_rows(
+            _partitions(spark, [("c1", "orders", 0, 3)]),
+            str(tmp_path / lakehouse),
+            "partitions",
+            "cluster = 'c1'",
+            "run-1",
+        )
     register_tables(spark, str(tmp_path / "first"), schema)
     with pytest.raises(MetastoreError, match=r"partitions`? is already registered over .*first/silver/partitions"):
         register_tables(spark, str(tmp_path / "second"), schema)

@@ -10,7 +10,17 @@ from schemas.broker_logs import BROKER_CONFIGS
 
 def _setting(cluster, broker, value, at, setting="replica.lag.time.max.ms", line=1):
     when = datetime.fromisoformat(at)
-    return (cluster, broker, setting, value, when, f"{cluster}/broker-{broker}/server.log", line, date(2026, 11, 25), "r1")
+    return (
+        cluster,
+        broker,
+        setting,
+        value,
+        when,
+        f"{cluster}/broker-{broker}/server.log",
+        line,
+        date(2026, 11, 25),
+        "r1",
+    )
 
 
 def test_the_own_lag_is_each_brokers_last_start_and_the_conf_overrides_it(spark):
@@ -33,6 +43,10 @@ def test_the_own_lag_is_each_brokers_last_start_and_the_conf_overrides_it(spark)
         "same": OwnLag("same", 5000.0, "replica.lag.time.max.ms=5000 (brokers 1, 2, 3, at their last start)"),
         "mixed": OwnLag("mixed", None, "its brokers logged different replica.lag.time.max.ms (1: 5000, 2: 3000)"),
         "none": OwnLag("none", None, "no replica.lag.time.max.ms in a 'KafkaConfig values:' dump of its server.log"),
-        "given": OwnLag("given", 3000.0, "replica.lag.time.max.ms=3000 (conf: clusters.given); its brokers logged 5000"),
-        "absent": OwnLag("absent", None, "no replica.lag.time.max.ms in a 'KafkaConfig values:' dump of its server.log"),
+        "given": OwnLag(
+            "given", 3000.0, "replica.lag.time.max.ms=3000 (conf: clusters.given); its brokers logged 5000"
+        ),
+        "absent": OwnLag(
+            "absent", None, "no replica.lag.time.max.ms in a 'KafkaConfig values:' dump of its server.log"
+        ),
     }

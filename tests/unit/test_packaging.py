@@ -38,7 +38,11 @@ def wheel(tmp_path_factory) -> Path:
 def test_wheel_holds_every_module_of_the_packages(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     tracked = subprocess.run(
-        ["git", "ls-files", "--", *(f"{p}/*.py" for p in PACKAGES)], cwd=REPO, capture_output=True, text=True, check=True
+        ["git", "ls-files", "--", *(f"{p}/*.py" for p in PACKAGES)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     assert tracked, "no tracked modules found"
     assert sorted(set(tracked) - names) == []
@@ -52,7 +56,7 @@ def test_wheel_leaves_spark_to_the_runtime(wheel):
         entry_points = z.read(metadata_name.replace("METADATA", "entry_points.txt")).decode()
     requires = metadata.get_all("Requires-Dist")
     unconditional = [r for r in requires if "extra ==" not in r]
-    spark_extra = [r.split(";")[0].strip() for r in requires if "extra == \"spark\"" in r]
+    spark_extra = [r.split(";")[0].strip() for r in requires if 'extra == "spark"' in r]
     assert not [r for r in unconditional if r.startswith(("pyspark", "delta-spark", "delta_spark"))]
     assert spark_extra == ["pyspark==4.1.1", "delta-spark==4.4.0"]
     assert "ackreplay = ackreplay.cli:main" in entry_points
@@ -89,8 +93,13 @@ def test_bundle_declares_every_variable_it_uses(bundle):
     used = {ref.removeprefix("var.") for ref in _references(bundle) if ref.startswith("var.")}
     assert used <= set(bundle["variables"]), used - set(bundle["variables"])
     others = {ref for ref in _references(bundle) if not ref.startswith("var.")}
-    assert others <= {"workspace.file_path", "workspace.current_user.userName", "bundle.target", "bundle.name",
-                      "resources.schemas.ackreplay.name"}
+    assert others <= {
+        "workspace.file_path",
+        "workspace.current_user.userName",
+        "bundle.target",
+        "bundle.name",
+        "resources.schemas.ackreplay.name",
+    }
     assert set(bundle["targets"]) == {"dev", "prod"}
 
 

@@ -48,16 +48,39 @@ def test_conf_overrides_severity_and_turns_checks_off():
 
 def test_required_copies_per_policy(spark):
     df = spark.createDataFrame(
-        [("quorum=2", 2, 2), ("quorum=3", 2, 3), ("min.insync", 2, 2), ("min.insync", None, None),
-         ("acks=1", 2, 1), ("acks=all", 3, 1), ("acks=all@lag=3000", 3, 1), (None, 2, 1)],
+        [
+            ("quorum=2", 2, 2),
+            ("quorum=3", 2, 3),
+            ("min.insync", 2, 2),
+            ("min.insync", None, None),
+            ("acks=1", 2, 1),
+            ("acks=all", 3, 1),
+            ("acks=all@lag=3000", 3, 1),
+            (None, 2, 1),
+        ],
         "policy string, min_insync_replicas int, expected int",
     ).withColumn("required", required_copies())
     assert_column_equality(df, "required", "expected")
 
 
 def _partition(topic: str, partition: int, replicas: list[int], rf: int, min_isr: int) -> tuple:
-    return ("c1", topic, None, partition, replicas, rf, min_isr, "topic", replicas[0], replicas, [], {},
-            "c1/topics.txt", partition + 2, "run-1")
+    return (
+        "c1",
+        topic,
+        None,
+        partition,
+        replicas,
+        rf,
+        min_isr,
+        "topic",
+        replicas[0],
+        replicas,
+        [],
+        {},
+        "c1/topics.txt",
+        partition + 2,
+        "run-1",
+    )
 
 
 def test_failed_checks_count_rows_and_sample_them_by_row_id(spark):
@@ -107,7 +130,11 @@ def test_a_check_on_a_missing_column_fails_with_the_error(spark):
     broken = [o for o in outcomes if o.error]
     assert broken and all(not o.success for o in broken)
     # exactly the expectations that read the missing column could not run
-    reads_it = [o for o in outcomes if "min_insync_replicas" in (o.arguments.get("column"), *margin_sources(o.arguments.get("column", "")))]
+    reads_it = [
+        o
+        for o in outcomes
+        if "min_insync_replicas" in (o.arguments.get("column"), *margin_sources(o.arguments.get("column", "")))
+    ]
     # its type, min ISR >= 1, and min ISR <= RF (on their margin)
     assert [(o.expectation, o.arguments["column"]) for o in reads_it] == [
         ("expect_column_values_to_be_of_type", "min_insync_replicas"),

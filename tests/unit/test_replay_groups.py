@@ -113,7 +113,14 @@ def test_a_request_over_two_partitions_answers_when_its_slowest_partition_acks()
         ]
     )
     events = event_table(
-        [fetch(a, 2, 2, 1), fetch(a, 3, 2, 1), fetch(b, 2, 3, 51), fetch(b, 3, 9, 51), fetch(a, 2, 21, 2), fetch(a, 3, 25, 2)]
+        [
+            fetch(a, 2, 2, 1),
+            fetch(a, 3, 2, 1),
+            fetch(b, 2, 3, 51),
+            fetch(b, 3, 9, 51),
+            fetch(a, 2, 21, 2),
+            fetch(a, 3, 25, 2),
+        ]
     )
     out = replay(context([partition(a), partition(b)]), produces, events)
     assert out.num_rows == 3 * len(POLICIES)
@@ -127,10 +134,17 @@ def test_a_request_over_two_partitions_answers_when_its_slowest_partition_acks()
     assert [ms_after_t0(r["t_response"]) for r in rows_by(out, "acks=1")] == [0.0, 20.0, 0.0]
     first = acks_all[0]
     assert (first["cluster"], first["topic"], first["leader_epoch"], first["broker_id"], first["source_file"]) == (
-        "c", "orders", 0, 1, "c/broker-1/kafka-request.log"
+        "c",
+        "orders",
+        0,
+        1,
+        "c/broker-1/kafka-request.log",
     )
     assert (first["outcome"], first["copies_at_ack"], first["isr_source"], first["leo_source"]) == (
-        "acked", 3, "logs", "follower_fetches"
+        "acked",
+        3,
+        "logs",
+        "follower_fetches",
     )
     assert (first["replay_run_id"], str(first["event_date"])) == ("run-1", "2026-11-21")
 
@@ -151,7 +165,14 @@ def test_the_ground_truth_counts_compare_the_replayed_response_with_the_brokers_
         ]
     )  # fmt: skip
     events = event_table(
-        [fetch(a, 2, 2, 1), fetch(a, 3, 2, 1), fetch(b, 2, 3, 51), fetch(b, 3, 9, 51), fetch(a, 2, 21, 2), fetch(a, 3, 25, 2)]
+        [
+            fetch(a, 2, 2, 1),
+            fetch(a, 3, 2, 1),
+            fetch(b, 2, 3, 51),
+            fetch(b, 3, 9, 51),
+            fetch(a, 2, 21, 2),
+            fetch(a, 3, 25, 2),
+        ]
     )
     writer = ArrowFileWriter(str(tmp_path), ("cluster", "event_date"), ())
     [record] = replay_group(context([partition(a), partition(b)], writer=writer), produces, events).to_pylist()
@@ -170,7 +191,9 @@ def test_a_produce_of_an_unknown_partition_or_outside_its_leaders_epochs_is_not_
         ]
     )
     out = replay(context([p]), produces, event_table([fetch(101, 2, 1, 1), fetch(101, 3, 1, 1)]))
-    assert sorted(set(zip(out.column("partition").to_pylist(), out.column("line_number").to_pylist(), strict=False))) == [(1, 1)]
+    assert sorted(
+        set(zip(out.column("partition").to_pylist(), out.column("line_number").to_pylist(), strict=False))
+    ) == [(1, 1)]
     # Leadership moved at 4 ms before the followers fetched past the batch: acks=all ends as not_leader.
     late = replay(context([p]), produces.slice(0, 1), event_table([fetch(101, 2, 6, 1, leader=2)]))
     assert [(r["outcome"], ms_after_t0(r["t_ack"])) for r in rows_by(late, "acks=all")] == [("not_leader", 4.0)]
@@ -193,18 +216,32 @@ def test_an_old_leader_appends_in_its_epoch_until_its_own_follower_line():
             {"pkey": 101, "broker_id": 3, "t_us": T0 + 30 * MS, "offset": 14453, "t_start_us": T0 + 29 * MS, "acks": 1, "line_number": 4},
         ]
     )  # fmt: skip
-    out = replay(context([p]), produces, event_table([fetch(101, 1, 31, 14454, leader=3), fetch(101, 2, 31, 14454, leader=3)]))
-    placed = sorted(set(zip(out.column("line_number").to_pylist(), out.column("leader_epoch").to_pylist(), strict=False)))
+    out = replay(
+        context([p]), produces, event_table([fetch(101, 1, 31, 14454, leader=3), fetch(101, 2, 31, 14454, leader=3)])
+    )
+    placed = sorted(
+        set(zip(out.column("line_number").to_pylist(), out.column("leader_epoch").to_pylist(), strict=False))
+    )
     assert placed == [(1, 0), (2, 0), (4, 1)]
-    assert [(r["base_offset"], r["outcome"]) for r in rows_by(out, "acks=1")] == [(14453, "acked"), (14453, "acked"), (14456, "acked")]
-    assert [(r["leader_epoch"], r["outcome"]) for r in rows_by(out, "acks=all")] == [(0, "not_leader"), (1, "acked"), (0, "not_leader")]
+    assert [(r["base_offset"], r["outcome"]) for r in rows_by(out, "acks=1")] == [
+        (14453, "acked"),
+        (14453, "acked"),
+        (14456, "acked"),
+    ]
+    assert [(r["leader_epoch"], r["outcome"]) for r in rows_by(out, "acks=all")] == [
+        (0, "not_leader"),
+        (1, "acked"),
+        (0, "not_leader"),
+    ]
 
 
 def test_events_count_only_in_the_epoch_their_leader_led():
     # Epoch 0 (leader 1) until 10 ms, then epoch 1 (leader 1 again, e.g. after a restart). The follower
     # fetches of epoch 0 past offset 5 must not ack epoch 1's batch at offset 5: only those of epoch 1 do.
     p = partition(101, epochs=((0, 1, T0 - 60_000 * MS), (1, 1, T0 + 10 * MS)))
-    produces = produce_table([{"pkey": 101, "t_us": T0 + 12 * MS, "offset": 5, "t_start_us": T0 + 11 * MS, "line_number": 1}])
+    produces = produce_table(
+        [{"pkey": 101, "t_us": T0 + 12 * MS, "offset": 5, "t_start_us": T0 + 11 * MS, "line_number": 1}]
+    )
     events = event_table([fetch(101, 2, 5, 9), fetch(101, 3, 5, 9), fetch(101, 2, 14, 6), fetch(101, 3, 17, 6)])
     out = replay(context([p]), produces, events)
     assert [(r["leader_epoch"], ms_after_t0(r["t_ack"])) for r in rows_by(out, "acks=all")] == [(1, 17.0)]
@@ -247,7 +284,12 @@ def test_produces_the_broker_rejected_are_checked_against_the_replayed_rejection
     ctx = context([partition(101), partition(102)], isr_changes={(101, 0): shrink_expand}, writer=writer)
     [record] = replay_group(ctx, produce_table(appended + rejected), events).to_pylist()
     assert json.loads(record["ground_truth"]) == {
-        "n": 1, "observed": 0, "within_1ms": 0, "within_2ms": 0, "rejected": 3, "rejected_replayed": 2
+        "n": 1,
+        "observed": 0,
+        "within_1ms": 0,
+        "within_2ms": 0,
+        "rejected": 3,
+        "rejected_replayed": 2,
     }
     only_rejected = produce_table([{**rejected[0], "pkey": 102}])
     [record] = replay_group(context([partition(102, isr=(1,))], writer=writer), only_rejected, events).to_pylist()
@@ -276,7 +318,14 @@ def test_the_file_writer_writes_one_file_per_date_with_a_row_group_per_policy(tm
         [
             {"pkey": 101, "t_us": T0, "offset": 0, "t_start_us": T0, "line_number": 1},
             {"pkey": 101, "t_us": T0 + 1 * MS, "offset": 1, "t_start_us": T0, "line_number": 2},
-            {"pkey": 101, "t_us": midnight, "offset": 2, "t_start_us": midnight, "line_number": 3, "event_day": DAY + 1},
+            {
+                "pkey": 101,
+                "t_us": midnight,
+                "offset": 2,
+                "t_start_us": midnight,
+                "line_number": 3,
+                "event_day": DAY + 1,
+            },
         ]
     )
     events = event_table([fetch(101, f, t, o) for f in (2, 3) for t, o in ((2, 2), ((midnight - T0) / MS + 3, 3))])
@@ -286,7 +335,8 @@ def test_the_file_writer_writes_one_file_per_date_with_a_row_group_per_policy(tm
     assert files.schema == WRITTEN_FILE_ARROW
     records = sorted(files.to_pylist(), key=lambda r: r["partition_values"])
     assert [json.loads(r["partition_values"]) for r in records] == [
-        {"cluster": "c", "event_date": "2026-11-21"}, {"cluster": "c", "event_date": "2026-11-22"}
+        {"cluster": "c", "event_date": "2026-11-21"},
+        {"cluster": "c", "event_date": "2026-11-22"},
     ]
     assert [r["num_records"] for r in records] == [2 * len(POLICIES), len(POLICIES)]
     assert json.loads(records[0]["stats"]) == {
@@ -302,7 +352,10 @@ def test_the_file_writer_writes_one_file_per_date_with_a_row_group_per_policy(tm
     # recorded acks=all, acked on replay; no broker ack time recorded (t_ack_observed null): none compared
     assert json.loads(records[0]["ground_truth"]) == {"n": 2, "observed": 0, "within_1ms": 0, "within_2ms": 0}
     first = tmp_path / records[0]["path"]
-    assert records[0]["path"].startswith("cluster=c/event_date=2026-11-21/part-") and first.stat().st_size == records[0]["size_bytes"]
+    assert (
+        records[0]["path"].startswith("cluster=c/event_date=2026-11-21/part-")
+        and first.stat().st_size == records[0]["size_bytes"]
+    )
     metadata = pq.ParquetFile(first).metadata
     assert [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)] == [2] * len(POLICIES)
     written = pa.concat_tables(pq.read_table(tmp_path / r["path"]) for r in records)
@@ -348,5 +401,7 @@ def test_leo_evidence_keeps_fetches_recorded_before_an_error_their_delayed_respo
         ],
         schema,
     )
-    expected = spark.createDataFrame([(12670, 0, 12.0, False), (12671, None, 0.0, False), (12672, 74, 122.9, False)], schema)
+    expected = spark.createDataFrame(
+        [(12670, 0, 12.0, False), (12671, None, 0.0, False), (12672, 74, 122.9, False)], schema
+    )
     assert_df_equality(leo_evidence(fetches), expected, ignore_row_order=True)

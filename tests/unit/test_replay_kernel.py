@@ -179,9 +179,15 @@ def test_with_eligible_leader_replicas_kafka_elects_one_when_the_isr_is_the_lead
     assert one.loss_kafka_election_min.tolist() == [False]
     assert (one.loss_window_kafka_us.tolist(), one.loss_window_kafka_min_us.tolist()) == ([50.0], [0.0])
     # follower 3 shut down (the controller removed it at 50) and not back at the ack: nobody to elect
-    down = {**base, "isr_change_times": np.array([50]), "isr_membership": np.array([[False, True], [False, False]]),
-            "isr_change_by_controller": np.array([True]), "elr_membership": np.array([[False, False], [False, True]]),
-            "leo_times": (np.array([90]), np.array([150])), "leo_offsets": (np.array([0]), np.array([10]))}
+    down = {
+        **base,
+        "isr_change_times": np.array([50]),
+        "isr_membership": np.array([[False, True], [False, False]]),
+        "isr_change_by_controller": np.array([True]),
+        "elr_membership": np.array([[False, False], [False, True]]),
+        "leo_times": (np.array([90]), np.array([150])),
+        "leo_offsets": (np.array([0]), np.array([10])),
+    }
     one = replay_epoch(EpochInputs(**down))["acks=1"]
     assert (one.offline_at_failure.tolist(), one.loss_kafka_election.tolist()) == ([True], [False])
     assert one.loss_window_kafka_us.tolist() == [0.0]
@@ -215,8 +221,9 @@ def test_the_loss_window_is_how_long_after_the_ack_a_leader_failure_would_still_
     assert (one.loss_window_longest_us.tolist(), one.loss_window_longest_min_us.tolist()) == ([10.0], [0.0])
     assert r["acks=all"].loss_window_kafka_us.tolist() == [0.0]  # acked at 110, when follower 3 (ISR) had it
     # the leadership ends at 2,000: a failure of the old leader after that loses nothing of its epoch
-    r = replay_epoch(epoch(produces, followers, isr_times=[3_000], isr_rows=[[True, True], [False, True]], m=1,
-                           epoch_end=2_000))
+    r = replay_epoch(
+        epoch(produces, followers, isr_times=[3_000], isr_rows=[[True, True], [False, True]], m=1, epoch_end=2_000)
+    )
     assert r["acks=1"].loss_window_kafka_us.tolist() == [1_900.0]
     # follower 2 never reports and stays in the ISR: losable until the end of the data
     r = replay_epoch(epoch(produces, [[(90, 0)], [(105, 0), (110, 10)]], m=1))
@@ -462,7 +469,9 @@ def test_simulate_isr_checks_once_when_a_silent_leader_resumes():
     # A produce every 100 ms, each fetched by both followers 1 ms later. The leader stops running from
     # 1.001 s to 5.0 s (nothing appended, nothing fetched); when it resumes it appends at 5.0 s and the
     # followers' first FETCHes come at 5.010 and 5.011 s.
-    produces = [(10 * i, 100_000 * i) for i in range(1, 11)] + [(10 * i, 5_000_000 + 100_000 * (i - 11)) for i in range(11, 21)]
+    produces = [(10 * i, 100_000 * i) for i in range(1, 11)] + [
+        (10 * i, 5_000_000 + 100_000 * (i - 11)) for i in range(11, 21)
+    ]
     f2 = [(t + 10_000 if t >= 5_000_000 else t + 1000, b + 10) for b, t in produces]
     f3 = [(t + 1, o) for t, o in f2]
     inputs = epoch(produces, [f2, f3], timeout=30_000_000, lags=(3000,), epoch_start=0)
@@ -525,7 +534,10 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, .
     f_count = inputs.follower_ids.size
     rf = f_count + 1
     m_eff = min(inputs.min_insync_replicas, rf)
-    events = [list(zip(t.tolist(), o.tolist(), strict=True)) for t, o in zip(inputs.leo_times, inputs.leo_offsets, strict=True)]
+    events = [
+        list(zip(t.tolist(), o.tolist(), strict=True))
+        for t, o in zip(inputs.leo_times, inputs.leo_offsets, strict=True)
+    ]
     changes = inputs.isr_change_times.tolist()
     rows = inputs.isr_membership.tolist()
     elr_rows = None if inputs.elr_membership is None else inputs.elr_membership.tolist()
@@ -573,13 +585,22 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, .
     def live(f, t):
         """Not live: removed from the ISR by the controller at some c <= t, with no FETCH of f in (c, t]."""
         for k, c in enumerate(changes):
-            if (c <= t and by_controller[k] and rows[k][f] and not rows[k + 1][f]
-                    and not any(c < e <= t for e, _ in events[f])):
+            if (
+                c <= t
+                and by_controller[k]
+                and rows[k][f]
+                and not rows[k + 1][f]
+                and not any(c < e <= t for e, _ in events[f])
+            ):
                 return False
         return True
 
     def finish(i, raw, reject, under=False):
-        tld, deadline, end = int(inputs.t_local_done[i]), int(inputs.t_local_done[i] + inputs.timeout_us[i]), inputs.epoch_end
+        tld, deadline, end = (
+            int(inputs.t_local_done[i]),
+            int(inputs.t_local_done[i] + inputs.timeout_us[i]),
+            inputs.epoch_end,
+        )
         if reject:
             return NER, tld
         if not inputs.appended[i] and raw != tld:
@@ -625,7 +646,6 @@ def _oracle(inputs: EpochInputs, strict: bool = True) -> dict[str, tuple[list, .
                     return math.inf
                 total += b - a
         return float(total)
-
 
     out = {}
     for pid in policy_ids(inputs):
@@ -720,8 +740,16 @@ def epochs(draw, full_isr: bool = False, all_appended: bool = False):
         isr_rows = [draw(st.lists(st.booleans(), min_size=f_count, max_size=f_count)) for _ in range(k + 1)]
     by_controller = draw(st.lists(st.booleans(), min_size=len(isr_times), max_size=len(isr_times)))
     # eligible leader replicas (KIP-966) kept or not; drawn freely (Kafka keeps them out of the ISR)
-    elr_rows = draw(st.one_of(st.none(), st.lists(
-        st.lists(st.booleans(), min_size=f_count, max_size=f_count), min_size=len(isr_rows), max_size=len(isr_rows))))
+    elr_rows = draw(
+        st.one_of(
+            st.none(),
+            st.lists(
+                st.lists(st.booleans(), min_size=f_count, max_size=f_count),
+                min_size=len(isr_rows),
+                max_size=len(isr_rows),
+            ),
+        )
+    )
     m = draw(st.integers(1, f_count + 2))
     epoch_end = draw(st.one_of(st.just(NEVER), st.integers(0, 4000)))
     produces = [(int(base[i]), int(tld[i])) for i in order]
@@ -869,14 +897,19 @@ def _simulate_oracle(inputs: EpochInputs, lag_ms: float, delay: int = 0, window:
     start = inputs.epoch_start
     lag = round(lag_ms * 1000)
     every = max(1, lag // 2)
-    events = [list(zip(t.tolist(), o.tolist(), strict=True)) for t, o in zip(inputs.leo_times, inputs.leo_offsets, strict=True)]
+    events = [
+        list(zip(t.tolist(), o.tolist(), strict=True))
+        for t, o in zip(inputs.leo_times, inputs.leo_offsets, strict=True)
+    ]
 
     def leo(f, t, unknown=-1):
         seen = [o for tt, o in events[f] if tt <= t]
         return max(seen) if seen else unknown
 
     max_follower = max([o for ev in events for _, o in ev], default=0)
-    batches = sorted((int(b), int(t)) for b, t, a in zip(inputs.base_offset, inputs.t_local_done, inputs.appended, strict=True) if a)
+    batches = sorted(
+        (int(b), int(t)) for b, t, a in zip(inputs.base_offset, inputs.t_local_done, inputs.appended, strict=True) if a
+    )
     steps = []
     for i, (b, t) in enumerate(batches):
         end = batches[i + 1][0] if i + 1 < len(batches) else max(b + 1, max_follower)
@@ -973,21 +1006,43 @@ def fetching_epochs(draw):
     # spans in which the leader was silent, between even times
     bounds = sorted(set(draw(st.lists(st.integers(1, 1700), max_size=4))))
     silences = np.array([2 * x for x in bounds[: len(bounds) // 2 * 2]], dtype=np.int64).reshape(-1, 2)
-    return EpochInputs(**{**inputs.__dict__, "leo_times": tuple(times), "leo_offsets": tuple(offsets), "epoch_start": 0,
-                          "isr_change_times": changes, "leader_silences": silences})
+    return EpochInputs(
+        **{
+            **inputs.__dict__,
+            "leo_times": tuple(times),
+            "leo_offsets": tuple(offsets),
+            "epoch_start": 0,
+            "isr_change_times": changes,
+            "leader_silences": silences,
+        }
+    )
 
 
 _ISR_CHANGE_AT_THE_START = EpochInputs(
-    base_offset=np.arange(8), t_local_done=np.zeros(8, np.int64), timeout_us=np.zeros(8, np.int64),
-    appended=np.zeros(8, bool), follower_ids=np.array([2], np.int32),
-    leo_times=(np.empty(0, np.int64),), leo_offsets=(np.empty(0, np.int64),),
-    isr_change_times=np.array([0]), isr_membership=np.array([[False], [True]]),
-    min_insync_replicas=1, epoch_end=NEVER, quorum_sizes=(1, 2, 3), replica_lag_time_max_ms=(), epoch_start=0,
+    base_offset=np.arange(8),
+    t_local_done=np.zeros(8, np.int64),
+    timeout_us=np.zeros(8, np.int64),
+    appended=np.zeros(8, bool),
+    follower_ids=np.array([2], np.int32),
+    leo_times=(np.empty(0, np.int64),),
+    leo_offsets=(np.empty(0, np.int64),),
+    isr_change_times=np.array([0]),
+    isr_membership=np.array([[False], [True]]),
+    min_insync_replicas=1,
+    epoch_end=NEVER,
+    quorum_sizes=(1, 2, 3),
+    replica_lag_time_max_ms=(),
+    epoch_start=0,
 )  # a change committed exactly at the epoch start is the membership the simulation starts from
 
 
 @_SETTINGS
-@given(fetching_epochs(), st.sampled_from([0.008, 0.016, 0.1, 0.5]), st.sampled_from([0, 2]), st.sampled_from([0, 100, 200_000]))
+@given(
+    fetching_epochs(),
+    st.sampled_from([0.008, 0.016, 0.1, 0.5]),
+    st.sampled_from([0, 2]),
+    st.sampled_from([0, 100, 200_000]),
+)
 @example(_ISR_CHANGE_AT_THE_START, 0.008, 0, 200_000)
 def test_simulate_isr_matches_a_sequential_simulation(inputs, lag_ms, delay, window):
     got = simulate_isr(inputs, lag_ms, ReplayOptions(isr_commit_delay_us=delay, isr_expand_window_us=window))

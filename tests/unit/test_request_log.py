@@ -57,7 +57,10 @@ def fetch(version, replica_id, topic="orders", topic_id=TOPIC_ID):
 
 def test_every_line_gets_a_status_and_reason(spark):
     produce = lambda **kw: request_log_line(  # noqa: E731
-        T0, produce_body(kw.pop("version", 9), 1, kw.pop("acks", -1), "orders", [ProducePartition(0, 100, 5)], Timing(), **kw)
+        T0,
+        produce_body(
+            kw.pop("version", 9), 1, kw.pop("acks", -1), "orders", [ProducePartition(0, 100, 5)], Timing(), **kw
+        ),
     )
     lines = [
         produce(),  # 1 Produce v9, topic name
@@ -95,7 +98,13 @@ def test_every_line_gets_a_status_and_reason(spark):
             (9, "unused", "FETCH of __cluster_metadata", "FETCH", 1),
             (10, "unused", "METADATA", "METADATA", None),
             (11, "quarantined", "malformed or truncated JSON", "PRODUCE", None),  # header still readable
-            (12, "quarantined", "not a log4j line '[yyyy-MM-dd HH:mm:ss,SSS] LEVEL message (logger)' (or ',SSSSSS')", None, None),
+            (
+                12,
+                "quarantined",
+                "not a log4j line '[yyyy-MM-dd HH:mm:ss,SSS] LEVEL message (logger)' (or ',SSSSSS')",
+                None,
+                None,
+            ),
             (13, "unused", "RequestChannel trace line", None, None),
             (14, "quarantined", "not a 'Completed request:' line", None, None),
             (15, "quarantined", "pre-2.8 text request log format is not supported", None, None),
@@ -147,13 +156,26 @@ def test_produce_rows_carry_offsets_errors_and_derived_times(spark):
                 Client(client_id="order-svc", connection="10.0.0.5:9092-10.0.0.9:41000-2"),
             ),
         ),
-        request_log_line(T0, produce_body(13, 2, 1, "orders", [ProducePartition(0, 50, 7)], Timing(), topic_id=TOPIC_ID)),
+        request_log_line(
+            T0, produce_body(13, 2, 1, "orders", [ProducePartition(0, 50, 7)], Timing(), topic_id=TOPIC_ID)
+        ),
         request_log_line(T0, produce_body(9, 3, 0, "orders", [ProducePartition(1, 60)], Timing())),
     ]
     out = select_produce_requests(parse(lines_frame(spark, lines)))
     actual = out.select(
-        "line_number", "topic", "topic_id", "partition", "acks", "records_size_bytes", "error_code", "base_offset",
-        "t_start", "t_dequeue", "t_local_done", "t_ack_observed", "connection",
+        "line_number",
+        "topic",
+        "topic_id",
+        "partition",
+        "acks",
+        "records_size_bytes",
+        "error_code",
+        "base_offset",
+        "t_start",
+        "t_dequeue",
+        "t_local_done",
+        "t_ack_observed",
+        "connection",
     )
     ts = lambda us: datetime(2026, 11, 20, 13, 0, 0, us)  # noqa: E731
     conn, default_conn = "10.0.0.5:9092-10.0.0.9:41000-2", Client().connection
@@ -197,10 +219,14 @@ def test_microsecond_stamps_carry_into_every_derived_time(spark):
     )
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
     # apart from the times, the two lines give the same rows
-    same = [c for c in out.columns if c not in ("line_number", "t_log", "t_start", "t_dequeue", "t_local_done",
-                                                  "t_ack_observed", "event_date")]
+    same = [
+        c
+        for c in out.columns
+        if c not in ("line_number", "t_log", "t_start", "t_dequeue", "t_local_done", "t_ack_observed", "event_date")
+    ]
     assert_df_equality(
-        out.filter("line_number = 1").select(*same), out.filter("line_number = 2").select(*same),
+        out.filter("line_number = 1").select(*same),
+        out.filter("line_number = 2").select(*same),
         ignore_row_order=True,
     )
 

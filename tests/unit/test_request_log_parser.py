@@ -23,7 +23,9 @@ T0 = datetime(2026, 11, 20, 13, 0, 0, 317000)
 
 def _produce(correlation_id: int, partitions=None, **kw) -> str:
     partitions = partitions or [ProducePartition(0, 100, correlation_id)]
-    return request_log_line(T0, produce_body(9, correlation_id, kw.pop("acks", -1), "orders", partitions, Timing(), **kw))
+    return request_log_line(
+        T0, produce_body(9, correlation_id, kw.pop("acks", -1), "orders", partitions, Timing(), **kw)
+    )
 
 
 def _parse(
@@ -66,7 +68,7 @@ def test_malformed_lines_are_isolated_and_the_rest_parsed():
 
 
 def test_bodies_parse_back_to_back_and_bad_ones_fail_alone():
-    bodies = [b'{"requestHeader":{"correlationId":1}}', b'{"requestHeader":', b'[1]', b'{"totalTimeMs":2.5}']
+    bodies = [b'{"requestHeader":{"correlationId":1}}', b'{"requestHeader":', b"[1]", b'{"totalTimeMs":2.5}']
     parsed, failures = parse_json_bodies(pa.array(bodies, pa.binary()))
     assert failures == {1: "malformed or truncated JSON", 2: "malformed or truncated JSON"}
     rows = parsed.to_pylist()
@@ -106,11 +108,23 @@ def test_responses_are_matched_by_topic_and_partition_not_position():
 def test_fetch_rows_sessions_and_forgotten_partitions():
     topic = FetchTopic("orders", TOPIC_ID, [FetchPartition(0, 10, high_watermark=12), FetchPartition(1, 20)])
     body = fetch_body(
-        17, 3, 2, [topic], Timing(), session_id=77, session_epoch=4,
+        17,
+        3,
+        2,
+        [topic],
+        Timing(),
+        session_id=77,
+        session_epoch=4,
         forgotten=[FetchTopic("orders", TOPIC_ID, [FetchPartition(5, 0)])],
     )
     consumer = fetch_body(17, 4, -1, [topic], Timing())
-    rows = _parse([request_log_line(T0, body), request_log_line(T0, consumer), request_log_line(T0, other_body("METADATA", 3, 12, 9))])
+    rows = _parse(
+        [
+            request_log_line(T0, body),
+            request_log_line(T0, consumer),
+            request_log_line(T0, other_body("METADATA", 3, 12, 9)),
+        ]
+    )
     assert [(r["status"], r["detail"], r["follower_id"]) for r in rows["line"]] == [
         ("parsed", None, 2),
         ("unused", "FETCH from a consumer", None),
@@ -168,8 +182,12 @@ def test_microsecond_stamps_keep_the_microseconds_and_cut_the_same_body():
     ]
     assert [r["log_time_local"] for r in produce[2]] == [t(300, 123)] * 2
     # the body parses to the same rows whichever stamp the line carries
-    assert _without(produce[2], "line_number", "log_time_local") == _without(produce[1], "line_number", "log_time_local")
-    assert _without(produce[5], "line_number", "log_time_local") == _without(produce[1], "line_number", "log_time_local")
+    assert _without(produce[2], "line_number", "log_time_local") == _without(
+        produce[1], "line_number", "log_time_local"
+    )
+    assert _without(produce[5], "line_number", "log_time_local") == _without(
+        produce[1], "line_number", "log_time_local"
+    )
     fetch = {n: [r for r in rows["fetch"] if r["line_number"] == n] for n in (3, 4)}
     assert [(r["follower_id"], r["partition"], r["fetch_offset"], r["log_time_local"]) for r in fetch[4]] == [
         (2, 2, 6197, t(302, 456)),
@@ -180,7 +198,10 @@ def test_microsecond_stamps_keep_the_microseconds_and_cut_the_same_body():
 
 def test_a_batch_of_microsecond_lines_alone():
     rows = _parse([micros(_produce(1), "001"), micros(_produce(2), "250")])
-    assert [r["log_time_local"] for r in rows["line"]] == [T0.replace(microsecond=317001), T0.replace(microsecond=317250)]
+    assert [r["log_time_local"] for r in rows["line"]] == [
+        T0.replace(microsecond=317001),
+        T0.replace(microsecond=317250),
+    ]
     assert [(r["line_number"], r["base_offset"]) for r in rows["produce"]] == [(1, 1), (2, 2)]
 
 

@@ -97,14 +97,19 @@ def test_a_window_where_nothing_replayed_as_acked_prints_a_dash():
     check.windows = [{"cluster": "c1", "window": "quiet", "n": 300, "within_2ms": 0.0,
                       "p999_replayed_ms": None, "p999_observed_ms": 4.0}]  # fmt: skip
     lines = check.summary_lines()
-    assert "    c1: n=300, 0.00% within 2 ms, 300 not acked, P999 - replayed vs 4.0 ms observed  FAILED: 0.00% within 2 ms < 97%" in lines
+    assert (
+        "    c1: n=300, 0.00% within 2 ms, 300 not acked, P999 - replayed vs 4.0 ms observed  FAILED: 0.00% within 2 ms < 97%"
+        in lines
+    )
     assert lines[-1].split() == ["c1", "quiet", "300", "0.00%", "-", "4.0", "ms"]
 
 
 def test_the_verdict_rows_say_which_clusters_gold_may_use():
     from ackreplay.replay.self_check import NO_TRUTH, ClusterTruth, SelfCheck
 
-    failed = ClusterTruth("bad", 300, 2, 0.9, 50.0, 10.0, "judged", ("90.00% within 2 ms < 97%", "P999 off by more than 10%"))
+    failed = ClusterTruth(
+        "bad", 300, 2, 0.9, 50.0, 10.0, "judged", ("90.00% within 2 ms < 97%", "P999 off by more than 10%")
+    )
     good = ClusterTruth("good", 300, 0, 0.995, 10.0, 10.0, "judged")
     few = ClusterTruth("few", 20, 0, 0.5, 9.0, 10.0, "too few produces")
     check = SelfCheck(SelfCheckSettings(), [failed, good, few])
@@ -147,7 +152,17 @@ ISR_DDL = (
 def _acks(cluster, policy, waits_ms, outcome="acked"):
     """One produce per wait (base offsets 0, 1, ...), acknowledged `wait` ms after its append."""
     return [
-        (cluster, "orders", 0, 1, i, policy, outcome, T0 + timedelta(seconds=i), T0 + timedelta(seconds=i, milliseconds=w))
+        (
+            cluster,
+            "orders",
+            0,
+            1,
+            i,
+            policy,
+            outcome,
+            T0 + timedelta(seconds=i),
+            T0 + timedelta(seconds=i, milliseconds=w),
+        )
         for i, w in enumerate(waits_ms)
     ]
 
@@ -168,7 +183,12 @@ def test_the_isr_resimulated_at_the_clusters_own_lag_must_ack_as_the_recorded_is
         "lag_ms": 3000.0, "n": 300, "within_2ms": 1.0, "p999_resimulated_ms": 6.0, "p999_recorded_ms": 5.0
     }  # fmt: skip
     late = figures["late"]
-    assert (late["n"], late["within_2ms"], late["p999_resimulated_ms"], late["p999_recorded_ms"]) == (300, 290 / 300, 3005.0, 5.0)
+    assert (late["n"], late["within_2ms"], late["p999_resimulated_ms"], late["p999_recorded_ms"]) == (
+        300,
+        290 / 300,
+        3005.0,
+        5.0,
+    )
     assert (figures["short"]["n"], figures["short"]["within_2ms"]) == (300, 299 / 300)
     assert figures["other"]["within_2ms"] == 0.0 and figures["other"]["p999_resimulated_ms"] is None
     settings = SelfCheckSettings()
@@ -182,4 +202,6 @@ def test_the_isr_resimulated_at_the_clusters_own_lag_must_ack_as_the_recorded_is
     check = check_replay(result.withColumns({"recorded_acks": F.lit(1), "t_ack_observed": F.lit(None).cast("timestamp"), "t_start": F.col("t_local_done"), "t_response": F.col("t_ack")}),
                          spark.createDataFrame([], "cluster string, topic string, partition int, change_kind string, t_log timestamp"),
                          settings, metric_clusters=["other"], own_lag_ms={"late": 5000.0, "other": 30000.0})  # fmt: skip
-    assert [(c.cluster, c.judged, c.passed) for c in check.clusters] == [("late", "no recorded acks=all produce", False)]
+    assert [(c.cluster, c.judged, c.passed) for c in check.clusters] == [
+        ("late", "no recorded acks=all produce", False)
+    ]

@@ -68,8 +68,11 @@ def test_dump_log_lines_give_each_batch_its_first_records_create_time(spark):
         (5, "unused", "record"),
         (6, "unused", "record"),
         (7, "parsed", None),
-        (8, "quarantined", "a batch of several records without its first record's line: run kafka-dump-log with "
-                           "--deep-iteration"),
+        (
+            8,
+            "quarantined",
+            "a batch of several records without its first record's line: run kafka-dump-log with --deep-iteration",
+        ),
         (9, "unused", "other"),
         (10, "quarantined", "timestamps are LogAppendTime, not the producer's CreateTime"),
         (11, "quarantined", "CreateTime outside 2000..2100 (not epoch milliseconds)"),
@@ -149,8 +152,12 @@ def test_the_reader_folds_unused_lines_into_a_row_per_detail():
         (4, "parsed", None, 1),
         (6, "unused", "record", 2),  # lines 5 and 6
         (7, "parsed", None, 1),
-        (8, "quarantined", "a batch of several records without its first record's line: run kafka-dump-log with "
-                           "--deep-iteration", 1),
+        (
+            8,
+            "quarantined",
+            "a batch of several records without its first record's line: run kafka-dump-log with --deep-iteration",
+            1,
+        ),
         (9, "unused", "other", 3),  # lines 2, 3 and 9
         (10, "quarantined", "timestamps are LogAppendTime, not the producer's CreateTime", 1),
         (11, "quarantined", "CreateTime outside 2000..2100 (not epoch milliseconds)", 1),
@@ -226,6 +233,11 @@ def test_a_batch_is_cut_when_a_later_leader_epoch_starts_at_or_before_its_offset
     )  # fmt: skip
     rows = with_truncation(produces, epochs).select("broker_id", "base_offset", "truncated", "leader_epoch")
     assert sorted(tuple(r) for r in rows.collect()) == [
-        (1, 5, False, 0), (1, 12, True, 0), (1, 14, True, 0), (1, 15, False, 2), (2, 11, False, 1), (2, 16, True, 1),
+        (1, 5, False, 0),
+        (1, 12, True, 0),
+        (1, 14, True, 0),
+        (1, 15, False, 2),
+        (2, 11, False, 1),
+        (2, 16, True, 1),
         (3, 3, None, None),
     ]

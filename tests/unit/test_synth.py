@@ -40,31 +40,92 @@ def test_produce_template_renders_the_kafka_lines_format():
     body = produce_body(11, 42, -1, "synth-1", [ProducePartition(4, 629, 1234)], timing, client, timeout_ms=30000)
     expected = request_log_line(datetime(2026, 11, 20, 0, 0, 2, 41000), body)
     actual = PRODUCE_TEMPLATE % {
-        "time": "2026-11-20 00:00:02,041", "correlation": 42, "client": '"synth-producer-acks-all-2"', "acks": -1,
-        "timeout": 30000, "topic": '"synth-1"', "partition": 4, "bytes": 629, "base": 1234,
-        "connection": '"10.0.0.2:9092-10.0.1.3:50102-2"', "total": ms(13524), "queue": ms(70), "local": ms(525),
-        "remote": ms(12345), "rq": ms(84), "send": ms(500),
+        "time": "2026-11-20 00:00:02,041",
+        "correlation": 42,
+        "client": '"synth-producer-acks-all-2"',
+        "acks": -1,
+        "timeout": 30000,
+        "topic": '"synth-1"',
+        "partition": 4,
+        "bytes": 629,
+        "base": 1234,
+        "connection": '"10.0.0.2:9092-10.0.1.3:50102-2"',
+        "total": ms(13524),
+        "queue": ms(70),
+        "local": ms(525),
+        "remote": ms(12345),
+        "rq": ms(84),
+        "send": ms(500),
     }
     assert actual == expected
 
 
 def test_fetch_template_renders_the_kafka_lines_format():
     topics = [
-        FetchTopic("a", "AAAAAAAAAAAAAAAAAAAAAA", [FetchPartition(0, 10, 1, high_watermark=8, records_size_bytes=700), FetchPartition(3, 11, 1, high_watermark=9)]),
+        FetchTopic(
+            "a",
+            "AAAAAAAAAAAAAAAAAAAAAA",
+            [
+                FetchPartition(0, 10, 1, high_watermark=8, records_size_bytes=700),
+                FetchPartition(3, 11, 1, high_watermark=9),
+            ],
+        ),
         FetchTopic("b", "BBBBBBBBBBBBBBBBBBBBBB", [FetchPartition(2, 5, 0, high_watermark=5, records_size_bytes=0)]),
     ]
-    client = Client(client_id="broker-3-fetcher-0", software_name="unknown", software_version="unknown", listener="REPLICATION", connection="c3")
-    body = fetch_body(17, 7, 3, topics, Timing(0.049, 0.196, 500.0, 0.067, 0.075), session_id=99, session_epoch=7, broker_epoch=23, client=client)
+    client = Client(
+        client_id="broker-3-fetcher-0",
+        software_name="unknown",
+        software_version="unknown",
+        listener="REPLICATION",
+        connection="c3",
+    )
+    body = fetch_body(
+        17,
+        7,
+        3,
+        topics,
+        Timing(0.049, 0.196, 500.0, 0.067, 0.075),
+        session_id=99,
+        session_epoch=7,
+        broker_epoch=23,
+        client=client,
+    )
     expected = request_log_line(datetime(2026, 11, 20, 0, 0, 3), body)
-    listed = ('{"topicId":"AAAAAAAAAAAAAAAAAAAAAA","partitions":[' + REQUEST_ITEM % (0, 1, 10, 1) + "," + REQUEST_ITEM % (3, 1, 11, 1) + "]},"
-              '{"topicId":"BBBBBBBBBBBBBBBBBBBBBB","partitions":[' + REQUEST_ITEM % (2, 0, 5, 0) + "]}")
-    responses = ('{"topicId":"AAAAAAAAAAAAAAAAAAAAAA","partitions":[' + RESPONSE_ITEM % (0, 8, 8, 700) + "," + RESPONSE_ITEM % (3, 9, 9, 0) + "]},"
-                 '{"topicId":"BBBBBBBBBBBBBBBBBBBBBB","partitions":[' + RESPONSE_ITEM % (2, 5, 5, 0) + "]}")
+    listed = (
+        '{"topicId":"AAAAAAAAAAAAAAAAAAAAAA","partitions":['
+        + REQUEST_ITEM % (0, 1, 10, 1)
+        + ","
+        + REQUEST_ITEM % (3, 1, 11, 1)
+        + "]},"
+        '{"topicId":"BBBBBBBBBBBBBBBBBBBBBB","partitions":[' + REQUEST_ITEM % (2, 0, 5, 0) + "]}"
+    )
+    responses = (
+        '{"topicId":"AAAAAAAAAAAAAAAAAAAAAA","partitions":['
+        + RESPONSE_ITEM % (0, 8, 8, 700)
+        + ","
+        + RESPONSE_ITEM % (3, 9, 9, 0)
+        + "]},"
+        '{"topicId":"BBBBBBBBBBBBBBBBBBBBBB","partitions":[' + RESPONSE_ITEM % (2, 5, 5, 0) + "]}"
+    )
     actual = FETCH_TEMPLATE % {
-        "time": "2026-11-20 00:00:03,000", "correlation": 7, "client": '"broker-3-fetcher-0"', "replica": 3, "broker_epoch": 23,
-        "session_epoch": 7, "request_session": 99, "response_session": 99, "connection": '"c3"', "topics": listed,
-        "forgotten": "", "responses": responses, "total": ms(500387), "queue": ms(49), "local": ms(196), "remote": ms(500000),
-        "rq": ms(67), "send": ms(75),
+        "time": "2026-11-20 00:00:03,000",
+        "correlation": 7,
+        "client": '"broker-3-fetcher-0"',
+        "replica": 3,
+        "broker_epoch": 23,
+        "session_epoch": 7,
+        "request_session": 99,
+        "response_session": 99,
+        "connection": '"c3"',
+        "topics": listed,
+        "forgotten": "",
+        "responses": responses,
+        "total": ms(500387),
+        "queue": ms(49),
+        "local": ms(196),
+        "remote": ms(500000),
+        "rq": ms(67),
+        "send": ms(75),
     }
     assert actual == expected
 
@@ -86,12 +147,19 @@ def test_same_seed_same_files_other_seed_other_files(tmp_path):
     params = SynthParams(**{**SMALL, "produces": 1500, "long_stalls": 0, "metrics_interval_ms": 1000})
     generate(params, tmp_path / "a")
     generate(params, tmp_path / "b")
-    generate(SynthParams(**{**SMALL, "produces": 1500, "long_stalls": 0, "metrics_interval_ms": 1000, "seed": 2}), tmp_path / "c")
+    generate(
+        SynthParams(**{**SMALL, "produces": 1500, "long_stalls": 0, "metrics_interval_ms": 1000, "seed": 2}),
+        tmp_path / "c",
+    )
     assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
     assert _digest(tmp_path / "a") != _digest(tmp_path / "c")
     files = sorted(str(p.relative_to(tmp_path / "a")) for p in (tmp_path / "a").rglob("*") if p.is_file())
     assert files == [
-        *[f"synth/broker-{b}/{name}" for b in (1, 2, 3) for name in ("kafka-request.log", "server.log", "state-change.log")],
+        *[
+            f"synth/broker-{b}/{name}"
+            for b in (1, 2, 3)
+            for name in ("kafka-request.log", "server.log", "state-change.log")
+        ],
         *[f"synth/metrics/broker-{b}.prom" for b in (1, 2, 3)],
         "synth/topics.txt",
     ]
@@ -108,7 +176,9 @@ def _holds(trace, eid: int, follower: int, base: np.ndarray, t_append: np.ndarra
     """The replay's T_f(b) read off the fetch listings: the first time >= the append at which the leader
     learned a fetchOffset > b from this follower (NEVER if it never did)."""
     update = trace.follower_update_time
-    mine = (trace.l_epoch == eid) & (np.array([f for f, _ in trace.sessions])[trace.f_session[trace.l_fetch]] == follower)
+    mine = (trace.l_epoch == eid) & (
+        np.array([f for f, _ in trace.sessions])[trace.f_session[trace.l_fetch]] == follower
+    )
     times, offsets = update[trace.l_fetch[mine]], trace.l_fetch_offset[mine]
     order = np.argsort(times, kind="stable")
     times, leo = times[order], np.maximum.accumulate(offsets[order])
@@ -132,7 +202,10 @@ def test_acks_all_ack_is_when_the_slowest_in_sync_follower_reported_the_batch(tr
         if rows.size == 0:
             continue
         ack = trace.p_t_local_done[rows] + trace.p_remote[rows]
-        held = np.max([_holds(trace, e.eid, f, trace.p_base_offset[rows], trace.p_t_local_done[rows]) for f in e.followers], axis=0)
+        held = np.max(
+            [_holds(trace, e.eid, f, trace.p_base_offset[rows], trace.p_t_local_done[rows]) for f in e.followers],
+            axis=0,
+        )
         quiet = np.ones(rows.size, dtype=bool)
         for f in e.followers:
             if (e.eid, f) in shrinks:
@@ -144,7 +217,7 @@ def test_acks_all_ack_is_when_the_slowest_in_sync_follower_reported_the_batch(tr
 
 
 def test_a_stall_past_the_lag_time_shrinks_the_isr_and_acks_wait_for_the_commit(trace):
-    (broker, start, end), = trace.long_stalls
+    ((broker, start, end),) = trace.long_stalls
     shrinks = [c for c in trace.isr_changes if c.kind == "shrink"]
     expands = [c for c in trace.isr_changes if c.kind == "expand"]
     assert shrinks and len(shrinks) == len(expands)
@@ -158,13 +231,20 @@ def test_a_stall_past_the_lag_time_shrinks_the_isr_and_acks_wait_for_the_commit(
     # Produces waiting on the stalled follower are released exactly at their partition's shrink commit.
     ack = trace.p_t_local_done + trace.p_remote
     for c in shrinks:
-        waiting = (trace.p_epoch == c.eid) & (trace.p_acks == -1) & (trace.p_t_local_done > start + 1000) & (trace.p_t_local_done < c.t_propose)
+        waiting = (
+            (trace.p_epoch == c.eid)
+            & (trace.p_acks == -1)
+            & (trace.p_t_local_done > start + 1000)
+            & (trace.p_t_local_done < c.t_propose)
+        )
         assert waiting.any()
         np.testing.assert_array_equal(ack[waiting], np.full(waiting.sum(), c.t_commit))
     # ... which is the spike: their waits exceed the lag time, other produces' P99 stays far below it.
     wait = trace.p_remote[(trace.p_acks == -1) & (trace.p_error == 0)]
     assert wait.max() > lag
-    others = trace.p_remote[(trace.p_acks == -1) & ((trace.p_t_local_done < start) | (trace.p_t_local_done > end + lag))]
+    others = trace.p_remote[
+        (trace.p_acks == -1) & ((trace.p_t_local_done < start) | (trace.p_t_local_done > end + lag))
+    ]
     assert np.percentile(others, 99) < 0.6 * lag and np.median(others) < lag / 50
 
 

@@ -26,8 +26,17 @@ def test_describe_output_becomes_partitions(spark):
     assert kinds == ["header", "partition", "partition", "blank", "header", "partition", "unrecognised"]
     out = build_partitions(lines, {"c1": 1})
     actual = out.select(
-        "topic", "topic_id", "partition", "replicas", "replication_factor", "min_insync_replicas",
-        "min_insync_replicas_source", "leader_at_describe", "isr_at_describe", "elr_at_describe", "line_number",
+        "topic",
+        "topic_id",
+        "partition",
+        "replicas",
+        "replication_factor",
+        "min_insync_replicas",
+        "min_insync_replicas_source",
+        "leader_at_describe",
+        "isr_at_describe",
+        "elr_at_describe",
+        "line_number",
     )
     expected = spark.createDataFrame(
         [

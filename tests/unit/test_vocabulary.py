@@ -28,7 +28,10 @@ def test_policy_ids_are_the_tables_values_and_parse_back():
     assert Policy.parse("acks=all@lag=30000").lag_ms == 30000.0
     assert lag_policy_id(30000) == "acks=all@lag=30000" and lag_policy_id(0.5) == "acks=all@lag=0.5"
     assert [p.kind for p in replayed_policies((2,), ())] == [
-        PolicyKind.ACKS_1, PolicyKind.ACKS_ALL, PolicyKind.MIN_INSYNC, PolicyKind.QUORUM
+        PolicyKind.ACKS_1,
+        PolicyKind.ACKS_ALL,
+        PolicyKind.MIN_INSYNC,
+        PolicyKind.QUORUM,
     ]
 
 
@@ -58,5 +61,7 @@ def test_outcome_names_as_produce_replay_stores_them():
 
 def test_gold_reads_the_policies_in_the_vocabularys_order(spark):
     ids = ["acks=1", "quorum=2", "acks=all@lag=5000", "min.insync", "acks=all", "custom"]
-    df = spark.createDataFrame([(i, r) for i, r in zip(ids, [4, 3, 1, 2, 0, 5], strict=True)], "policy string, expected int")
+    df = spark.createDataFrame(
+        [(i, r) for i, r in zip(ids, [4, 3, 1, 2, 0, 5], strict=True)], "policy string, expected int"
+    )
     assert_column_equality(df.withColumn("rank", policy_rank(F.col("policy"))), "rank", "expected")

@@ -56,8 +56,6 @@ class IsrInterval:
     committed_size: int  # leader included
 
 
-
-
 class Epoch:
     """Arrays derived from one EpochInputs, computed lazily and shared by the policies."""
 
@@ -268,7 +266,9 @@ class Epoch:
         (`PartitionChangeBuilder.isAcceptableLeader`); the broker is running again once it fetches (its
         first LEO event after the removal, NEVER if none)."""
         inputs = self.inputs
-        removed = inputs.isr_change_by_controller & inputs.isr_membership[:-1].T & ~inputs.isr_membership[1:].T  # (F, K)
+        removed = (
+            inputs.isr_change_by_controller & inputs.isr_membership[:-1].T & ~inputs.isr_membership[1:].T
+        )  # (F, K)
         spans = []
         for j in range(self.f):
             starts = inputs.isr_change_times[removed[j]]

@@ -74,7 +74,9 @@ class _ExpiryChecks:
     leaves undecided is resolved, only when the simulation asks for it, by scanning its window.
     """
 
-    def __init__(self, ep: Epoch, j: int, grid: np.ndarray, leader_grid: np.ndarray, lag_us: int, init_lcu: int) -> None:
+    def __init__(
+        self, ep: Epoch, j: int, grid: np.ndarray, leader_grid: np.ndarray, lag_us: int, init_lcu: int
+    ) -> None:
         self.ep, self.j = ep, j
         times = ep.inputs.leo_times[j]
         n_checks = grid.size

@@ -43,9 +43,7 @@ class IsrTimeline:
         times = _i64(self.change_times, "change_times")
         members = np.ascontiguousarray(self.membership, dtype=bool)
         if members.ndim != 2 or members.shape[0] != times.size + 1:
-            raise ValueError(
-                f"membership must have shape (K+1, F) = ({times.size + 1}, F), got {members.shape}"
-            )
+            raise ValueError(f"membership must have shape (K+1, F) = ({times.size + 1}, F), got {members.shape}")
         if not is_sorted(times):
             raise ValueError("change_times must be sorted")
         object.__setattr__(self, "change_times", times)
@@ -283,7 +281,12 @@ class PolicyOutcome:
         return {name: getattr(self, name) for name in OUTCOME_COLUMNS}
 
 
-LOSS_WINDOWS = ("loss_window_kafka_us", "loss_window_kafka_min_us", "loss_window_longest_us", "loss_window_longest_min_us")
+LOSS_WINDOWS = (
+    "loss_window_kafka_us",
+    "loss_window_kafka_min_us",
+    "loss_window_longest_us",
+    "loss_window_longest_min_us",
+)
 """The loss-window arrays of a :class:`PolicyOutcome`."""
 
 OUTCOME_COLUMNS = (

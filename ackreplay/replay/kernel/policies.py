@@ -144,8 +144,13 @@ def _durability(ep: Epoch, row: dict[str, np.ndarray], isr: IsrTimeline, elr: np
         copies[not_acked] = 0
         exposure[not_acked] = np.nan
         full[not_acked] = np.nan
-        for name in ("loss_kafka_election", "loss_longest_log_election", "loss_kafka_election_min",
-                     "loss_longest_log_election_min", "offline_at_failure"):
+        for name in (
+            "loss_kafka_election",
+            "loss_longest_log_election",
+            "loss_kafka_election_min",
+            "loss_longest_log_election_min",
+            "offline_at_failure",
+        ):
             row[name][not_acked] = False
         for name in LOSS_WINDOWS:
             row[name][not_acked] = np.nan
@@ -165,8 +170,13 @@ def _span_us(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 
 def _kafka_loss_window(
-    t_ack: np.ndarray, isr: IsrTimeline, held_from: list[np.ndarray], end: int, out: np.ndarray,
-    elr: np.ndarray | None = None, live: list | None = None,
+    t_ack: np.ndarray,
+    isr: IsrTimeline,
+    held_from: list[np.ndarray],
+    end: int,
+    out: np.ndarray,
+    elr: np.ndarray | None = None,
+    live: list | None = None,
 ) -> None:
     """Fill `out` with the time after `t_ack` during which Kafka's election would have lost each batch: per
     interval of the committed ISR (until the leadership ends), from its start (or the ack) until its first
@@ -215,8 +225,14 @@ def _longest_loss_window(t_ack: np.ndarray, live: list, held_from: list[np.ndarr
     out[~anyone] = 0.0
 
 
-def _loss_flags(in_isr: list, live: list, holds: list[np.ndarray], loss_kafka: np.ndarray, loss_longest: np.ndarray,
-                offline: np.ndarray) -> None:
+def _loss_flags(
+    in_isr: list,
+    live: list,
+    holds: list[np.ndarray],
+    loss_kafka: np.ndarray,
+    loss_longest: np.ndarray,
+    offline: np.ndarray,
+) -> None:
     """Fill the two loss flags (ones on entry) from which follower holds the batch at the ack (`holds`), which
     is in the ISR then (`in_isr`) and which is a live replica (`live`); per follower, a bool when it is the
     same for every ack, else per ack.
@@ -249,7 +265,9 @@ def _loss_flags(in_isr: list, live: list, holds: list[np.ndarray], loss_kafka: n
         loss_longest &= ~nobody_live
 
 
-def _interval_acks(ep: Epoch, intervals: list[IsrInterval], need_all: bool, strict: bool, raw: np.ndarray) -> np.ndarray | None:
+def _interval_acks(
+    ep: Epoch, intervals: list[IsrInterval], need_all: bool, strict: bool, raw: np.ndarray
+) -> np.ndarray | None:
     """Raw ack times (into ``raw``) from ISR intervals; ``need_all``: every counting member holds b
     (acks=all), else m_eff - 1 of them (min.insync). Returns completed-under-min-ISR flags or None."""
     arrivals = ep.arrivals
