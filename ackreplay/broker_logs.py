@@ -175,7 +175,7 @@ def _commit_counts(classified: DataFrame) -> tuple[int, int]:
             F.concat_ws(":", F.lit("line"), "source_file", F.col("line_number").cast("string")),
         ),
     )
-    row = events.agg(F.count(F.lit(1)).alias("n"), F.count_distinct(key).alias("distinct")).first()
+    (row,) = events.agg(F.count(F.lit(1)).alias("n"), F.count_distinct(key).alias("distinct")).collect()
     return int(row["n"]), int(row["distinct"])
 
 

@@ -141,6 +141,11 @@ class ProducerSettings(_Strict):
     max_in_flight: int = Field(default=5, ge=1)
 
 
+# The lags re-simulated unless the conf says otherwise: each cluster's own, 10 s, and Kafka's default
+# replica.lag.time.max.ms (30 s since Kafka 2.5, KIP-537).
+DEFAULT_LAG_MS: tuple[int | Literal["own"], ...] = ("own", 10_000, 30_000)
+
+
 class ReplaySettings(_Strict):
     """The counterfactual policies and how the replay is cut into tasks."""
 
@@ -150,7 +155,7 @@ class ReplaySettings(_Strict):
     # replica.lag.time.max.ms values to re-simulate the ISR for -> policies acks=all@lag=<ms>. `own`: each
     # cluster's own value, as its brokers logged it at start (silver broker_configs); the self-check then
     # checks the re-simulation there against the recorded ISR's acks (README "The replay checks itself").
-    lag_ms: list[int | Literal["own"]] = Field(default_factory=lambda: ["own", 10000, 30000])
+    lag_ms: list[int | Literal["own"]] = Field(default_factory=lambda: list(DEFAULT_LAG_MS))
     # Kafka >= 3.7: the HW does not advance while the ISR is below min ISR (KIP-966 part 1)
     strict_min_isr: bool = True
     # One group (a task's unit of work) is one bucket of one leader broker's produces.
@@ -172,8 +177,8 @@ class ReplaySettings(_Strict):
 
     @field_validator("lag_ms")
     @classmethod
-    def _positive(cls, values: list[int | str]) -> list[int | str]:
-        if any(v != "own" and v < 1 for v in values):
+    def _positive(cls, values: list[int | Literal["own"]]) -> list[int | Literal["own"]]:
+        if any(isinstance(v, int) and v < 1 for v in values):
             raise ValueError("values must be >= 1 (or `own`)")
         return values
 

@@ -179,8 +179,10 @@ def decision_lines(decisions: Sequence[TopicDecision], target: DecisionTarget | 
         if target is not None:
             if d.meeting:
                 line += f"; meets the target: {', '.join(d.meeting)}; recommended: {d.recommended}"
-            else:
+            elif d.closest is not None:
                 line += f"; nothing meets the target; closest: {d.closest} ({d.misses[d.closest]})"
+            else:
+                line += "; nothing meets the target"
         caution = broker_view_caution(d.send_time_share)
         if caution:
             line += f"; caution: {caution}"

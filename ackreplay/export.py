@@ -60,7 +60,7 @@ def export_table(
                 fs.delete(out, recursive=True)  # _check_target made sure it only holds an earlier output
             fs.rename(staging, out)
         else:
-            written = [p for p in fs.list(staging) if fs.name(p).startswith("part-")]
+            written = [p for p in fs.children(staging) if fs.name(p).startswith("part-")]
             if len(written) != 1:
                 raise OSError(f"the export of {table} wrote {len(written)} part files instead of one")
             (part,) = written
@@ -98,7 +98,7 @@ def _check_target(fs: HadoopFiles, out: str, shown_as: str, parts: bool, replace
         return
     if not fs.is_dir(out):
         raise ExportRefused(f"{shown_as} is a file, not a folder")
-    entries = [fs.name(p) for p in fs.list(out)]
+    entries = [fs.name(p) for p in fs.children(out)]
     if not entries:
         return
     if not replace:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -186,7 +186,7 @@ def _collect_on_executors(spark: SparkSession, rows: list[tuple]) -> list:
         min(len(rows), _MAX_TASKS)
     )
 
-    def read_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def read_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         out = [_facts_row(**row) for batch in batches for row in batch.to_pylist()]
         yield pa.RecordBatch.from_pylist(out, schema=_FACTS_ARROW)
 

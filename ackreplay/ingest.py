@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -296,7 +297,9 @@ def ingest_request_logs(
         )
 
 
-def run_ingest(spark: SparkSession, config: AppConfig, inputs: str | list[str], lakehouse: str) -> IngestReport:
+def run_ingest(
+    spark: SparkSession, config: AppConfig, inputs: str | Sequence[str | InputFile], lakehouse: str
+) -> IngestReport:
     """Ingest every request log and topics.txt under the input folder(s) into `lakehouse`."""
     inventory: InputInventory = discover_all([inputs] if isinstance(inputs, str) else list(inputs))
     refuse_misplaced(inventory.misplaced, config.ingest.misplaced_files)

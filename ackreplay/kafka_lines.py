@@ -123,12 +123,13 @@ def produce_body(
             }
         ],
     }
+    response: str | dict[str, object]
     if acks == 0:
         response = ""
     else:
         responses = []
         for p in partitions:
-            item = {
+            item: dict[str, object] = {
                 "index": p.partition,
                 "errorCode": p.error_code,
                 "baseOffset": p.base_offset if p.error_code == 0 else -1,

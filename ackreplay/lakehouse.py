@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 
+from ackreplay.session import session_jvm
+
 log = logging.getLogger(__name__)
 
 
@@ -207,7 +209,7 @@ class HadoopFiles:
     """The Hadoop filesystem of a path (local folders, object stores), through the Spark session's JVM."""
 
     def __init__(self, spark: SparkSession, path: str, raw_local: bool = False) -> None:
-        jvm = self._jvm = spark.sparkContext._jvm
+        jvm = self._jvm = session_jvm(spark)
         conf = spark.sparkContext._jsc.hadoopConfiguration()
         self._path = jvm.org.apache.hadoop.fs.Path
         self._fs = self._path(path).getFileSystem(conf)
@@ -225,7 +227,7 @@ class HadoopFiles:
     def is_dir(self, path: str) -> bool:
         return self._fs.getFileStatus(self._path(path)).isDirectory()
 
-    def list(self, path: str) -> list[str]:
+    def children(self, path: str) -> list[str]:
         return [status.getPath().toString() for status in self._fs.listStatus(self._path(path))]
 
     def glob(self, pattern: str) -> list[str]:

@@ -107,10 +107,10 @@ class DateRange:
 
 @dataclass(frozen=True)
 class Listed:
-    """A listed input file with its content facts (None: not read, outside the dates by its name)."""
+    """A listed input file with its content facts (from the ledger when unchanged, else read now)."""
 
     file: InputFile
-    facts: FileFacts | None
+    facts: FileFacts
     first_utc: datetime | None
     last_utc: datetime | None
     previous: dict | None  # its ledger row, if any

@@ -11,7 +11,7 @@ the ingestion can quarantine them instead of losing them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -168,7 +168,8 @@ def read_order(sizes: Sequence[int], tasks: int) -> list[int]:
     that has room. Spark's range gives task i the ids [i*n // tasks, (i+1)*n // tasks) (`RangeExec`)."""
     n = len(sizes)
     room = [(i + 1) * n // tasks - i * n // tasks for i in range(tasks)]
-    loads, members = [0] * tasks, [[] for _ in range(tasks)]
+    loads = [0] * tasks
+    members: list[list[int]] = [[] for _ in range(tasks)]
     for index in sorted(range(n), key=lambda i: -sizes[i]):
         task = min((t for t in range(tasks) if len(members[t]) < room[t]), key=lambda t: (loads[t], t))
         members[task].append(index)
@@ -207,7 +208,7 @@ def _map_files(
         .select("f.file_index", "f.cluster", "f.uri", "f.compression")
     )
 
-    def read_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def read_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for file_batch in batches:
             for row in file_batch.to_pylist():
                 yield from read_file(row)

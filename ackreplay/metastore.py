@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from ackreplay.config import MetastoreSettings
 from ackreplay.lakehouse import TABLES, sql_string, table_exists, table_path, table_spec
+from ackreplay.session import session_jvm
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +51,10 @@ def register_tables(spark: SparkSession, lakehouse: str, settings: MetastoreSett
         if not table_exists(spark, lakehouse, name):
             continue
         full_name = table_name(settings, name)
-        path = spark._jvm.org.apache.hadoop.fs.Path(table_path(lakehouse, name))
+        path = session_jvm(spark).org.apache.hadoop.fs.Path(table_path(lakehouse, name))
         qualified = path.getFileSystem(spark._jsc.hadoopConfiguration()).makeQualified(path).toString()
         if spark.catalog.tableExists(full_name):
-            location = spark.sql(f"DESCRIBE DETAIL {full_name}").select("location").first()["location"]
+            location = spark.sql(f"DESCRIBE DETAIL {full_name}").select("location").collect()[0]["location"]
             if not _same_location(location, qualified):
                 raise MetastoreError(f"{full_name} is already registered over {location}, not over {qualified}")
         else:

@@ -138,10 +138,11 @@ def replay(
             accept_untrusted=accept_untrusted,
         )  # fmt: skip
     _echo_lines(echo, stage.report.summary_lines())
-    failed = stage.report.self_check.failed
-    if failed and config.replay.self_check.enabled:
+    check = stage.report.self_check
+    failed = check.failed if check is not None else []
+    if check is not None and failed and config.replay.self_check.enabled:
         if not accept_untrusted:
-            raise ReplayUntrusted(stage.report.self_check.refusal())
+            raise ReplayUntrusted(check.refusal())
         names = ", ".join(c.cluster for c in failed)
         echo(f"  --accept-untrusted: gold and the report of {names} are written marked UNTRUSTED")
     with steps.timed("checks after replay"):
@@ -214,6 +215,7 @@ def run(
     with steps.timed("report"):
         result.report_html = report(spark, lakehouse, target=config.report.target)
     echo(f"report: {result.report_html}")
+    assert result.gold.run_id is not None  # a gold stage with clusters in scope has a run id
     mark_done(spark, lakehouse, result.gold.scope, result.gold.run_id)  # after the report: a retry rebuilds it
     return result
 

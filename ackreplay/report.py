@@ -59,7 +59,7 @@ class _Styles:
 
     def __call__(self, policy: str, line: bool = True) -> dict:
         colour, marker, dashes = self.style[policy]
-        out = {"color": colour, "marker": marker, "label": policy}
+        out: dict[str, object] = {"color": colour, "marker": marker, "label": policy}
         if line:
             out["linestyle"] = dashes
         return out

@@ -136,7 +136,7 @@ def _log_time(stamp: pa.Array) -> pa.Array:
     try:
         times = pc.cast(iso, pa.timestamp("us"))  # 3 or 6 fraction digits, both exact in µs
     except pa.ArrowInvalid:  # e.g. month 13: parse one by one
-        values = []
+        values: list[datetime | None] = []
         for text in iso.to_pylist():
             try:
                 values.append(datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f"))

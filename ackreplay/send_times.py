@@ -112,7 +112,7 @@ def ingest_send_times(
         if config.privacy.hash_identities:  # client ids hashed like produce_requests', so that they still match
             rows = with_hashed_identities(rows, config.privacy.salt(), ("client_id",))
         report.rows_written["batch_send_times"] = replace_rows(rows, lakehouse, "batch_send_times", predicate, run_id)
-        rows = classified.groupBy("status", "detail").agg(F.sum("lines").alias("n")).collect()  # per (status, reason)
+        by_status = classified.groupBy("status", "detail").agg(F.sum("lines").alias("n")).collect()
         per_file = (
             classified.groupBy("source_file")
             .agg(F.sum("lines").alias("lines"), F.max("line_number").alias("last"))
@@ -120,7 +120,7 @@ def ingest_send_times(
         )  # one row per file
     finally:
         classified.unpersist()
-    report.counts = {(r["status"], r["detail"] or ""): r["n"] for r in rows}
+    report.counts = {(r["status"], r["detail"] or ""): r["n"] for r in by_status}
     problems = [
         f"{r['source_file']}: {r['lines']} lines read, last is {r['last']}" for r in per_file if r["lines"] != r["last"]
     ]

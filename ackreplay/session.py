@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -21,6 +22,15 @@ _FIXED_CONF = {
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     "spark.sql.session.timeZone": "UTC",
 }
+
+
+def session_jvm(spark: SparkSession) -> Any:
+    """The session's Py4J gateway to its driver JVM (Hadoop filesystems, Delta's Scala API). A Spark Connect
+    session has none."""
+    jvm = spark.sparkContext._jvm
+    if jvm is None:
+        raise RuntimeError("this needs a classic Spark session with a driver JVM, not a Spark Connect session")
+    return jvm
 
 
 def build_spark_session(settings: SparkSettings, app_name: str | None = None) -> SparkSession:

@@ -36,7 +36,8 @@ def keep_unchanged_zip_indexes() -> None:
             return None
         return stat.st_mtime_ns, stat.st_size
 
-    for archive in list(zipimport._zip_directory_cache):  # indexes this process has read already
+    # the indexes this process has read already (CPython's private cache, which the patch exists for)
+    for archive in list(zipimport._zip_directory_cache):  # type: ignore[attr-defined]
         if (current := signature(archive)) is not None:
             read_at[archive] = current
 
@@ -47,8 +48,8 @@ def keep_unchanged_zip_indexes() -> None:
             if current is not None:
                 read_at[self.archive] = current
 
-    invalidate_caches.keeps_unchanged = True
-    zipimport.zipimporter.invalidate_caches = invalidate_caches
+    invalidate_caches.keeps_unchanged = True  # type: ignore[attr-defined]
+    zipimport.zipimporter.invalidate_caches = invalidate_caches  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

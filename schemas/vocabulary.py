@@ -95,11 +95,25 @@ class Policy:
             object.__setattr__(self, "lag_ms", lag)
 
     @property
+    def quorum_size(self) -> int:
+        """Q of a ``QUORUM`` policy (an error for any other kind)."""
+        if self.quorum is None:
+            raise ValueError(f"{self.kind.value} has no quorum size")
+        return self.quorum
+
+    @property
+    def resimulated_lag_ms(self) -> float:
+        """The lag of an ``ACKS_ALL_AT_LAG`` policy (an error for any other kind)."""
+        if self.lag_ms is None:
+            raise ValueError(f"{self.kind.value} re-simulates no ISR")
+        return self.lag_ms
+
+    @property
     def id(self) -> str:
         if self.kind is PolicyKind.QUORUM:
             return f"{QUORUM_PREFIX}{self.quorum}"
         if self.kind is PolicyKind.ACKS_ALL_AT_LAG:
-            lag = self.lag_ms
+            lag = self.resimulated_lag_ms
             return f"{LAG_PREFIX}{int(lag) if lag.is_integer() else repr(lag)}"
         return self.kind.value
 

@@ -12,6 +12,7 @@ Schema checks (`<table>.schema`) are generated from the table contracts in schem
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from schemas.vocabulary import OUTCOMES
@@ -532,7 +533,7 @@ class CheckPlan:
     checks: list[tuple[Check, str]] = field(default_factory=list)
 
 
-def plan_for(table: str, overrides: dict[str, str]) -> CheckPlan:
+def plan_for(table: str, overrides: Mapping[str, str]) -> CheckPlan:
     """The checks of `table`, each with its severity after `quality.checks` overrides."""
     plan = CheckPlan(table)
     for check in CHECKS.values():

@@ -68,7 +68,7 @@ def expectation_counts(df: DataFrame, specs: list[tuple[str, dict]]) -> list[Cou
                 considered = domain & value.isNotNull()
                 unexpected = considered & ~F.coalesce(_expected(class_name, kwargs, value), F.lit(False))
         aggregates += [F.count_if(domain), F.count_if(considered), F.count_if(unexpected)]
-    row = frame.agg(*aggregates).first()
+    (row,) = frame.agg(*aggregates).collect()
     return [_counts(class_name, *row[3 * i : 3 * i + 3]) for i, (class_name, _) in enumerate(specs)]
 
 

@@ -71,19 +71,13 @@ def ingest_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> l
     if bronze is None:
         return []
     line_id = F.struct("source_file", "line_number")
-    specs = {
+    specs: dict[str, tuple[DataFrame, list[str], tuple]] = {
         "lines": (bronze, ["cluster", "status", "api_key_name"], (F.count("*").alias("n"),)),
-        "produce": (
-            _scoped(spark, lakehouse, "produce_requests", clusters),
-            ["cluster"],
-            (F.count_distinct(line_id).alias("n"),),
-        ),
-        "fetches": (
-            _scoped(spark, lakehouse, "follower_fetches", clusters),
-            ["cluster"],
-            (F.count_distinct(line_id).alias("n"),),
-        ),
     }
+    for name, table in (("produce", "produce_requests"), ("fetches", "follower_fetches")):
+        silver = _scoped(spark, lakehouse, table, clusters)
+        if silver is not None:
+            specs[name] = (silver, ["cluster"], (F.count_distinct(line_id).alias("n"),))
     quarantine = _scoped(spark, lakehouse, "quarantine", clusters)
     if quarantine is not None:
         specs["quarantined"] = (
@@ -92,7 +86,7 @@ def ingest_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> l
             (F.count("*").alias("n"),),
         )
     counts = _grouped_together(specs)
-    lines, produce, fetches = counts["lines"], counts["produce"], counts["fetches"]
+    lines, produce, fetches = counts["lines"], counts.get("produce", {}), counts.get("fetches", {})
     quarantined_rows = counts.get("quarantined", {})
     out: list[Count] = []
     for cluster in sorted({k[0] for k in lines}):

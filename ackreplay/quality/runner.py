@@ -280,7 +280,8 @@ def _columns_read(specs: list[tuple[str, dict]], columns: list[str], row_ids: tu
     """The columns of `columns` that expectations read (arguments and row conditions) or that identify a row."""
     wanted = set(row_ids)
     for _, kwargs in specs:
-        wanted.add(kwargs.get("column"))
+        if "column" in kwargs:
+            wanted.add(kwargs["column"])
         wanted.update(margin_sources(kwargs.get("column", "")))  # a margin's columns, for its sample rows
         wanted.update(kwargs.get("column_list", ()))
         wanted.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", kwargs.get("row_condition") or ""))

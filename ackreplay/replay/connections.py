@@ -136,14 +136,14 @@ def chain_requests(
         mergeable = np.where(blocked[s:e], last_send[s:e], np.maximum(last_send[s:e], floor[s:e]))
         merges = np.any(mergeable[1:] <= sent_at[:, :-1], axis=1)
         moved = np.any(x[:, s:e] != start[s:e], axis=1)
-        recorded = np.unique(recorded_policy[order[s:e]]) if recorded_policy is not None else ()
+        recorded = np.unique(recorded_policy[order[s:e]]) if recorded_policy is not None else np.empty(0, int)
         if len(recorded) == 1 and 0 <= recorded[0] < p:
             # under the policy it was recorded with, the connection's requests are what happened: the
             # recorded starts (the turnarounds and merges of the recording are in them), the replayed services
-            i = recorded[0]
-            x[i, s:e], response[i, s:e] = start[s:e], start[s:e] + svc[i, s:e]
-            merges[i] = moved[i] = False
-        for i in np.flatnonzero(merges | (moved if moved_response is not None else False)):
+            own = int(recorded[0])
+            x[own, s:e], response[own, s:e] = start[s:e], start[s:e] + svc[own, s:e]
+            merges[own] = moved[own] = False
+        for i in np.flatnonzero(merges | (moved if moved_response is not None else False)).tolist():
             x[i, s:e], response[i, s:e], rounds = _rounds(
                 floor[s:e], start[s:e], svc[i, s:e], turnaround[s:e], mergeable, max_in_flight,
                 None if moved_response is None else partial(moved_response, i, order[s:e]),

@@ -21,7 +21,7 @@ from the partition's committed ISRs in time order, across leader epochs, with Ka
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,16 +115,18 @@ def partition_elr_rows(
     index = {int(r): i for i, r in enumerate(replicas)}
     size = len(replicas)
     # (time, start before a change at the same time, epoch, change index or -1, isr, printed, partition epoch)
-    events = []
+    events: list[tuple[int, int, int, int, Sequence[int], Sequence[int] | None, int | None]] = []
     for number, _, start_us, start_isr in epochs:
         if start_isr:
             events.append((int(start_us), 0, number, -1, start_isr, None, None))
-        times, isrs, printed, partition_epochs = changes.get(number, (np.empty(0, np.int64), (), (), ()))
+        times, isrs, printed_elrs, partition_epochs = changes.get(number, (np.empty(0, np.int64), (), (), ()))
         events += [
-            (int(t), 1, number, k, isrs[k], printed[k], partition_epochs[k]) for k, t in enumerate(times.tolist())
+            (int(t), 1, number, k, isrs[k], printed_elrs[k], partition_epochs[k]) for k, t in enumerate(times.tolist())
         ]
     events.sort(key=lambda e: (e[0], e[1]))  # stable: an epoch's changes keep their order
-    elr, previous, previous_epoch = np.zeros(size, dtype=bool), None, None
+    elr = np.zeros(size, dtype=bool)
+    previous: np.ndarray | None = None
+    previous_epoch: int | None = None
     at: dict[tuple[int, int], np.ndarray] = {}
     for _, _, number, k, isr_ids, printed, partition_epoch in events:
         isr = _mask(isr_ids, index, size)
@@ -136,7 +138,7 @@ def partition_elr_rows(
         if printed is not None:
             elr = _mask(printed, index, size)
             if setting is not None and previous is not None:
-                if None not in (previous_epoch, partition_epoch) and partition_epoch > previous_epoch + 1:
+                if previous_epoch is not None and partition_epoch is not None and partition_epoch > previous_epoch + 1:
                     setting.after_gap += 1
                 else:
                     setting.printed += 1

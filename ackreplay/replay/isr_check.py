@@ -284,7 +284,7 @@ def compare_isr(
     """
     from ackreplay.replay.stage import isr_proposals, leader_silences, logged_lines
 
-    pdf = epoch_rows(spark, config, lakehouse, clusters).toPandas()
+    pdf: pd.DataFrame = epoch_rows(spark, config, lakehouse, clusters).toPandas()
     lines = logged_lines(read_table(spark, lakehouse, "request_log_lines"))
     for name in ("produce_requests", "follower_fetches"):
         lines = lines.unionByName(read_table(spark, lakehouse, name).select("cluster", "broker_id", "t_local_done"))

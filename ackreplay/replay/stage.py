@@ -78,7 +78,7 @@ class ReplayReport:
     replayed: int = 0
     policies: list[str] = field(default_factory=list)
     outcomes: dict[tuple[str, str], int] = field(default_factory=dict)  # (policy, outcome) -> rows
-    ground_truth: dict[str, float] = field(default_factory=dict)
+    ground_truth: dict[str, float | None] = field(default_factory=dict)
     # recorded acks=all produces the broker rejected with NOT_ENOUGH_REPLICAS, and how many of them the
     # replayed acks=all rejects (groups.rejection_truth); None: not counted (Spark's writer)
     rejections: dict[str, int] | None = field(default_factory=dict)
@@ -129,9 +129,9 @@ class ReplayReport:
         if self.ground_truth:
             g = self.ground_truth
             out.append(
-                f"  ground truth (recorded acks=all, replayed acks=all vs the broker's ack): n={int(g['n']):,}, "
-                f"within 1 ms {g['within_1ms']:.2%}, within 2 ms {g['within_2ms']:.2%}; P999 of ack wait "
-                f"{g['p999_replayed_ms']:.1f} ms replayed vs {g['p999_observed_ms']:.1f} ms observed"
+                f"  ground truth (recorded acks=all, replayed acks=all vs the broker's ack): n={int(g['n'] or 0):,}, "
+                f"within 1 ms {_share(g['within_1ms'])}, within 2 ms {_share(g['within_2ms'])}; P999 of ack wait "
+                f"{_ms(g['p999_replayed_ms'])} replayed vs {_ms(g['p999_observed_ms'])} observed"
             )
         if self.rejections is None:
             out.append("  rejections (NOT_ENOUGH_REPLICAS) against the replay: not counted with Spark's writer")
@@ -186,19 +186,27 @@ REPLAY_WRITE_CONF = {
 }
 
 
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2%}"  # None: no broker ack observed
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} ms"
+
+
 @contextmanager
 def _session_conf(spark: SparkSession, settings: dict[str, str]):
-    previous = {key: spark.conf.get(key, None) for key in settings}
+    previous: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)
     try:
         yield
     finally:
-        for key, value in previous.items():
-            if value is None:
+        for key, earlier in previous.items():
+            if earlier is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, earlier)
 
 
 def _without_follower_evidence(produce: DataFrame, samples: DataFrame, clusters: list[str]) -> list[str]:
@@ -264,15 +272,16 @@ class DateScope:
 
     def matches(self, values: Mapping[str, str | None]) -> bool:
         """Whether a data file with these partition values (`cluster`, `event_date` as text) is in scope."""
-        if values.get("cluster") not in self.clusters:
+        cluster = values.get("cluster")
+        if cluster is None or cluster not in self.clusters:
             return False
-        first, last = self.dates.get(values["cluster"], (None, None))
+        first, last = self.dates.get(cluster, (None, None))
         if first is None and last is None:
             return True
-        day = values.get("event_date")
-        if day is None:
+        day_text = values.get("event_date")
+        if day_text is None:
             return False
-        day = date.fromisoformat(day)
+        day = date.fromisoformat(day_text)
         return (first is None or day >= first) and (last is None or day <= last)
 
 
@@ -709,7 +718,8 @@ def exact_high_percentiles(
     columns' non-null counts when the caller has them (saves a pass).
     """
     if counts is None:
-        counts = df.agg(*[F.count(col).alias(name) for name, col in columns.items()]).first().asDict()
+        (count_row,) = df.agg(*[F.count(col).alias(name) for name, col in columns.items()]).collect()
+        counts = count_row.asDict()
     out: dict[str, float | None] = {}
     for name, col in columns.items():
         n = counts[name]
@@ -724,7 +734,7 @@ def exact_high_percentiles(
             .orderBy(F.desc("v"))
             .limit(n - lower)
             .agg(F.slice(F.sort_array(F.collect_list("v")), 1, 2).alias("v"))
-            .first()["v"]
+            .collect()[0]["v"]
         )  # the values at ranks lower and lower + 1
         if higher == lower:
             out[name] = float(top[0])
@@ -733,7 +743,7 @@ def exact_high_percentiles(
     return out
 
 
-def _ground_truth(result: DataFrame, counts: Mapping[str, int] | None = None) -> dict[str, float]:
+def _ground_truth(result: DataFrame, counts: Mapping[str, int] | None = None) -> dict[str, float | None]:
     """Replayed acks=all against the broker's own ack time, for the produces recorded with acks=all.
 
     `counts`: the groups' counts of those produces (`groups._truth_counts`), when they wrote the table;
@@ -743,16 +753,13 @@ def _ground_truth(result: DataFrame, counts: Mapping[str, int] | None = None) ->
         (F.col("policy") == ACKS_ALL.id) & (F.col("recorded_acks") == -1) & (F.col("outcome") == Outcome.ACKED.label)
     ).select(*ack_truth_columns())
     if counts is None:
-        counts = (
-            truth.agg(
-                F.count("*").alias("n"),
-                F.count("err_ms").alias("observed"),
-                F.count_if(F.col("err_ms") <= 1).alias("within_1ms"),
-                F.count_if(F.col("err_ms") <= 2).alias("within_2ms"),
-            )
-            .first()
-            .asDict()
-        )
+        (count_row,) = truth.agg(
+            F.count("*").alias("n"),
+            F.count("err_ms").alias("observed"),
+            F.count_if(F.col("err_ms") <= 1).alias("within_1ms"),
+            F.count_if(F.col("err_ms") <= 2).alias("within_2ms"),
+        ).collect()
+        counts = count_row.asDict()
     if not counts.get("n"):
         return {}
     observed = counts["observed"]

@@ -63,11 +63,11 @@ def collect(roots: list[str]) -> dict[str, np.ndarray]:
                     for p in parts:
                         out["produce.recordsSizeInBytes"].append(p["recordsSizeInBytes"])
                     for r in body["response"]["responses"][0]["partitionResponses"]:
-                        key = (root, broker, r["index"])
+                        partition_key = (root, broker, r["index"])
                         if r["errorCode"] == 0:
-                            if key in last_base and r["baseOffset"] > last_base[key]:
-                                out["produce.records_per_batch"].append(r["baseOffset"] - last_base[key])
-                            last_base[key] = r["baseOffset"]
+                            if partition_key in last_base and r["baseOffset"] > last_base[partition_key]:
+                                out["produce.records_per_batch"].append(r["baseOffset"] - last_base[partition_key])
+                            last_base[partition_key] = r["baseOffset"]
                     if body["request"]["acks"] == -1:
                         out["produce.remoteTimeMs"].append(body["remoteTimeMs"])
                 elif name == "FETCH" and ("replicaState" in body["request"] or "replicaId" in body["request"]):

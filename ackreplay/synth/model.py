@@ -168,7 +168,8 @@ class _Sampler:
         self, rng: np.random.Generator, dist: Lognormal, width: int, scale: np.ndarray | None = None, even=False
     ):
         self.rng, self.dist, self.width, self.scale, self.even = rng, dist, width, scale, even
-        self.block, self.row = None, 0
+        self.block: np.ndarray | None = None
+        self.row = 0
 
     def next(self) -> np.ndarray:
         if self.block is None or self.row == self.block.shape[0]:
@@ -289,10 +290,10 @@ def simulate(params: SynthParams) -> Trace:
 
     # Topology: Kafka-like round-robin assignment with a random start per topic.
     replicas = np.zeros((n_part, rf), dtype=np.int64)
-    for t in range(params.topics):
+    for topic in range(params.topics):
         first = int(rng.integers(0, nb))
         for p in range(params.partitions):
-            replicas[t * params.partitions + p] = [(first + p + i) % nb + 1 for i in range(rf)]
+            replicas[topic * params.partitions + p] = [(first + p + i) % nb + 1 for i in range(rf)]
     names = [f"synth-{t}" for t in range(params.topics)]
     ids = [topic_id(params.seed, t) for t in range(params.topics)]
 
@@ -340,7 +341,7 @@ def simulate(params: SynthParams) -> Trace:
         )
         for g in range(n_part)
     ]
-    moved = None
+    moved: int | None = None
     if t_change is not None:
         moved = int(partition[np.searchsorted(t_local_done, t_change)]) if n else 0
         old = epochs[moved]
@@ -358,7 +359,7 @@ def simulate(params: SynthParams) -> Trace:
             )
         )
     epoch = np.arange(n) * 0 + partition
-    if moved is not None:
+    if moved is not None and t_change is not None:
         epoch = np.where((partition == moved) & (t_local_done >= t_change), len(epochs) - 1, epoch)
     leader = np.array([e.leader for e in epochs], dtype=np.int64)[epoch]
 
@@ -375,7 +376,7 @@ def simulate(params: SynthParams) -> Trace:
     sessions = list(session_index)
     n_sess = len(sessions)
     epoch_rows = [np.nonzero(epoch == e.eid)[0] for e in epochs]
-    session_appends = [[] for _ in range(n_sess)]
+    session_appends: list[list[np.ndarray]] = [[] for _ in range(n_sess)]
     for s, eid, _, _ in memberships:
         session_appends[s].append(t_local_done[epoch_rows[eid]])
     appends = [np.sort(np.concatenate(a)) if a else np.zeros(0, np.int64) for a in session_appends]
@@ -399,7 +400,7 @@ def simulate(params: SynthParams) -> Trace:
     sizes = np.maximum(
         np.rint(params.batch_bytes.median * np.exp(params.batch_bytes.sigma * rng.standard_normal(n))), 70
     ).astype(np.int64)
-    holds = {}  # (eid, follower) -> T_f for the epoch's produces (in epoch row order)
+    holds: dict[tuple[int, int], np.ndarray] = {}  # (eid, follower) -> T_f of the epoch's produces (row order)
     read_index = {}  # (eid, follower) -> (rows in session, data fetch per produce, k_join, k_end)
     for s, eid, t_in, t_out in memberships:
         lo, hi = first_row[s], first_row[s + 1]
@@ -654,5 +655,5 @@ def simulate(params: SynthParams) -> Trace:
         isr_changes=isr_changes,
         pauses=pauses,
         long_stalls=long_stalls,
-        leader_change=(moved, t_change) if moved is not None else None,
+        leader_change=(moved, t_change) if moved is not None and t_change is not None else None,
     )

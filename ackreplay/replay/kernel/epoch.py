@@ -73,8 +73,7 @@ class Epoch:
         self._sent: list[np.ndarray] | None = None
         self._offset_rank: dict[int, np.ndarray] = {}  # per follower: its first LEO event above each batch
         self._stats: list[np.ndarray] | None = None
-        self._by_offset: np.ndarray | None | bool = False  # False: not computed yet
-        self._by_time: np.ndarray | None | bool = False
+        self._orders: dict[str, np.ndarray | None] = {}  # "offset", "time": once computed (None: in order)
         self._leader_steps: tuple[np.ndarray, np.ndarray, int] | None = None
         self._durability_base: tuple[np.ndarray, np.ndarray] | None = None
         self._start: int | None = None
@@ -98,24 +97,24 @@ class Epoch:
     @property
     def by_offset(self) -> np.ndarray | None:
         """Permutation sorting the produces by base offset (None: already sorted)."""
-        if self._by_offset is False:
-            self._by_offset = self._sorting(self.inputs.base_offset, self._by_time)
-        return self._by_offset
+        if "offset" not in self._orders:
+            self._orders["offset"] = self._sorting(self.inputs.base_offset, self._orders.get("time"))
+        return self._orders["offset"]
 
     @property
     def by_time(self) -> np.ndarray | None:
         """Permutation sorting the produces by t_local_done (None: already sorted)."""
-        if self._by_time is False:
-            self._by_time = self._sorting(self.t_local_done, self._by_offset)
-        return self._by_time
+        if "time" not in self._orders:
+            self._orders["time"] = self._sorting(self.t_local_done, self._orders.get("offset"))
+        return self._orders["time"]
 
     @staticmethod
-    def _sorting(values: np.ndarray, other: np.ndarray | None | bool) -> np.ndarray | None:
+    def _sorting(values: np.ndarray, other: np.ndarray | None) -> np.ndarray | None:
         """A permutation sorting ``values``; offset and time order mostly agree, so the other
         order, when already known, is tried first."""
         if is_sorted(values):
             return None
-        if isinstance(other, np.ndarray) and is_sorted(values[other]):
+        if other is not None and is_sorted(values[other]):
             return other
         return np.argsort(values)
 

@@ -97,9 +97,9 @@ class _ExpiryChecks:
                 flat = probe[valid]
                 # A previous fetch's time counts only when it is inside the window too.
                 ok = ep.caught_up(j, flat, flat > np.repeat(lo, valid.sum(axis=1)))
-                found = np.zeros(valid.shape, dtype=bool)
-                found[valid] = ok
-                found = found.any(axis=1)
+                found_at = np.zeros(valid.shape, dtype=bool)
+                found_at[valid] = ok
+                found = found_at.any(axis=1)
                 longer = hi - lo > _PROBE
                 self.out[suspect[~found & ~longer]] = True
                 self.undecided[suspect[~found & longer]] = True
@@ -165,12 +165,13 @@ def _resumed_checks(inputs: EpochInputs, grid: np.ndarray, start: int, horizon: 
     replica.lag.time.max.ms / 2)``, a ``ScheduledThreadPoolExecutor.scheduleAtFixedRate``): a stopped
     JVM runs none, and once resumed runs the overdue one at once.
     """
-    if inputs.leader_silences.size == 0:
+    silences = inputs.leader_silences  # (start, end) spans; empty when none (EpochInputs)
+    if silences is None or silences.size == 0:
         return grid
     keep = np.ones(grid.size, dtype=bool)
-    for silent_from, checked in inputs.leader_silences.tolist():
+    for silent_from, checked in silences.tolist():
         keep &= (grid <= silent_from) | (grid >= checked)
-    checks = inputs.leader_silences[:, 1]
+    checks = silences[:, 1]
     return np.unique(np.concatenate([grid[keep], checks[(checks > start) & (checks <= horizon)]]))
 
 

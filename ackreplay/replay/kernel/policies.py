@@ -175,8 +175,8 @@ def _kafka_loss_window(
     held_from: list[np.ndarray],
     end: int,
     out: np.ndarray,
-    elr: np.ndarray | None = None,
-    live: list | None = None,
+    elr: np.ndarray | None,
+    live: list[np.ndarray | bool],
 ) -> None:
     """Fill `out` with the time after `t_ack` during which Kafka's election would have lost each batch: per
     interval of the committed ISR (until the leadership ends), from its start (or the ack) until its first
@@ -377,9 +377,9 @@ def replay_epoch(inputs: EpochInputs, options: ReplayOptions | None = None) -> d
         elif policy.kind is PolicyKind.MIN_INSYNC:
             _isr_policy(ep, row, isr, elr, need_all=False, maximal=options.maximal_isr)
         elif policy.kind is PolicyKind.QUORUM:
-            _quorum_policy(ep, row, policy.quorum, isr, elr)
+            _quorum_policy(ep, row, policy.quorum_size, isr, elr)
         else:
-            isr = simulate_epoch_isr(ep, policy.lag_ms)
+            isr = simulate_epoch_isr(ep, policy.resimulated_lag_ms)
             if elr is not None:
                 elr = derived_elr(isr, elr[0], inputs.min_insync_replicas)
             # Without a commit delay a simulated expansion commits at its qualifying fetch already.
