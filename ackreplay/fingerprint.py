@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from ackreplay.inputs import InputError, InputFile
 from ackreplay.kafka_lines import LOG_STAMP_PATTERN
@@ -44,9 +45,16 @@ _TIME_PATTERN = {
     "metrics": _SAMPLE_TIME,
 }
 
-FACTS_DDL = (
-    "uri string, content_bytes bigint, fingerprint string, first_time string, last_time string, "
-    "detail string, error string"
+_FACTS_ARROW = pa.schema(
+    [
+        ("uri", pa.string()),
+        ("content_bytes", pa.int64()),
+        ("fingerprint", pa.string()),
+        ("first_time", pa.string()),
+        ("last_time", pa.string()),
+        ("detail", pa.string()),
+        ("error", pa.string()),
+    ]
 )
 
 
@@ -190,17 +198,4 @@ def _collect_on_executors(spark: SparkSession, rows: list[tuple]) -> list:
         out = [_facts_row(**row) for batch in batches for row in batch.to_pylist()]
         yield pa.RecordBatch.from_pylist(out, schema=_FACTS_ARROW)
 
-    return files_df.mapInArrow(read_partition, FACTS_DDL).collect()
-
-
-_FACTS_ARROW = pa.schema(
-    [
-        ("uri", pa.string()),
-        ("content_bytes", pa.int64()),
-        ("fingerprint", pa.string()),
-        ("first_time", pa.string()),
-        ("last_time", pa.string()),
-        ("detail", pa.string()),
-        ("error", pa.string()),
-    ]
-)
+    return files_df.mapInArrow(read_partition, from_arrow_schema(_FACTS_ARROW)).collect()

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
-from pyspark.sql.types import IntegerType, StructField, StructType
+from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from ackreplay.inputs import InputFile
 from ackreplay.kafka_lines import LOG_STAMP_PATTERN
@@ -35,10 +35,14 @@ READER_SCHEMA = pa.schema(
         ("first_log_time", pa.string()),
     ]
 )
-READER_DDL = "file_index int, line_number bigint, line string, line_bytes int, read_error string, first_log_time string"
-LINES_DDL = (
-    "cluster string, broker_id int, source_file string, line_number bigint, line string, "
-    "line_bytes int, read_error string, first_log_time string"
+# `read_lines`' rows: the reader's, with the file's cluster, broker and path in place of its index.
+LINES_SCHEMA = StructType(
+    [
+        StructField("cluster", StringType()),
+        StructField("broker_id", IntegerType()),
+        StructField("source_file", StringType()),
+        *[f for f in from_arrow_schema(READER_SCHEMA).fields if f.name != "file_index"],
+    ]
 )
 _LOG_TIME = re.compile(rb"^\[(" + LOG_STAMP_PATTERN.encode() + rb")\]", re.MULTILINE)
 
@@ -181,7 +185,7 @@ def _map_files(
     spark: SparkSession,
     files: Sequence[InputFile],
     read_file: Callable[[dict], Iterator[pa.RecordBatch]],
-    ddl: str | StructType,
+    schema: StructType,
     columns: Sequence[str],
 ) -> DataFrame:
     """`read_file(file row)` for every file, with cluster, broker and file looked up: at most two tasks per core
@@ -214,7 +218,7 @@ def _map_files(
                 yield from read_file(row)
 
     file_of_line = F.element_at(file_structs, F.col("file_index") + 1)
-    return files_df.mapInArrow(read_partition, ddl).select(
+    return files_df.mapInArrow(read_partition, schema).select(
         file_of_line["cluster"].alias("cluster"),
         file_of_line["broker_id"].alias("broker_id"),
         file_of_line["source_file"].alias("source_file"),
@@ -225,13 +229,13 @@ def _map_files(
 def read_lines(spark: SparkSession, files: Sequence[InputFile], chunk_bytes: int, max_line_bytes: int) -> DataFrame:
     """A DataFrame of every line of `files` (each file read by one task, `_map_files`)."""
     if not files:
-        return spark.createDataFrame([], LINES_DDL)
+        return spark.createDataFrame([], LINES_SCHEMA)
 
     def read_file(row: dict) -> Iterator[pa.RecordBatch]:
         return iter_file_lines(row, chunk_bytes, max_line_bytes)
 
     columns = ["line_number", "line", "line_bytes", "read_error", "first_log_time"]
-    return _map_files(spark, files, read_file, READER_DDL, columns)
+    return _map_files(spark, files, read_file, from_arrow_schema(READER_SCHEMA), columns)
 
 
 def read_request_logs(
@@ -244,7 +248,7 @@ def read_request_logs(
     `topic_ids` maps "cluster/topicId" -> topic name.
     """
     from ackreplay.request_log_parser import parsed_batches
-    from schemas.request_log import PARSED_ROW_DDL, PARSED_ROW_FIELDS
+    from schemas.request_log import PARSED_ROW_FIELDS, PARSED_ROW_SPARK_SCHEMA
 
     def read_file(row: dict) -> Iterator[pa.RecordBatch]:
         for batch in iter_file_lines(row, chunk_bytes, max_line_bytes):
@@ -258,9 +262,12 @@ def read_request_logs(
                 topic_ids,
             )
 
-    ddl = "file_index int, line_number bigint, first_log_time string, " + PARSED_ROW_DDL
+    origin = from_arrow_schema(
+        pa.schema([READER_SCHEMA.field(n) for n in ("file_index", "line_number", "first_log_time")])
+    )
+    schema = StructType([*origin.fields, *PARSED_ROW_SPARK_SCHEMA.fields])
     columns = ["line_number", "first_log_time", *[name for name, _ in PARSED_ROW_FIELDS]]
-    return _map_files(spark, files, read_file, ddl, columns)
+    return _map_files(spark, files, read_file, schema, columns)
 
 
 def read_dump_logs(spark: SparkSession, files: Sequence[InputFile], chunk_bytes: int, max_line_bytes: int) -> DataFrame:

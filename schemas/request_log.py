@@ -12,6 +12,7 @@ line's parse fail (it is quarantined).
 from __future__ import annotations
 
 import pyarrow as pa
+from pyspark.sql.pandas.types import from_arrow_schema
 
 _i32, _i64, _f64, _str, _bool = pa.int32(), pa.int64(), pa.float64(), pa.string(), pa.bool_()
 
@@ -157,15 +158,8 @@ PARSED_ROW_FIELDS: list[tuple[str, pa.DataType]] = [
     ("client_software_version", _str),
 ]
 
-_SPARK_TYPES = {
-    _str: "string",
-    _i32: "int",
-    _i64: "bigint",
-    _f64: "double",
-    _bool: "boolean",
-    pa.timestamp("us"): "timestamp_ntz",
-}
-PARSED_ROW_DDL = ", ".join(f"{name} {_SPARK_TYPES[dtype]}" for name, dtype in PARSED_ROW_FIELDS)
+# The same rows as Spark sees them (zone-less timestamps as timestamp_ntz).
+PARSED_ROW_SPARK_SCHEMA = from_arrow_schema(pa.schema(PARSED_ROW_FIELDS), prefer_timestamp_ntz=True)
 
 # KRaft's metadata log (`__cluster_metadata`) has this fixed topic id (Uuid.METADATA_TOPIC_ID).
 METADATA_TOPIC_NAME = "__cluster_metadata"

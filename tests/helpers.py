@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
-from ackreplay.line_reader import LINES_DDL
-from schemas.request_log import PARSED_ROW_DDL
+from ackreplay.line_reader import LINES_SCHEMA
+from schemas.request_log import PARSED_ROW_SPARK_SCHEMA
 from transforms.send_times import dump_lines_classified
 
 TOPIC_ID = "9X2k7vQJTiGq5lq6w3xZ1A"
@@ -21,7 +22,7 @@ def lines_frame(spark, lines: list[str], errors: dict[int, str] | None = None, b
         (cluster, broker_id, f"{cluster}/broker-{broker_id}/kafka-request.log", i, text, len(text), errors.get(i), None)
         for i, text in enumerate(lines, start=1)
     ]
-    return spark.createDataFrame(rows, LINES_DDL).withColumn("ingest_run_id", F.lit("test-run"))
+    return spark.createDataFrame(rows, LINES_SCHEMA).withColumn("ingest_run_id", F.lit("test-run"))
 
 
 # Real lines of the 4.1.1 lab trace (data/samples/trace-4.1.1-berlin, broker-1/kafka-request.log.gz): an
@@ -78,7 +79,7 @@ def parse_request_log_lines(lines_df: DataFrame, topic_ids: dict[str, str]) -> D
     from ackreplay.request_log_parser import parsed_batches
 
     origin = [f for f in lines_df.schema.fields if f.name not in ("line", "line_bytes", "read_error")]
-    ddl = ", ".join([f"{f.name} {f.dataType.simpleString()}" for f in origin] + [PARSED_ROW_DDL])
+    schema = StructType([*origin, *PARSED_ROW_SPARK_SCHEMA.fields])
     origin_names = [f.name for f in origin]
 
     def parse(batches):
@@ -92,7 +93,7 @@ def parse_request_log_lines(lines_df: DataFrame, topic_ids: dict[str, str]) -> D
                 topic_ids,
             )
 
-    return lines_df.mapInArrow(parse, ddl)
+    return lines_df.mapInArrow(parse, schema)
 
 
 def classify_dump_lines(lines: DataFrame) -> DataFrame:

@@ -9,7 +9,7 @@ from datetime import date, datetime
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from ackreplay.line_reader import LINES_DDL
+from ackreplay.line_reader import LINES_SCHEMA
 from transforms.metrics import build_follower_leo_samples, classify_metric_lines, metric_quarantine
 
 FILE = "lab/metrics/broker-2.prom"
@@ -47,7 +47,7 @@ MALFORMED = [
 def _frame(spark, lines, source_file=FILE, errors=None):
     errors = errors or {}
     rows = [("c1", None, source_file, i, text, len(text), errors.get(i), None) for i, text in enumerate(lines, start=1)]
-    return spark.createDataFrame(rows, LINES_DDL).withColumn("ingest_run_id", F.lit("test-run"))
+    return spark.createDataFrame(rows, LINES_SCHEMA).withColumn("ingest_run_id", F.lit("test-run"))
 
 
 def test_every_line_gets_a_status_and_reason(spark):

@@ -6,7 +6,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from ackreplay.line_reader import LINES_DDL
+from ackreplay.line_reader import LINES_SCHEMA
 from schemas.tables import BATCH_SEND_TIMES
 from tests.helpers import classify_dump_lines
 from transforms.send_times import (
@@ -54,7 +54,7 @@ CLIENT = [
 def _frame(spark, lines, source_file, errors=None):
     errors = errors or {}
     rows = [("c1", None, source_file, i, text, len(text), errors.get(i), None) for i, text in enumerate(lines, start=1)]
-    return spark.createDataFrame(rows, LINES_DDL)
+    return spark.createDataFrame(rows, LINES_SCHEMA)
 
 
 def test_dump_log_lines_give_each_batch_its_first_records_create_time(spark):
