@@ -23,11 +23,13 @@ sample: setup  ## run the whole pipeline on the bundled lab traces and print the
 test: setup  ## lint, then the test suite, Spark standalone cluster included (without the real-Kafka lab test)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/pytest -m "not lab" -n 2 --durations=25
 
 test-fast: setup  ## the inner loop: lint and the unit tests (no pipeline runs, no subprocesses), under 2 minutes
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/pytest tests/unit --durations=10
 
 test-lab: setup  ## real 3-broker Kafka clusters: the lab's capture, and send times read with Spark's Kafka source (~8 min)

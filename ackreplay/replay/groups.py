@@ -17,8 +17,9 @@ or returned to Spark, whose Delta writer writes them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -72,7 +73,7 @@ def epoch_inputs(
     epoch_end_us: int,
     quorum_sizes: tuple[int, ...] = (2, 3),
     lag_ms: tuple[float, ...] = (),
-    change_by_controller: Sequence[bool] | None = None,
+    change_by_controller: Sequence[bool] | np.ndarray | None = None,
     leader_silences: np.ndarray | None = None,
     appended: np.ndarray | None = None,
     elr_membership: np.ndarray | None = None,
@@ -141,13 +142,13 @@ class PartitionEpochs:
 
 
 def logged_isr_options(
-    options: ReplayOptions, proposals: tuple[np.ndarray, np.ndarray] | None, epoch_start: int
+    options: ReplayOptions, proposals: tuple[np.ndarray, np.ndarray] | None, epoch_start: int | None
 ) -> ReplayOptions:
     """`options` with what the leader's logs say of its ISR checks (`proposals`: its "Shrinking ISR" times
     and their commit delays, stage.isr_proposals): their phase and how long a change took to commit."""
     if proposals is None:
         return options
-    phase = isr_check_phase(proposals[0], epoch_start)
+    phase = isr_check_phase(proposals[0], epoch_start) if epoch_start is not None else None
     return replace(
         options,
         isr_check_phase_us=options.isr_check_phase_us if phase is None else phase,
@@ -568,7 +569,11 @@ def _long_table(ctx: ReplayContext, r: _Replayed, columns: Sequence[str]) -> pa.
     ts = pa.timestamp("us", tz="UTC")
     source_ids = np.unique(pr["source_file_id"])
     leo = [ctx.leo_sources.get(c, "follower_fetches") for c in r.clusters]
-    built = {
+
+    def window_ms(name: str) -> pa.Array:
+        return _nan_as_null((res[name] / 1000.0).reshape(-1))
+
+    built: dict[str, Callable[[], pa.Array]] = {
         "cluster": lambda: _dictionary(tile(pr["cluster"]), r.clusters),
         "topic": lambda: _dictionary(tile(pr["topic"]), r.topics),
         "partition": lambda: pa.array(tile(pr["partition"]), pa.int32()),
@@ -598,10 +603,7 @@ def _long_table(ctx: ReplayContext, r: _Replayed, columns: Sequence[str]) -> pa.
         "loss_kafka_election_min": lambda: pa.array(res["loss_kafka_election_min"].reshape(-1)),
         "loss_longest_log_election_min": lambda: pa.array(res["loss_longest_log_election_min"].reshape(-1)),
         "offline_at_failure": lambda: pa.array(res["offline_at_failure"].reshape(-1)),
-        **{
-            name.removesuffix("_us") + "_ms": (lambda name=name: _nan_as_null((res[name] / 1000.0).reshape(-1)))
-            for name in LOSS_WINDOWS
-        },
+        **{name.removesuffix("_us") + "_ms": partial(window_ms, name) for name in LOSS_WINDOWS},
         "isr_source": lambda: _dictionary(res["isr_source"].reshape(-1), ISR_SOURCES),
         "leo_source": lambda: _dictionary(tile(pr["cluster"]), leo),
         "source_file": lambda: _dictionary(
@@ -621,7 +623,7 @@ def _written_files(ctx: ReplayContext, r: _Replayed) -> pa.Table:
     columns = [f.name for f in PRODUCE_REPLAY if f.name not in PARTITION_COLUMNS]
     key = r.produce["cluster"].astype(np.int64) << 32 | (r.produce["event_day"].astype(np.int64) & 0xFFFFFFFF)
     values = np.unique(key)
-    records = []
+    records: list[dict] = []
     for value in values:
         part = r if values.size == 1 else r.subset(key == value)
         table = _long_table(ctx, part, columns)
@@ -630,6 +632,8 @@ def _written_files(ctx: ReplayContext, r: _Replayed) -> pa.Table:
             "cluster": r.clusters[int(part.produce["cluster"][0])],
             "event_date": str(np.datetime64(int(part.produce["event_day"][0]), "D")),
         }
+        if ctx.writer is None:
+            raise RuntimeError("the replay groups write data files only with replay.writer: arrow")
         record = ctx.writer.write(partition_values, blocks)
         counts = {
             f"{policy}|{OUTCOMES[code]}": int(count)

@@ -491,10 +491,10 @@ def write_metrics(trace: Trace, out: Path) -> int:
     for b in range(1, p.brokers + 1):
         path = out / p.cluster / "metrics" / f"broker-{b}.prom"
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w") as f:
+        with path.open("w") as prom:
             for j, tick in enumerate(ticks.tolist()):
                 stamp = tick // 1000
-                rows = [
+                samples = [
                     "# HELP kafka_log_log_logendoffset Attribute exposed for management kafka.log:name=LogEndOffset,type=Log,attribute=Value",
                     "# TYPE kafka_log_log_logendoffset gauge",
                 ]
@@ -505,19 +505,19 @@ def write_metrics(trace: Trace, out: Path) -> int:
                     g = e.partition
                     labels = f'partition="{g % p.partitions}",topic="{trace.topic_names[g // p.partitions]}"'
                     if e.leader == b:
-                        rows.append(f"kafka_log_log_logendoffset{{{labels}}} {float(leo_at[e.eid][j])} {stamp}")
+                        samples.append(f"kafka_log_log_logendoffset{{{labels}}} {float(leo_at[e.eid][j])} {stamp}")
                     elif b in e.followers:
                         have = int(follower_at[(e.eid, b)][j])
-                        rows.append(f"kafka_log_log_logendoffset{{{labels}}} {float(have)} {stamp}")
+                        samples.append(f"kafka_log_log_logendoffset{{{labels}}} {float(have)} {stamp}")
                         lags.append(
                             f'kafka_server_fetcherlagmetrics_consumerlag{{clientId="ReplicaFetcherThread-0-{e.leader}",{labels}}} '
                             f"{float(max(int(leo_at[e.eid][j]) - have, 0))} {stamp}"
                         )
-                rows += [
+                samples += [
                     "# HELP kafka_server_fetcherlagmetrics_consumerlag Attribute exposed for management kafka.server:name=ConsumerLag,type=FetcherLagMetrics,attribute=Value",
                     "# TYPE kafka_server_fetcherlagmetrics_consumerlag gauge",
                     *lags,
                 ]
-                f.write("\n".join(rows) + "\n\n")
-                lines += len(rows) + 1
+                prom.write("\n".join(samples) + "\n\n")
+                lines += len(samples) + 1
     return lines
