@@ -10,9 +10,9 @@ import time
 from datetime import date
 
 from ackreplay.config import ConfigError, load_config, parse_config
-from ackreplay.inputs import InputError
 from ackreplay.quality.runner import QualityError
 from ackreplay.replay.self_check import ReplayUntrusted
+from ackreplay.storage.inputs import InputError
 
 log = logging.getLogger("ackreplay")
 
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         with steps.timed("Spark session"):
             spark = build_spark_session(config.session_settings())
         if args.command in ("run", "ingest", "replay", "gold"):
-            from ackreplay.lakehouse import check_writable
+            from ackreplay.storage.lakehouse import check_writable
 
             check_writable(spark, lakehouse)
         if args.command == "run":
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             written = export_table(spark, lakehouse, args.table, args.format, args.out, args.parts, args.replace)
             print(f"exported {args.table} to {written} ({args.format}{', part files' if args.parts else ''})")
         if metastore is not None and args.command != "export":
-            from ackreplay.metastore import register_tables
+            from ackreplay.storage.metastore import register_tables
 
             names = register_tables(spark, lakehouse, metastore)
             print(f"tables: {len(names)} registered as {metastore.prefix}.<table>")

@@ -40,7 +40,7 @@ class SparkSettings(_Strict):
     log_level: str = "WARN"
 
 
-# Spark Kafka source options the send-times read sets itself (ackreplay/send_times.py).
+# Spark Kafka source options the send-times read sets itself (ackreplay/ingest/send_times.py).
 KAFKA_OPTIONS_SET_BY_ACKREPLAY = frozenset(
     {"assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets", "startingTimestamp",
      "endingTimestamp", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "failOnDataLoss"}
@@ -207,7 +207,7 @@ class GoldSettings(_Strict):
 
 
 class DecisionTarget(_Strict):
-    """What the operator needs from a policy (ackreplay/decision.py): a producer P999 bound and upper bounds
+    """What the operator needs from a policy (ackreplay/gold/decision.py): a producer P999 bound and upper bounds
     on the risk counts of `policy_summary`, any of them."""
 
     # bound -> (policy_summary column, what it counts)

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType, StructType
 
-from ackreplay.lakehouse import HadoopFiles, read_table
+from ackreplay.storage.lakehouse import HadoopFiles, read_table
 
 CSV_OPTIONS = {
     "header": "true",

@@ -1,7 +1,7 @@
 """Scheduled, incremental runs: the `ingested_files` ledger and what each stage has left to do.
 
 Every input file a run ingests (or skips as a copy) gets a row in `ingested_files` with its size,
-modification time, content fingerprint (ackreplay/fingerprint.py), the UTC times of its first and
+modification time, content fingerprint (ackreplay/storage/fingerprint.py), the UTC times of its first and
 last lines, and the runs that covered it. The ledger describes exactly the rows in the tables: a row
 with status `ingested` means the tables hold that version of the file.
 
@@ -34,8 +34,8 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
-from ackreplay.fingerprint import FileFacts, collect_facts
-from ackreplay.inputs import (
+from ackreplay.storage.fingerprint import FileFacts, collect_facts
+from ackreplay.storage.inputs import (
     InputError,
     InputFile,
     InputInventory,
@@ -44,7 +44,7 @@ from ackreplay.inputs import (
     rotation_period,
     skipped_lines,
 )
-from ackreplay.lakehouse import (
+from ackreplay.storage.lakehouse import (
     TABLES,
     read_table,
     replace_rows,
@@ -393,7 +393,7 @@ def ingest_new_files(spark: SparkSession, config: AppConfig, lakehouse: str, pla
 
     Returns run_ingest's report, or None when there was nothing to ingest.
     """
-    from ackreplay.ingest import run_ingest
+    from ackreplay.ingest.stage import run_ingest
 
     report = None
     # Before the ingest: on a new lakehouse there is nothing to delete yet, and a retry deletes again.

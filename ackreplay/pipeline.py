@@ -67,7 +67,7 @@ class StageRun:
 class RunResult:
     """What `run` did, stage by stage (None: the stage had nothing to do)."""
 
-    ingest: object | None = None  # ackreplay.ingest.IngestReport
+    ingest: object | None = None  # ackreplay.ingest.stage.IngestReport
     replay: StageRun | None = None
     gold: StageRun | None = None
     report_html: Path | None = None
@@ -164,7 +164,7 @@ def gold(
 ) -> StageRun:
     """Rebuild the gold tables of the clusters in scope and check them; `mark`: record it in the ledger now
     (`run` marks gold only once the report is written, so a retry rebuilds a report that failed)."""
-    from ackreplay.gold import run_gold
+    from ackreplay.gold.stage import run_gold
 
     steps = steps or StepTimes()
     stage = _scoped(spark, lakehouse, "gold", dates, full, clusters, echo)
@@ -186,7 +186,7 @@ def report(
 ) -> Path:
     """Charts and report.html from the gold tables (default folder: <lakehouse>/report), opening with the
     decision for `target` (the conf's `report.target`); the html's path."""
-    from ackreplay.report import build_report
+    from ackreplay.gold.report import build_report
 
     return build_report(spark, lakehouse, out_dir, target)
 

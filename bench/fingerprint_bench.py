@@ -1,4 +1,4 @@
-"""Cost of the scheduler's look at a new input file (`ackreplay.fingerprint.read_facts`), per file kind.
+"""Cost of the scheduler's look at a new input file (`ackreplay.storage.fingerprint.read_facts`), per file kind.
 
     .venv/bin/python -m bench.fingerprint_bench [--megabytes 256] [--repeat 3]
 
@@ -19,8 +19,8 @@ import tempfile
 import time
 from datetime import datetime, timedelta
 
-from ackreplay.fingerprint import read_facts
 from ackreplay.kafka_lines import ProducePartition, Timing, produce_body, request_log_line
+from ackreplay.storage.fingerprint import read_facts
 
 
 def _write_log(path: str, megabytes: float) -> int:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from ackreplay.config import load_config
-from ackreplay.ingest import run_ingest
+from ackreplay.ingest.stage import run_ingest
 from ackreplay.session import command_session
 from bench.gen_request_log import generate
 

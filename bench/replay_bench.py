@@ -35,9 +35,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ackreplay.config import load_config
-from ackreplay.lakehouse import table_path
 from ackreplay.replay.stage import run_replay
 from ackreplay.session import command_session
+from ackreplay.storage.lakehouse import table_path
 
 BROKERS = (1, 2, 3)
 
@@ -417,7 +417,7 @@ def synthetic_silver(
 ) -> None:
     """Generate a synthetic cluster trace (ackreplay.synth), ingest it into work/lakehouse and export the
     peers' inputs to work/parquet."""
-    from ackreplay.ingest import run_ingest
+    from ackreplay.ingest.stage import run_ingest
     from ackreplay.synth import SynthParams
     from ackreplay.synth import generate as synth_generate
 

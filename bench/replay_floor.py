@@ -36,9 +36,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import load_config
-from ackreplay.lakehouse import read_table, replace_rows
 from ackreplay.replay.stage import REPLAY_WRITE_CONF, _session_conf, run_replay
 from ackreplay.session import command_session
+from ackreplay.storage.lakehouse import read_table, replace_rows
 from bench.replay_bench import duckdb_produce_replay, duckdb_replay
 from schemas.replay import PRODUCE_REPLAY
 from transforms.common import conform

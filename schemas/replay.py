@@ -104,7 +104,7 @@ REPLAY_CHECKS = StructType(
 )
 
 # What the replay's group function returns when it writes produce_replay's data files itself
-# (ackreplay/arrow_delta.py): one row per file, for the driver's Delta commit and the run summary.
+# (ackreplay/storage/arrow_delta.py): one row per file, for the driver's Delta commit and the run summary.
 WRITTEN_FILE = StructType(
     [
         StructField("path", StringType(), False),  # relative to the table folder (delta-rs URI-encodes it in the log)

@@ -157,9 +157,9 @@ class SampleRun:
     trace: Path
     manifest: dict
     lakehouse: str
-    ingest: object  # ackreplay.ingest.IngestReport
+    ingest: object  # ackreplay.ingest.stage.IngestReport
     replay: object  # ackreplay.replay.stage.ReplayReport
-    gold: object | None = None  # ackreplay.gold.GoldReport, once `with_gold` ran
+    gold: object | None = None  # ackreplay.gold.stage.GoldReport, once `with_gold` ran
 
     def copy_lakehouse(self, dest: Path) -> str:
         shutil.copytree(self.lakehouse, dest)
@@ -171,8 +171,8 @@ def sample_run(spark, tmp_path_factory):
     """`sample_run(trace)`: the trace's SampleRun, run on first use and shared by the whole session, so
     each bundled trace goes through the pipeline once per test run instead of once per test module.
     `sample_run(trace, gold=True)` also runs the gold stage (conf/local.yaml's window) on it."""
-    from ackreplay.gold import run_gold
-    from ackreplay.ingest import run_ingest
+    from ackreplay.gold.stage import run_gold
+    from ackreplay.ingest.stage import run_ingest
     from ackreplay.replay.stage import run_replay
 
     config = load_config(SAMPLE_CONF)

@@ -1,5 +1,5 @@
 """Building input frames for transform tests, and the parsers as DataFrame transforms (the ingest runs them
-inside its file reader's tasks, `ackreplay.line_reader`; tests apply them to frames of lines)."""
+inside its file reader's tasks, `ackreplay.storage.line_reader`; tests apply them to frames of lines)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from ackreplay.line_reader import LINES_SCHEMA
+from ackreplay.storage.line_reader import LINES_SCHEMA
 from schemas.request_log import PARSED_ROW_SPARK_SCHEMA
 from transforms.send_times import dump_lines_classified
 
@@ -71,12 +71,12 @@ def parse_request_log_lines(lines_df: DataFrame, topic_ids: dict[str, str]) -> D
     """Numbered lines (the line reader's columns) -> one `line` row per line with `status`, `detail`,
     `api_key_name`, plus the silver rows of its parsed PRODUCE or follower FETCH request.
 
-    The work is `ackreplay.request_log_parser` in Arrow, run by `mapInArrow`; the ingest calls the
+    The work is `ackreplay.ingest.request_log_parser` in Arrow, run by `mapInArrow`; the ingest calls the
     same code inside its file reader task, so the text crosses into Python once. `topic_ids` maps
     "cluster/topicId" -> topic name (from topics.txt). `log_time_local` is zone-less; follow with
     `with_local_log_time` and `with_event_time`.
     """
-    from ackreplay.request_log_parser import parsed_batches
+    from ackreplay.ingest.request_log_parser import parsed_batches
 
     origin = [f for f in lines_df.schema.fields if f.name not in ("line", "line_bytes", "read_error")]
     schema = StructType([*origin, *PARSED_ROW_SPARK_SCHEMA.fields])
@@ -100,13 +100,13 @@ def classify_dump_lines(lines: DataFrame) -> DataFrame:
     """Numbered lines of kafka-dump-log output -> every line with a status; parsed ones carry a batch's
     (topic, partition, base_offset, records, t_send).
 
-    Each file's lines are classified in file order by `ackreplay.dump_log_parser` (the ingest does it in
+    Each file's lines are classified in file order by `ackreplay.ingest.dump_log_parser` (the ingest does it in
     the task that reads the file, `line_reader.read_dump_logs`; this takes any DataFrame of lines).
     """
     import pyarrow as pa
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    from ackreplay.dump_log_parser import CLASSIFIED_SPARK_SCHEMA, classify_file
+    from ackreplay.ingest.dump_log_parser import CLASSIFIED_SPARK_SCHEMA, classify_file
 
     def classify(table: pa.Table) -> pa.Table:
         table = table.sort_by("line_number")

@@ -8,7 +8,7 @@ lists everything again.
 Requests are ordered within a session by `sessionEpoch`, which the client increments by one per
 request, so the order does not depend on log timestamps.
 
-The input is the request-log parser's output (`ackreplay.request_log_parser`): rows of kind `fetch`
+The input is the request-log parser's output (`ackreplay.ingest.request_log_parser`): rows of kind `fetch`
 (one per listed partition), `fetch_request` (one per request of an incremental session) and
 `forgotten` (one per partition a request removes from its session), with `t_log`.
 """

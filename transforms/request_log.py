@@ -10,7 +10,7 @@ or, from a Kafka 4.x broker whose log4j2 layout prints microseconds (`%d{DEFAULT
 
 Every line gets a `status`: `parsed` (it yields silver rows), `unused` (a request type or log line the
 pipeline does not use; `detail` says which) or `quarantined` (`detail` says why). Classification and
-JSON parsing happen in Arrow (`ackreplay.request_log_parser`); the functions here turn its rows into
+JSON parsing happen in Arrow (`ackreplay.ingest.request_log_parser`); the functions here turn its rows into
 the table contracts. `with_log_fields` and `with_event_time` are shared with the broker-log ingest.
 """
 

@@ -54,7 +54,7 @@ MIN_SEND_MS, MAX_SEND_MS = 946_684_800_000, 4_102_444_800_000
 
 
 def dump_lines_classified(classified: DataFrame) -> DataFrame:
-    """kafka-dump-log lines classified by `ackreplay.dump_log_parser` in the columns of `classify_client_lines`
+    """kafka-dump-log lines classified by `ackreplay.ingest.dump_log_parser` in the columns of `classify_client_lines`
     (a row stands for `lines` lines: the unused ones are folded, `dump_log_parser.fold_unused_lines`)."""
     return classified.select(
         "cluster", "source_file", "line_number", "line", "status", "detail", "topic",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ackreplay.lakehouse import read_table, table_exists
+from ackreplay.storage.lakehouse import read_table, table_exists
 from schemas.vocabulary import ACKS_1, Outcome
 from transforms.replay_inputs import appended
 

@@ -25,11 +25,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from ackreplay.config import AppConfig
-from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists
 from ackreplay.quality.catalog import BLOCKING, ROW_IDS, STAGE_TABLES, WARNING, Check, margin_sources, plan_for
 from ackreplay.quality.counts import countable, expectation_counts
 from ackreplay.quality.frames import CONTRACTS, check_frame, with_margins
 from ackreplay.quality.reconcile import STAGE_COUNTS, Count
+from ackreplay.storage.lakehouse import read_table, replace_rows, sql_string, table_exists
 from schemas.dq import DQ_RESULTS
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ partition) is computed here and no shuffle is needed for it in Spark.
 
 Only numeric columns cross from Spark; everything per produce is NumPy over Arrow buffers. The group's
 `produce_replay` rows are built as one Arrow table (strings dictionary-encoded) and either written to
-Parquet data files right here (`ReplayContext.writer`; the driver commits them, ackreplay/arrow_delta.py)
+Parquet data files right here (`ReplayContext.writer`; the driver commits them, ackreplay/storage/arrow_delta.py)
 or returned to Spark, whose Delta writer writes them.
 """
 
@@ -25,9 +25,9 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from ackreplay.arrow_delta import ArrowFileWriter
 from ackreplay.replay.connections import chain_requests
 from ackreplay.replay.kernel import LOSS_WINDOWS, EpochInputs, ReplayOptions, replay_epoch
+from ackreplay.storage.arrow_delta import ArrowFileWriter
 from schemas.replay import ISR_SOURCES, PRODUCE_REPLAY, WRITTEN_FILE
 from schemas.vocabulary import ACKS_1, ACKS_ALL, NEVER, OUTCOMES, Outcome, Policy, PolicyKind, policy_order
 

@@ -26,9 +26,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
-from ackreplay.lakehouse import read_table
 from ackreplay.replay.groups import epoch_inputs, logged_isr_options
 from ackreplay.replay.kernel import IsrTimeline, ReplayOptions, simulate_isr
+from ackreplay.storage.lakehouse import read_table
 from transforms.replay_inputs import (
     KIND_FETCH,
     KIND_ISR,

@@ -9,7 +9,7 @@ grows with the produces is collected to the driver (the written files' descripti
 data file, as Spark's own writer reports them).
 
 The groups write produce_replay's data files themselves with pyarrow and the driver commits them in one
-Delta transaction (`replay.writer: arrow`, ackreplay/arrow_delta.py), or return their rows to Spark's
+Delta transaction (`replay.writer: arrow`, ackreplay/storage/arrow_delta.py), or return their rows to Spark's
 Delta writer (`spark`: storage pyarrow cannot write, e.g. Unity Catalog volumes).
 """
 
@@ -30,14 +30,14 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ackreplay.arrow_delta import ArrowFileWriter, arrow_writable, commit_files, local_path
 from ackreplay.config import AppConfig
-from ackreplay.inputs import InputError
-from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path, table_spec
 from ackreplay.replay.elr import ElrSetting, announced_levels, elr_settings, partition_elr_rows
 from ackreplay.replay.groups import PRODUCE_REPLAY_ARROW, PartitionEpochs, ReplayContext, replay_group
 from ackreplay.replay.own_lag import OwnLag, own_lags
 from ackreplay.replay.self_check import SelfCheck, ack_truth_columns, check_replay
+from ackreplay.storage.arrow_delta import ArrowFileWriter, arrow_writable, commit_files, local_path
+from ackreplay.storage.inputs import InputError
+from ackreplay.storage.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path, table_spec
 from schemas.broker_logs import BROKER_CONFIGS, FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
 from schemas.metrics import FOLLOWER_LEO_SAMPLES
 from schemas.replay import PRODUCE_REPLAY, REPLAY_CHECKS, WRITTEN_FILE

@@ -40,8 +40,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType
 
 from ackreplay.config import DELTA_VERSION
-from ackreplay.gold import GOLD_TABLES
-from ackreplay.lakehouse import read_table
+from ackreplay.gold.stage import GOLD_TABLES
+from ackreplay.storage.lakehouse import read_table
 from tests.conftest import CHILD_JVM_OPTIONS, SAMPLE_CONF, SMALL_DATA_CONF
 
 pytestmark = pytest.mark.cluster

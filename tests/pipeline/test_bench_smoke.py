@@ -90,8 +90,8 @@ def test_the_duckdb_peer_writes_the_rows_ackreplay_writes(spark, tmp_path):
     # The peer that writes produce_replay's rows implements the same semantics for the bench data's shape:
     # on that data its rows equal ackreplay's, every column (run ids aside) of every policy.
     from ackreplay.config import load_config
-    from ackreplay.lakehouse import read_table, table_path
     from ackreplay.replay.stage import run_replay
+    from ackreplay.storage.lakehouse import read_table, table_path
     from bench.replay_bench import duckdb_produce_replay, generate
     from schemas.replay import PRODUCE_REPLAY
     from transforms.common import conform

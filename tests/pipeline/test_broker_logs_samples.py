@@ -17,10 +17,10 @@ import pytest
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from ackreplay.broker_logs import ingest_broker_logs
 from ackreplay.config import load_config
-from ackreplay.inputs import discover_inputs
-from ackreplay.lakehouse import read_table
+from ackreplay.ingest.broker_logs import ingest_broker_logs
+from ackreplay.storage.inputs import discover_inputs
+from ackreplay.storage.lakehouse import read_table
 from tests.conftest import SAMPLES as ALL_SAMPLES
 
 SAMPLES = {p.name: p for p in ALL_SAMPLES}

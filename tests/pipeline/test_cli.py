@@ -10,8 +10,8 @@ import pandas as pd
 
 from ackreplay.cli import main
 from ackreplay.config import parse_config
-from ackreplay.ingest import run_ingest
-from ackreplay.lakehouse import read_table
+from ackreplay.ingest.stage import run_ingest
+from ackreplay.storage.lakehouse import read_table
 from tests.pipeline.test_ingest_stage import input_dir  # noqa: F401  (fixture)
 
 

@@ -29,10 +29,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from ackreplay.broker_logs import ingest_broker_logs
 from ackreplay.config import load_config
-from ackreplay.inputs import discover_inputs
-from ackreplay.lakehouse import read_table
+from ackreplay.ingest.broker_logs import ingest_broker_logs
+from ackreplay.storage.inputs import discover_inputs
+from ackreplay.storage.lakehouse import read_table
 from tests.conftest import SAMPLE_CONF, recorded_policies_config, spark_defaults_for_large_data
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,7 +96,7 @@ def test_isr_lines_in_an_unknown_format_stop_the_run_naming_file_line_and_versio
 
     import pytest
 
-    from ackreplay.broker_logs import BrokerLogFormatError
+    from ackreplay.ingest.broker_logs import BrokerLogFormatError
 
     trace = tmp_path / "trace"
     broker = trace / "lab-4.3.1" / "broker-1"
@@ -145,7 +145,7 @@ def _record_quantiles(spark, lakehouse: str, quantiles: list[float]) -> dict[tup
     """(cluster, policy) -> gold's per-record latency quantiles (`latency_quantiles`, the report's CDF), in order."""
     from pyspark.sql import functions as F
 
-    from ackreplay.gold import read_record_sends
+    from ackreplay.gold.stage import read_record_sends
     from transforms.gold import latency_quantiles
 
     replay = read_table(spark, lakehouse, "produce_replay")
@@ -204,7 +204,7 @@ def corpus_run(spark, tmp_path_factory) -> CorpusRun:
     pipeline run's fixed cost (Spark jobs, Delta commits) is most of a small trace's time. Besides the
     recorded policies, each trace's ISR is re-simulated at its own replica.lag.time.max.ms (`own`), which
     the self-check judges (test_the_isr_resimulated_at_each_traces_own_lag_acks_as_its_recorded_isr)."""
-    from ackreplay.ingest import run_ingest
+    from ackreplay.ingest.stage import run_ingest
     from ackreplay.replay.stage import run_replay
 
     recorded = recorded_policies_config()
@@ -367,7 +367,7 @@ def test_every_lab_client_measured_per_record_what_its_own_policy_replays(spark,
 
     import numpy as np
 
-    from ackreplay.gold import read_record_sends
+    from ackreplay.gold.stage import read_record_sends
     from transforms.gold import latency_quantiles
 
     recorded = F.when(F.col("recorded_acks") == -1, "acks=all").otherwise("acks=1")
@@ -683,8 +683,8 @@ def test_send_times_read_from_the_topic_equal_the_dumps_batch_for_batch(spark, c
     first send time (its latency runs from the first attempt). Reads the module's corpus run."""
     import shutil
 
-    from ackreplay.lakehouse import table_path
-    from ackreplay.send_times import ingest_topic_send_times
+    from ackreplay.ingest.send_times import ingest_topic_send_times
+    from ackreplay.storage.lakehouse import table_path
     from transforms.send_times import TRUNCATED
 
     lakehouse = str(tmp_path / "lakehouse")
@@ -695,7 +695,7 @@ def test_send_times_read_from_the_topic_equal_the_dumps_batch_for_batch(spark, c
     kafka = {"kafka.bootstrap.servers": "127.0.0.1:9"}  # never contacted: the stand-in reads the dumps
     config = config.model_copy(update={"clusters": {c: config.cluster(c).model_copy(update={"create_times_from_kafka": kafka})
                                                     for c in traces}})  # fmt: skip
-    from ackreplay.inputs import discover_all
+    from ackreplay.storage.inputs import discover_all
 
     files = [f for f in discover_all([str(t) for t in traces.values()]).of_kind("request_log")]
     report = ingest_topic_send_times(

@@ -11,13 +11,13 @@ from pyspark.sql import functions as F
 
 from ackreplay.cli import main
 from ackreplay.config import parse_config
-from ackreplay.gold import run_gold
-from ackreplay.ingest import run_ingest
+from ackreplay.gold.stage import run_gold
+from ackreplay.ingest.stage import run_ingest
 from ackreplay.kafka_lines import ProducePartition, Timing, produce_body, request_log_line, topics_describe
-from ackreplay.lakehouse import read_table, replace_rows, table_exists
 from ackreplay.quality.catalog import STAGE_TABLES
 from ackreplay.quality.runner import QualityError, run_quality
 from ackreplay.replay.stage import run_replay
+from ackreplay.storage.lakehouse import read_table, replace_rows, table_exists
 from schemas.replay import PRODUCE_REPLAY
 from tests.helpers import TOPIC_ID
 from tests.pipeline.test_ingest_stage import T0, _hour_of_lines, _write

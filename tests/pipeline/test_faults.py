@@ -36,7 +36,7 @@ from ackreplay.kafka_lines import (
     request_log_line,
     topics_describe,
 )
-from ackreplay.lakehouse import TABLES, read_table, table_exists, table_path
+from ackreplay.storage.lakehouse import TABLES, read_table, table_exists, table_path
 from tests.conftest import CHILD_JVM_OPTIONS, spark_conf_yaml
 from tests.helpers import TOPIC_ID
 from tests.pipeline.test_ingest_stage import T0, _write
@@ -128,7 +128,7 @@ def runs(spark, tmp_path_factory):
 
 
 # produce_requests: Spark's Delta writer (ingest); produce_replay: the replay's Python workers write the
-# data files and the driver commits them with delta-rs (ackreplay/arrow_delta.py)
+# data files and the driver commits them with delta-rs (ackreplay/storage/arrow_delta.py)
 @pytest.mark.parametrize("killed_table", ["produce_requests", "produce_replay"])
 def test_a_run_killed_mid_write_leaves_committed_tables_and_the_rerun_equals_a_clean_run(
     spark, tmp_path, runs, killed_table

@@ -21,7 +21,8 @@ from pyspark.sql import functions as F
 
 from ackreplay.cli import main
 from ackreplay.config import parse_config
-from ackreplay.ingest import run_ingest
+from ackreplay.ingest.request_log_parser import UNKNOWN_TOPIC_ID as UNKNOWN_TOPIC_ID_REASON
+from ackreplay.ingest.stage import run_ingest
 from ackreplay.kafka_lines import (
     Client,
     FetchPartition,
@@ -34,10 +35,9 @@ from ackreplay.kafka_lines import (
     request_log_line,
     topics_describe,
 )
-from ackreplay.lakehouse import read_table
 from ackreplay.quality.runner import QualityError, run_quality
 from ackreplay.replay.stage import run_replay
-from ackreplay.request_log_parser import UNKNOWN_TOPIC_ID as UNKNOWN_TOPIC_ID_REASON
+from ackreplay.storage.lakehouse import read_table
 
 T0 = datetime(2026, 11, 20, 12, 0, 0)
 TOPIC_ID = "9X2k7vQJTiGq5lq6w3xZ1A"
@@ -275,7 +275,7 @@ def test_a_cluster_with_produces_and_no_follower_evidence_is_refused_by_the_repl
     and says so."""
     import shutil
 
-    from ackreplay.inputs import InputError
+    from ackreplay.storage.inputs import InputError
 
     config, lakehouse, _ = hostile
     with pytest.raises(InputError, match=r"^1 cluster\(s\) with produces and no follower evidence: skew\n"):

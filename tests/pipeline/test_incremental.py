@@ -33,7 +33,7 @@ from ackreplay.kafka_lines import (
     request_log_line,
     topics_describe,
 )
-from ackreplay.lakehouse import read_table
+from ackreplay.storage.lakehouse import read_table
 from tests.conftest import spark_conf_yaml
 
 # Hourly rotated request logs of one UTC broker on three UTC dates, in offset order.
@@ -306,7 +306,7 @@ def test_a_live_log_that_grew_or_rotated_is_reingested_not_counted_twice(spark, 
 def test_a_retry_after_a_failure_converges_to_the_tables_of_an_uninterrupted_run(
     spark, single_run, tmp_path, monkeypatch, capsys
 ):
-    import ackreplay.gold
+    import ackreplay.gold.stage
     import ackreplay.replay.stage
 
     inputs = _input(tmp_path / "input", (0, 1, 2, 3))
@@ -325,7 +325,7 @@ def test_a_retry_after_a_failure_converges_to_the_tables_of_an_uninterrupted_run
     assert set(_ledger(spark, str(lakehouse)).values()) == {("ingested", None, False, False)}
     # The retry ingests nothing, replays, then the gold stage fails: the replay is kept, gold waits.
     with monkeypatch.context() as patch:
-        patch.setattr(ackreplay.gold, "run_gold", crash)
+        patch.setattr(ackreplay.gold.stage, "run_gold", crash)
         assert _ackreplay("run", conf, "--input", str(inputs)) == 1
     assert set(_ledger(spark, str(lakehouse)).values()) == {("ingested", None, True, False)}
     capsys.readouterr()

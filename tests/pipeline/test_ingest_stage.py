@@ -12,8 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import MapType
 
 from ackreplay.config import parse_config
-from ackreplay.ingest import run_ingest
-from ackreplay.inputs import InputError, InputFile
+from ackreplay.ingest.stage import run_ingest
 from ackreplay.kafka_lines import (
     FetchPartition,
     FetchTopic,
@@ -25,8 +24,9 @@ from ackreplay.kafka_lines import (
     request_log_line,
     topics_describe,
 )
-from ackreplay.lakehouse import read_table
-from ackreplay.line_reader import read_lines
+from ackreplay.storage.inputs import InputError, InputFile
+from ackreplay.storage.lakehouse import read_table
+from ackreplay.storage.line_reader import read_lines
 from tests.helpers import TOPIC_ID
 
 CONFIG = parse_config({"clusters": {"c1": {"log_timezone": "Europe/Berlin"}}})

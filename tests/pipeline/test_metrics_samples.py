@@ -15,9 +15,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from ackreplay.config import load_config
-from ackreplay.inputs import discover_inputs
-from ackreplay.lakehouse import read_table
-from ackreplay.metrics import ingest_metrics
+from ackreplay.ingest.metrics import ingest_metrics
+from ackreplay.storage.inputs import discover_inputs
+from ackreplay.storage.lakehouse import read_table
 from tests.conftest import SAMPLES
 
 USED = re.compile(r"^(kafka_log_log_logendoffset|kafka_server_fetcherlagmetrics_consumerlag)\{")

@@ -13,9 +13,9 @@ from html.parser import HTMLParser
 import pytest
 
 from ackreplay.config import AppConfig, parse_config
-from ackreplay.gold import GOLD_TABLES, SUMMARY_COLUMNS, check_contract, run_gold, summary_cell
-from ackreplay.lakehouse import read_table, replace_rows
-from ackreplay.report import CHARTS, build_report
+from ackreplay.gold.report import CHARTS, build_report
+from ackreplay.gold.stage import GOLD_TABLES, SUMMARY_COLUMNS, check_contract, run_gold, summary_cell
+from ackreplay.storage.lakehouse import read_table, replace_rows
 from schemas.gold import POLICY_SUMMARY, RISK_EXPOSURE
 from schemas.replay import PRODUCE_REPLAY
 from tests.unit.test_gold import INF, T10, T11, _row, isr_frame, many_acked, partitions_frame, replay_frame
@@ -91,7 +91,7 @@ def test_gold_tables_and_report(spark, lakehouse, tmp_path):
     # the hand-made produces have no send time: the summary says their latency is the broker's reading
     assert lines[2].startswith("    send times (CreateTime or a client log) for 0.0% of the acked produces")
     assert [line.split()[0] for line in lines[4:8]] == ["acks=all", "min.insync", "quorum=2", "acks=1"]
-    # acks=all and quorum=2 have the 1,000 records a P999 needs (ackreplay/decision.py); quorum=2's is the
+    # acks=all and quorum=2 have the 1,000 records a P999 needs (ackreplay/gold/decision.py); quorum=2's is the
     # lower at no more risk, so it alone is on the frontier
     assert report.summary[2]["p999_ms"] < report.summary[0]["p999_ms"]
     decision = [

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from pyspark.sql import functions as F
 
-from ackreplay.lakehouse import read_table, table_path
 from ackreplay.replay.stage import run_replay
+from ackreplay.storage.lakehouse import read_table, table_path
 from tests.conftest import SAMPLES, recorded_policies_config
 
 POLICIES = {"acks=1", "acks=all", "min.insync", "quorum=2", "acks=all@lag=3000", "acks=all@lag=30000"}

@@ -16,9 +16,9 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from ackreplay.config import load_config
-from ackreplay.ingest import run_ingest
-from ackreplay.lakehouse import read_table
+from ackreplay.ingest.stage import run_ingest
 from ackreplay.replay.stage import run_replay
+from ackreplay.storage.lakehouse import read_table
 from ackreplay.synth import SynthParams, generate
 
 PARAMS = SynthParams(

@@ -10,7 +10,13 @@ import pytest
 from chispa import assert_df_equality
 from delta.tables import DeltaTable
 
-from ackreplay.arrow_delta import ArrowFileWriter, arrow_writable, commit_files, escape_partition_value, local_path
+from ackreplay.storage.arrow_delta import (
+    ArrowFileWriter,
+    arrow_writable,
+    commit_files,
+    escape_partition_value,
+    local_path,
+)
 
 SCHEMA = pa.schema([("cluster", pa.string()), ("topic", pa.string()), ("n", pa.int64()), ("event_date", pa.date32())])
 SPARK_SCHEMA = "cluster string, topic string, n long, event_date date"

@@ -1005,7 +1005,7 @@ def test_4_2_lines_of_a_leader_after_a_controlled_shutdown(spark):
 
 def test_the_console_breaks_each_logs_parsed_lines_down_by_kind_to_their_total():
     """The 4.0.2 lab trace's state-change.log counts: the follower lines are parsed lines like the others."""
-    from ackreplay.broker_logs import BrokerLogReport, LineCounts
+    from ackreplay.ingest.broker_logs import BrokerLogReport, LineCounts
 
     report = BrokerLogReport(
         "r",

@@ -1,4 +1,4 @@
-"""The decision (ackreplay/decision.py) on hand-made policy_summary rows: frontier, target met or not,
+"""The decision (ackreplay/gold/decision.py) on hand-made policy_summary rows: frontier, target met or not,
 the closest policy, a P999 from too few records, a cluster whose self-check failed."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ackreplay.config import DecisionTarget, parse_config
-from ackreplay.decision import decide, decision_lines
+from ackreplay.gold.decision import decide, decision_lines
 
 
 def _row(topic, policy, p999, lost=0, below=0, rejected=0, cluster="c1", self_check="passed"):
@@ -117,7 +117,7 @@ def test_the_target_is_read_from_the_conf_and_checked():
 
 
 def test_the_console_summary_says_how_many_acked_produces_had_a_send_time():
-    from ackreplay.gold import format_summary
+    from ackreplay.gold.stage import format_summary
 
     rows = [{**r, "n": 31_466, "send_time_known": known} for r, known in ((AUDIT[0], 31_466), (AUDIT[1], 0))]
     notes = [line for line in format_summary(rows) if line.startswith("    send times")]

@@ -11,9 +11,9 @@ import pytest
 from chispa import assert_df_equality
 
 from ackreplay.config import parse_config
-from ackreplay.fingerprint import SAMPLE_BYTES, FileFacts, collect_facts, read_facts
-from ackreplay.inputs import InputError, InputFile, discover_all, rotation_period
 from ackreplay.ledger import DateRange, _outside_by_name, _parse_time
+from ackreplay.storage.fingerprint import SAMPLE_BYTES, FileFacts, collect_facts, read_facts
+from ackreplay.storage.inputs import InputError, InputFile, discover_all, rotation_period
 
 CONFIG = parse_config(
     {"clusters": {"berlin": {"log_timezone": "Europe/Berlin", "broker_clock_offsets_ms": {2: 1500.0}}}}
@@ -245,7 +245,7 @@ def test_collect_facts_reads_every_file_and_names_an_unreadable_one(spark, tmp_p
 
 
 def test_little_to_read_is_read_on_the_driver_much_on_the_executors(spark, tmp_path: Path, monkeypatch):
-    import ackreplay.fingerprint as fingerprint
+    import ackreplay.storage.fingerprint as fingerprint
 
     log = tmp_path / "kafka-request.log"
     log.write_bytes(_log([("2026-11-20 10:00:00,000", "a")]))
@@ -266,7 +266,7 @@ def test_little_to_read_is_read_on_the_driver_much_on_the_executors(spark, tmp_p
 
 
 def test_files_named_like_inputs_outside_the_layout_stop_the_run_unless_allowed(tmp_path: Path):
-    from ackreplay.inputs import discover_inputs, refuse_misplaced, skipped_lines
+    from ackreplay.storage.inputs import discover_inputs, refuse_misplaced, skipped_lines
 
     for rel in (
         "c1/broker-1/kafka-request.log",
@@ -302,7 +302,7 @@ def test_files_named_like_inputs_outside_the_layout_stop_the_run_unless_allowed(
 
 
 def test_a_request_log_is_unreadable_only_when_every_line_was_quarantined():
-    from ackreplay.ingest import unreadable_files
+    from ackreplay.ingest.stage import unreadable_files
 
     counts = {
         ("c/broker-1/a.log", "quarantined", "not a log4j line"): 7,

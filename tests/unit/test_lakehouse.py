@@ -7,7 +7,7 @@ from datetime import date, datetime
 from chispa import assert_df_equality
 from pyspark.sql.types import DateType, DoubleType, IntegerType, LongType, StringType, StructType, TimestampType
 
-from ackreplay.lakehouse import read_table, replace_rows
+from ackreplay.storage.lakehouse import read_table, replace_rows
 from schemas.tables import PRODUCE_REQUESTS
 
 _VALUES = {StringType(): "x", IntegerType(): 1, LongType(): 1, DoubleType(): 1.0, DateType(): date(2026, 11, 20),
@@ -75,7 +75,7 @@ def test_a_replace_returns_the_rows_it_wrote_and_zero_when_it_wrote_none(spark, 
 def test_the_last_commit_is_read_as_delta_history_shows_it(spark, tmp_path):
     from delta.tables import DeltaTable
 
-    from ackreplay.lakehouse import _last_commit, table_path
+    from ackreplay.storage.lakehouse import _last_commit, table_path
 
     lakehouse = str(tmp_path / "lakehouse")
     rows = spark.createDataFrame([_row(PRODUCE_REQUESTS, source_file=f"{n}.log") for n in "abc"], PRODUCE_REQUESTS)

@@ -4,7 +4,7 @@ import gzip
 
 import pyarrow as pa
 
-from ackreplay.line_reader import READER_SCHEMA, iter_file_lines, read_lines, read_order
+from ackreplay.storage.line_reader import READER_SCHEMA, iter_file_lines, read_lines, read_order
 
 
 def _read(path, compression="none", chunk_bytes=64, max_line_bytes=1024):
@@ -96,7 +96,7 @@ def test_files_are_dealt_to_tasks_by_size_in_the_order_spark_range_splits_them()
 
 
 def test_every_line_of_many_files_is_read_once_by_fewer_tasks(spark, tmp_path):
-    from ackreplay.inputs import InputFile
+    from ackreplay.storage.inputs import InputFile
 
     files = []
     for i in range(9):

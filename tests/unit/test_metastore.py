@@ -8,8 +8,8 @@ import pytest
 from chispa import assert_df_equality
 
 from ackreplay.config import ConfigError, MetastoreSettings, parse_config
-from ackreplay.lakehouse import read_table, replace_rows
-from ackreplay.metastore import MetastoreError, register_tables, table_name
+from ackreplay.storage.lakehouse import read_table, replace_rows
+from ackreplay.storage.metastore import MetastoreError, register_tables, table_name
 
 PARTITIONS_DDL = "cluster STRING, topic STRING, partition INT, replication_factor INT"
 

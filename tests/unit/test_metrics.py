@@ -9,7 +9,7 @@ from datetime import date, datetime
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from ackreplay.line_reader import LINES_SCHEMA
+from ackreplay.storage.line_reader import LINES_SCHEMA
 from transforms.metrics import build_follower_leo_samples, classify_metric_lines, metric_quarantine
 
 FILE = "lab/metrics/broker-2.prom"

@@ -14,7 +14,6 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import Row
 
-from ackreplay.arrow_delta import ArrowFileWriter
 from ackreplay.replay.groups import (
     PRODUCE_REPLAY_ARROW,
     WRITTEN_FILE_ARROW,
@@ -22,6 +21,7 @@ from ackreplay.replay.groups import (
     ReplayContext,
     replay_group,
 )
+from ackreplay.storage.arrow_delta import ArrowFileWriter
 from schemas.vocabulary import NEVER, policy_order
 from transforms.replay_inputs import event_side, group_key, leo_evidence
 

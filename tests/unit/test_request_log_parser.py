@@ -5,6 +5,7 @@ from datetime import datetime
 
 import pyarrow as pa
 
+from ackreplay.ingest.request_log_parser import parse_json_bodies, parsed_batches
 from ackreplay.kafka_lines import (
     FetchPartition,
     FetchTopic,
@@ -15,7 +16,6 @@ from ackreplay.kafka_lines import (
     produce_body,
     request_log_line,
 )
-from ackreplay.request_log_parser import parse_json_bodies, parsed_batches
 from tests.helpers import REAL_FETCH, REAL_PRODUCE, REAL_TOPIC_IDS, TOPIC_ID, TOPIC_IDS, micros
 
 T0 = datetime(2026, 11, 20, 13, 0, 0, 317000)

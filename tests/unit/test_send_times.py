@@ -6,7 +6,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from ackreplay.line_reader import LINES_SCHEMA
+from ackreplay.storage.line_reader import LINES_SCHEMA
 from schemas.tables import BATCH_SEND_TIMES
 from tests.helpers import classify_dump_lines
 from transforms.send_times import (
@@ -117,7 +117,7 @@ def test_a_dump_classified_in_pieces_equals_it_classified_whole():
     record, inside a batch's records, after a Dumping line), the classification is the whole file's."""
     import pyarrow as pa
 
-    from ackreplay.dump_log_parser import DumpLogClassifier, classify_file
+    from ackreplay.ingest.dump_log_parser import DumpLogClassifier, classify_file
 
     numbers = pa.array(range(1, len(DUMP) + 1), pa.int64())
     text = pa.array(DUMP, pa.string())
@@ -139,7 +139,7 @@ def test_the_reader_folds_unused_lines_into_a_row_per_detail():
     (no table keeps them) as one row per detail with how many lines it stands for and the last one's number."""
     import pyarrow as pa
 
-    from ackreplay.dump_log_parser import FOLDED_SCHEMA, classify_file, fold_unused_lines
+    from ackreplay.ingest.dump_log_parser import FOLDED_SCHEMA, classify_file, fold_unused_lines
 
     numbers = pa.array(range(1, len(DUMP) + 1), pa.int64())
     errors = pa.array([None] * 11 + ["invalid UTF-8"], pa.string())

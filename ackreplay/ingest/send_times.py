@@ -19,9 +19,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
-from ackreplay.inputs import InputFile
-from ackreplay.lakehouse import read_table, replace_rows, source_files_predicate, sql_string, table_exists
-from ackreplay.line_reader import read_dump_logs, read_lines
+from ackreplay.storage.inputs import InputFile
+from ackreplay.storage.lakehouse import read_table, replace_rows, source_files_predicate, sql_string, table_exists
+from ackreplay.storage.line_reader import read_dump_logs, read_lines
 from schemas import tables
 from schemas.broker_logs import LEADER_EPOCHS
 from transforms.common import conform

@@ -21,8 +21,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-from ackreplay.inputs import InputFile
 from ackreplay.kafka_lines import LOG_STAMP_PATTERN
+from ackreplay.storage.inputs import InputFile
 
 # What the Python reader emits; cluster, broker and file are looked up from `file_index` in Spark.
 READER_SCHEMA = pa.schema(
@@ -247,7 +247,7 @@ def read_request_logs(
     follower FETCH lines (see `schemas.request_log.PARSED_ROW_FIELDS`), each file read by one task.
     `topic_ids` maps "cluster/topicId" -> topic name.
     """
-    from ackreplay.request_log_parser import parsed_batches
+    from ackreplay.ingest.request_log_parser import parsed_batches
     from schemas.request_log import PARSED_ROW_FIELDS, PARSED_ROW_SPARK_SCHEMA
 
     def read_file(row: dict) -> Iterator[pa.RecordBatch]:
@@ -272,9 +272,9 @@ def read_request_logs(
 
 def read_dump_logs(spark: SparkSession, files: Sequence[InputFile], chunk_bytes: int, max_line_bytes: int) -> DataFrame:
     """The lines of kafka-dump-log output `files`, classified in the reading task (one per file) by
-    `ackreplay.dump_log_parser` (`FOLDED_SCHEMA`: the text of quarantined lines only, unused lines folded
+    `ackreplay.ingest.dump_log_parser` (`FOLDED_SCHEMA`: the text of quarantined lines only, unused lines folded
     into one row per detail that says how many `lines` it stands for)."""
-    from ackreplay.dump_log_parser import FOLDED_SCHEMA, DumpLogClassifier, fold_unused_lines
+    from ackreplay.ingest.dump_log_parser import FOLDED_SCHEMA, DumpLogClassifier, fold_unused_lines
 
     def read_file(row: dict) -> Iterator[pa.RecordBatch]:
         classifier = DumpLogClassifier()

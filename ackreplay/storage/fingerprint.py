@@ -24,8 +24,8 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from ackreplay.inputs import InputError, InputFile
 from ackreplay.kafka_lines import LOG_STAMP_PATTERN
+from ackreplay.storage.inputs import InputError, InputFile
 
 SAMPLE_BYTES = 1 << 20
 _READ_BYTES = 4 << 20

@@ -17,9 +17,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
-from ackreplay.inputs import InputFile
-from ackreplay.lakehouse import read_table, replace_rows, source_files_predicate, sql_string, table_exists
-from ackreplay.line_reader import read_lines
+from ackreplay.storage.inputs import InputFile
+from ackreplay.storage.lakehouse import read_table, replace_rows, source_files_predicate, sql_string, table_exists
+from ackreplay.storage.line_reader import read_lines
 from schemas import tables
 from schemas.metrics import FOLLOWER_LEO_SAMPLES
 from transforms.common import conform

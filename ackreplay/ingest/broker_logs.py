@@ -17,15 +17,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
-from ackreplay.inputs import InputFile
-from ackreplay.lakehouse import (
+from ackreplay.storage.inputs import InputFile
+from ackreplay.storage.lakehouse import (
     read_table,
     replace_rows,
     source_files_predicate,
     sql_string,
     table_exists,
 )
-from ackreplay.line_reader import read_lines
+from ackreplay.storage.line_reader import read_lines
 from schemas import tables
 from schemas.broker_logs import BROKER_CONFIGS, FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
 from transforms.broker_logs import (

@@ -1,5 +1,5 @@
 """The report: PNG charts (matplotlib, Agg) and a static, self-contained `report.html` (the charts embedded)
-built from the gold tables, opening with the decision (ackreplay/decision.py).
+built from the gold tables, opening with the decision (ackreplay/gold/decision.py).
 
 Everything plotted is a small aggregate collected from gold tables; the latency CDF is a fixed set of
 exact quantiles per policy computed in Spark (transforms/gold.py `latency_quantiles`), never the rows
@@ -25,9 +25,9 @@ from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from ackreplay.config import DecisionTarget  # noqa: E402
-from ackreplay.decision import decide, decision_lines  # noqa: E402
-from ackreplay.gold import SUMMARY_COLUMNS, read_record_sends, summary_cell, summary_rows  # noqa: E402
-from ackreplay.lakehouse import read_table  # noqa: E402
+from ackreplay.gold.decision import decide, decision_lines  # noqa: E402
+from ackreplay.gold.stage import SUMMARY_COLUMNS, read_record_sends, summary_cell, summary_rows  # noqa: E402
+from ackreplay.storage.lakehouse import read_table  # noqa: E402
 from transforms.gold import cdf_probabilities, latency_quantiles, policy_rank  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -371,7 +371,7 @@ def build_report(
     spark: SparkSession, lakehouse: str, out_dir: str | Path | None = None, target: DecisionTarget | None = None
 ) -> Path:
     """Write the charts and report.html for every (cluster, topic) of the gold tables, opening with the
-    decision for `target` (ackreplay/decision.py); return the html path."""
+    decision for `target` (ackreplay/gold/decision.py); return the html path."""
     out = Path(out_dir) if out_dir is not None else Path(lakehouse.rstrip("/")) / "report"
     out.mkdir(parents=True, exist_ok=True)
     summary = summary_rows(read_table(spark, lakehouse, "policy_summary"))

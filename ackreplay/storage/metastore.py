@@ -12,8 +12,8 @@ import logging
 from pyspark.sql import SparkSession
 
 from ackreplay.config import MetastoreSettings
-from ackreplay.lakehouse import TABLES, sql_string, table_exists, table_path, table_spec
 from ackreplay.session import session_jvm
+from ackreplay.storage.lakehouse import TABLES, sql_string, table_exists, table_path, table_spec
 
 log = logging.getLogger(__name__)
 

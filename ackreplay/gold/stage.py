@@ -17,9 +17,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig, DecisionTarget
-from ackreplay.decision import decide, decision_lines, send_time_share
-from ackreplay.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path
+from ackreplay.gold.decision import decide, decision_lines, send_time_share
 from ackreplay.replay.self_check import ReplayUntrusted
+from ackreplay.storage.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path
 from schemas.broker_logs import ISR_CHANGES
 from schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE
 from transforms.common import conform

@@ -18,20 +18,27 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ackreplay.broker_logs import BrokerLogReport, ingest_broker_logs
 from ackreplay.config import AppConfig
-from ackreplay.inputs import InputError, InputFile, InputInventory, discover_all, refuse_misplaced, skipped_lines
-from ackreplay.lakehouse import read_table, replace_rows, source_files_predicate, table_exists
-from ackreplay.line_reader import read_lines, read_request_logs
-from ackreplay.metrics import MetricsReport, ingest_metrics
-from ackreplay.send_times import KINDS as SEND_TIME_KINDS
-from ackreplay.send_times import (
+from ackreplay.ingest.broker_logs import BrokerLogReport, ingest_broker_logs
+from ackreplay.ingest.metrics import MetricsReport, ingest_metrics
+from ackreplay.ingest.send_times import KINDS as SEND_TIME_KINDS
+from ackreplay.ingest.send_times import (
     SendTimesReport,
     TopicSendTimesReport,
     ingest_send_times,
     ingest_topic_send_times,
     topic_clusters,
 )
+from ackreplay.storage.inputs import (
+    InputError,
+    InputFile,
+    InputInventory,
+    discover_all,
+    refuse_misplaced,
+    skipped_lines,
+)
+from ackreplay.storage.lakehouse import read_table, replace_rows, source_files_predicate, table_exists
+from ackreplay.storage.line_reader import read_lines, read_request_logs
 from schemas import tables
 from transforms.common import conform
 from transforms.follower_fetches import build_follower_fetches
