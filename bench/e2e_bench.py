@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     ]
     with PeakRss() as rss:
         started = time.monotonic()
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
         seconds = time.monotonic() - started
     (work / "run.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
@@ -64,11 +64,13 @@ def main(argv: list[str] | None = None) -> None:
     size = sum(f.stat().st_size for f in raw.rglob("*") if f.is_file())
     print()
     print(
-        f"| ackreplay run on {args.produces:,} produces ({size / 1e6:,.0f} MB of input) | wall time | produces/s | peak RSS |"
+        f"| ackreplay run on {args.produces:,} produces ({size / 1e6:,.0f} MB of input) | wall time | produces/s | "
+        "peak RSS |"
     )
     print("|---|---|---|---|")
     print(
-        f"| ingest + replay + gold + report | {seconds:.1f} s | {args.produces / seconds:,.0f} | {rss.peak / 2**30:.2f} GiB |"
+        f"| ingest + replay + gold + report | {seconds:.1f} s | {args.produces / seconds:,.0f} | "
+        f"{rss.peak / 2**30:.2f} GiB |"
     )
 
 

@@ -88,14 +88,16 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| wall time (session start excluded) | {seconds:.1f} s |")
         print(f"| throughput | {input_bytes / 1e6 / seconds:,.1f} MB/s, {report.total_lines / seconds:,.0f} lines/s |")
         print(
-            f"| CPU time (driver, Spark JVM, Python workers) | {cpu_seconds:.1f} s: {input_bytes / 1e6 / cpu_seconds:,.1f} MB per CPU-second |"
+            f"| CPU time (driver, Spark JVM, Python workers) | {cpu_seconds:.1f} s: "
+            f"{input_bytes / 1e6 / cpu_seconds:,.1f} MB per CPU-second |"
         )
         for table, rows in report.rows_written.items():
             print(f"| {table} rows | {rows:,} |")
         print(f"| load average (1, 5, 15 min) before | {', '.join(f'{x:.1f}' for x in load_before)} |")
         print(f"| load average (1, 5, 15 min) after | {', '.join(f'{x:.1f}' for x in load_after)} |")
         print(
-            f"| Spark | {spark.version}, master {spark.sparkContext.master}, {spark.sparkContext.defaultParallelism} cores |"
+            f"| Spark | {spark.version}, master {spark.sparkContext.master}, {spark.sparkContext.defaultParallelism} "
+            "cores |"
         )
     if not args.no_peer:
         _peer(data, work / "ingest-duckdb", input_bytes, seconds, report)

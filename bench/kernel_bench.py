@@ -122,7 +122,8 @@ def main() -> None:
     inputs = build_epoch(n, stalls=False, shuffle=False, lags=())
     wall, cpu = best_seconds(lambda: baseline(inputs), args.repeat)
     print(
-        f"| floor: cummax + searchsorted + gather only | - | - | {wall:.3f} | {n / wall:,.0f} | {cpu:.3f} | {n / cpu:,.0f} |"
+        f"| floor: cummax + searchsorted + gather only | - | - | {wall:.3f} | {n / wall:,.0f} | {cpu:.3f} | "
+        f"{n / cpu:,.0f} |"
     )
 
 

@@ -227,7 +227,9 @@ WITH ev AS (
 last_leo AS (SELECT partition, follower_id, leo, max(t) AS t FROM ev GROUP BY ALL),
 last_fetch AS (SELECT partition, follower_id, max(t) AS t FROM ev GROUP BY ALL),
 -- no state-change.log in the bench data: a partition's leader epoch starts at its first follower FETCH
-epoch AS (SELECT cluster, topic, partition, min(epoch_us(t_dequeue)) AS epoch_start FROM read_parquet('{fetches}') GROUP BY ALL),
+epoch AS (
+  SELECT cluster, topic, partition, min(epoch_us(t_dequeue)) AS epoch_start FROM read_parquet('{fetches}') GROUP BY ALL
+),
 p AS (
   SELECT pr.*, epoch_us(pr.t_local_done) AS tld, pa.replicas[2] AS fa, pa.replicas[3] AS fb
   FROM read_parquet('{produce}') pr JOIN read_parquet('{parts}') pa USING (cluster, topic, partition)
@@ -277,13 +279,15 @@ raw AS (
   FROM s CROSS JOIN (VALUES ('acks=1'), ('acks=all'), ('min.insync'), ('quorum=2')) pol(policy)
 ),
 acked AS (SELECT raw.*, t_raw <= deadline AS ok, least(t_raw, deadline) AS t_ack_us FROM raw)
-SELECT cluster, topic, partition, 0 AS leader_epoch, base_offset, broker_id, records_size_bytes AS bytes, NULL::INTEGER AS records,
+SELECT cluster, topic, partition, 0 AS leader_epoch, base_offset, broker_id, records_size_bytes AS bytes,
+       NULL::INTEGER AS records,
        acks AS recorded_acks, policy, CASE WHEN ok THEN 'acked' ELSE 'timeout' END AS outcome,
        t_start, t_local_done, make_timestamp(t_ack_us) AS t_ack, t_ack_observed, make_timestamp(t_ack_us) AS t_response,
        NULL::TIMESTAMP AS t_send,
        (t_ack_us - tld) / 1000.0 AS ack_wait_ms,
        -- no connections nor send times in the bench data: the producer's view is the broker's, nothing waits
-       (t_ack_us - epoch_us(t_start)) / 1000.0 + (coalesce(response_queue_time_ms, 0) + coalesce(send_time_ms, 0)) AS latency_ms,
+       (t_ack_us - epoch_us(t_start)) / 1000.0 + (coalesce(response_queue_time_ms, 0) + coalesce(send_time_ms, 0))
+         AS latency_ms,
        (t_ack_us - epoch_us(t_start)) / 1000.0 + (coalesce(response_queue_time_ms, 0) + coalesce(send_time_ms, 0))
          AS broker_latency_ms,
        0.0 AS hol_wait_ms,
@@ -293,7 +297,8 @@ SELECT cluster, topic, partition, 0 AS leader_epoch, base_offset, broker_id, rec
        CASE WHEN NOT ok THEN NULL WHEN greatest(ta, tb) = {never} THEN 'inf'::DOUBLE
             ELSE greatest(0, greatest(ta, tb) - t_ack_us) / 1000.0 END AS full_replication_ms,
        ok AND ta > t_ack_us AS loss_kafka_election, ok AND least(ta, tb) > t_ack_us AS loss_longest_log_election,
-       ok AND sa > t_ack_us AS loss_kafka_election_min, ok AND least(sa, sb) > t_ack_us AS loss_longest_log_election_min,
+       ok AND sa > t_ack_us AS loss_kafka_election_min,
+       ok AND least(sa, sb) > t_ack_us AS loss_longest_log_election_min,
        false AS offline_at_failure,
        CASE WHEN NOT ok THEN NULL WHEN ta = {never} THEN 'inf'::DOUBLE
             ELSE greatest(0, ta - t_ack_us) / 1000.0 END AS loss_window_kafka_ms,
@@ -523,7 +528,8 @@ def print_table(args: argparse.Namespace, results: dict[str, tuple[float, int, i
     source = "synthetic cluster trace, ingested" if args.from_generator else "synthetic silver tables"
     print()
     print(
-        f"| replay of {args.produces:,} produces ({shape}; {source}) | wall time | produces/s | vs ackreplay | peak RSS |"
+        f"| replay of {args.produces:,} produces ({shape}; {source}) | wall time | produces/s | vs ackreplay | peak "
+        "RSS |"
     )
     print("|---|---|---|---|---|")
     base = results.get("ackreplay")

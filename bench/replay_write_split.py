@@ -20,8 +20,8 @@ import shutil
 import tempfile
 import time
 
-import ackreplay.replay.stage as stage
 from ackreplay.config import load_config
+from ackreplay.replay import stage
 from ackreplay.session import build_spark_session
 
 SINKS = ("noop", "parquet", "delta")
@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     shutil.rmtree(scratch, ignore_errors=True)
     spark.stop()
     print(
-        "\n| sink | write step (cogroup, group function, sink) | after it (counts, ground truth) | whole stage | produces |"
+        "\n| sink | write step (cogroup, group function, sink) | after it (counts, ground truth) | whole stage | "
+        "produces |"
     )
     print("|---|---|---|---|---|")
     for sink, write, after, whole, n in rows:

@@ -27,8 +27,8 @@ def main(argv: list[str] | None = None) -> None:
     table: dict[str, dict[int, float]] = {}
     for size in args.sizes:
         options = [
-            "--produces", str(size), "--partitions", str(args.partitions), "--conf", args.conf, "--workdir", args.workdir,
-            "--runs", str(args.runs),
+            "--produces", str(size), "--partitions", str(args.partitions), "--conf", args.conf,
+            "--workdir", args.workdir, "--runs", str(args.runs),
         ]  # fmt: skip
         size_args = replay_parser().parse_args(options + (["--skip-ackreplay"] if args.skip_ackreplay else []))
         results = run(size_args)

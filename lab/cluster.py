@@ -90,7 +90,8 @@ class ProcessRegistry:
                 env=env,
                 cwd=cwd,
                 start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                # the broker dies with the lab (no orphan JVMs); set before any thread starts in the child
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
             )
         finally:
             out.close()

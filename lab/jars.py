@@ -24,7 +24,7 @@ def cache_root() -> Path:
 
 
 def major(version: str) -> int:
-    return int(version.split(".")[0])
+    return int(version.split(".", maxsplit=1)[0])
 
 
 def logging_deps(version: str) -> list[tuple[str, str, str]]:
@@ -96,7 +96,7 @@ def resolve_kafka(version: str, log=print) -> Path:
         "-DincludeScope=runtime",
     ]
     log(f"resolving Kafka {version} jars from Maven Central into {libs} ...")
-    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800, check=False)
     if res.returncode != 0:
         raise RuntimeError(f"mvn failed for Kafka {version}:\n{res.stdout[-4000:]}")
     jars = list(libs.glob("*.jar"))
@@ -129,6 +129,7 @@ def compile_workload(version: str, libs: Path, log=print) -> Path:
     log(f"compiling {src.name} against Kafka {version} clients ...")
     res = subprocess.run(
         ["javac", "-nowarn", "-d", str(out), "-cp", classpath(libs), str(src)],
+        check=False,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

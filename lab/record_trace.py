@@ -626,7 +626,8 @@ def run(args) -> dict:
             t0_wall = wait_for_recording_start(wl, work / "workload.out", args.warmup_s + 180)
         t0 = time.monotonic() - (time.time() - t0_wall)
         log(
-            f"recorded window from {utc_iso(t0_wall)} ({args.rate}/s for {args.duration_s}s); {len(schedule)} faults scheduled"
+            f"recorded window from {utc_iso(t0_wall)} ({args.rate}/s for {args.duration_s}s); {len(schedule)} faults "
+            "scheduled"
         )
 
         for ev in schedule:
@@ -905,7 +906,8 @@ def build_manifest(
             "warmup_s": args.warmup_s,
             "request_log_from_utc": utc_iso(t0_wall) if args.warmup_s > 0 else None,
             "warmup_note": "the same workload ran warmup_s before start_utc, in the same client JVM; the "
-            "brokers' request logs keep only lines logged from start_utc on (server, state-change and controller logs are whole)",
+            "brokers' request logs keep only lines logged from start_utc on (server, state-change and controller "
+            "logs are whole)",
         },
         "faults": schedule,
         "counts": {
@@ -948,7 +950,7 @@ def build_manifest(
 def java_version() -> str:
     import subprocess
 
-    r = subprocess.run(["java", "-version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    r = subprocess.run(["java", "-version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
     return r.stdout.splitlines()[0] if r.stdout else "unknown"
 
 

@@ -117,7 +117,7 @@ SAMPLE_RUN_MODULES = frozenset(
 
 
 def _group(nodeid: str) -> str:
-    module = nodeid.split("::")[0]
+    module = nodeid.split("::", maxsplit=1)[0]
     return "sample-runs" if module in SAMPLE_RUN_MODULES else module
 
 

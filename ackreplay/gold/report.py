@@ -346,7 +346,8 @@ _NOTES = (
     "would have lost, under Kafka's election (first live ISR member in assignment order) and under "
     "KIP-250's longest-log election (the live replica with the largest log, in the ISR or not); losable "
     "batch·s: how long after their acks a leader failure would still have lost them, summed (finite windows; "
-    "times a leader failure rate per second, the acked batches such failures lose on average). All-replicas p99/max: time from the ack until the batch was on every assigned "
+    "times a leader failure rate per second, the acked batches such failures lose on average). All-replicas p99/max: "
+    "time from the ack until the batch was on every assigned "
     "replica ('never all': not within the data). NER = NotEnoughReplicas rejections. &lt;minISR s: "
     "partition·seconds the committed ISR (server.log/state-change.log) was below min.insync.replicas, "
     "the same for every policy that keeps the recorded ISR; '-' for <code>acks=all@lag</code>, whose "
@@ -364,7 +365,10 @@ def _decision_section(summary: list[dict], target: DecisionTarget | None) -> str
     if not lines:
         return ""
     items = "".join(f"<li>{html.escape(line.strip())}</li>\n" for line in lines[1:])
-    return f'<section class="decision" id="decision">\n<h2>Decision</h2>\n<p>{html.escape(lines[0])}</p>\n<ul>\n{items}</ul>\n</section>\n'
+    return (
+        f'<section class="decision" id="decision">\n<h2>Decision</h2>\n<p>{html.escape(lines[0])}</p>\n'
+        f"<ul>\n{items}</ul>\n</section>\n"
+    )
 
 
 def build_report(

@@ -144,7 +144,8 @@ def format_summary(rows: list[dict]) -> list[str]:
         share = send_time_share(block)
         if share is not None and share < 1:
             out.append(
-                f"    send times (CreateTime or a client log) for {share:.1%} of the acked produces: the others' latency"
+                f"    send times (CreateTime or a client log) for {share:.1%} of the acked produces: the others' "
+                "latency"
                 " starts when the broker read their request, which misses the time they waited in the producer behind"
                 ' slower responses (README "What the producer sees")'
             )

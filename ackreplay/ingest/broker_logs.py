@@ -109,7 +109,8 @@ class BrokerLogReport:
 
     def summary_lines(self) -> list[str]:
         out = [
-            f"broker logs: {self.server_log_files} server.log files, {self.state_change_log_files} state-change.log files"
+            f"broker logs: {self.server_log_files} server.log files, {self.state_change_log_files} state-change.log "
+            "files"
         ]
         for stage in STAGES:
             c = self.counts(stage)

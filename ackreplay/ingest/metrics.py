@@ -52,7 +52,8 @@ class MetricsReport:
     def summary_lines(self) -> list[str]:
         out = [
             f"metrics: {self.files} scrape files",
-            f"  lines: {self.total:,} = parsed {self.parsed:,} + unused {self.unused:,} + quarantined {self.quarantined:,}",
+            f"  lines: {self.total:,} = parsed {self.parsed:,} + unused {self.unused:,} + quarantined "
+            f"{self.quarantined:,}",
         ]
         for prefix, detail in (
             ("parsed", self.parsed_detail),

@@ -207,7 +207,8 @@ def ingest_topic_send_times(
         extents = topic_batch_extents(produces)
         batches = topic_batches_wanted(produces.where(predicate))
         ranges = (
-            batches.where(~F.coalesce("truncated", F.lit(False))).join(extents, ["cluster", "topic", "partition", "base_offset"])
+            batches.where(~F.coalesce("truncated", F.lit(False)))
+            .join(extents, ["cluster", "topic", "partition", "base_offset"])
             .groupBy("cluster", "topic", "partition")
             .agg(F.min("base_offset").alias("first_offset"),
                  F.max(F.coalesce("end_offset", F.col("base_offset") + 1)).alias("end_offset"))

@@ -48,9 +48,9 @@ at each replay group (leader broker and `replay.bucket_seconds` bucket): the fir
 connection in a group is taken as not blocked. Requests the replay does not see (acks=0, answered with
 an error) do not hold their successor.
 
-Without merges, in closed form: on starts, `x(k) = max(floor(k), x(k-1) + c(k))` with `c(k) = service_p(k-1)` (+ `gap(k)`
-when blocked); with `C(k) = sum_{i<=k} c(i)`, `x(k) = C(k) + max_{j<=k} (floor(j) - C(j))`, a cumulative
-maximum per connection, vectorised over policies.
+Without merges, in closed form: on starts, `x(k) = max(floor(k), x(k-1) + c(k))` with
+`c(k) = service_p(k-1)` (+ `gap(k)` when blocked); with `C(k) = sum_{i<=k} c(i)`,
+`x(k) = C(k) + max_{j<=k} (floor(j) - C(j))`, a cumulative maximum per connection, vectorised over policies.
 """
 
 from __future__ import annotations

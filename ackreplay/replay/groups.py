@@ -80,13 +80,14 @@ def epoch_inputs(
 ) -> tuple[EpochInputs, str]:
     """The kernel's inputs for one (partition, leader epoch) from plain arrays, and the ISR source.
 
-        Events must be sorted by time. `change_by_controller[k]`: the change at `change_times[k]` was the
-        controller's alone (the kernel's `isr_change_by_controller`). `leader_silences`: (S, 2) spans in
-        which the leader did not run (replay_inputs.broker_silences; the kernel's `leader_silences`). `appended`: false
-        for a produce the broker rejected before appending (the kernel's `appended`; default: all). `elr_membership`: the
-    kernel's, rows as the ISR timeline's (elr.partition_elr_rows); None: no eligible leader replicas. The ISR re-simulation starts where this
-        slice's request-log data (produces, LEO events) starts when that is later than the epoch start (a
-        bucket that starts mid-epoch, or a request log recorded from some time after the leader was elected).
+    Events must be sorted by time. `change_by_controller[k]`: the change at `change_times[k]` was the
+    controller's alone (the kernel's `isr_change_by_controller`). `leader_silences`: (S, 2) spans in
+    which the leader did not run (replay_inputs.broker_silences; the kernel's `leader_silences`).
+    `appended`: false for a produce the broker rejected before appending (the kernel's `appended`; default:
+    all). `elr_membership`: the kernel's, rows as the ISR timeline's (elr.partition_elr_rows); None: no
+    eligible leader replicas. The ISR re-simulation starts where this slice's request-log data (produces,
+    LEO events) starts when that is later than the epoch start (a bucket that starts mid-epoch, or a request
+    log recorded from some time after the leader was elected).
     """
     followers = [int(r) for r in replicas if int(r) != leader]
     change_t, membership, isr_source = isr_timeline(change_times, change_isrs, followers, start_isr)

@@ -8,7 +8,8 @@ with the replay stage's functions (transforms/replay_inputs.fetch_events, ackrep
 but one group per whole epoch instead of time buckets, runs `simulate_isr`, and pairs the simulated
 per-follower shrink / expand events with the recorded ones.
 
-It is a diagnostic for the lab traces, NOT part of the pipeline: all rows are collected to the\ndriver (`toPandas`) and each partition-epoch is simulated there, one at a time, which is only fine
+It is a diagnostic for the lab traces, NOT part of the pipeline: all rows are collected to the
+driver (`toPandas`) and each partition-epoch is simulated there, one at a time, which is only fine
 while a partition's data is small (the lab traces: a few thousand produces and fetches per
 partition). Run it on a lakehouse whose silver tables exist (`ackreplay run`, or the ingest stage):
 
@@ -76,22 +77,67 @@ class IsrComparison:
         """One row per event: matched pair (dt_ms = simulated - recorded), missed or spurious."""
         out = []
         for e in self.epochs:
-            base = {"cluster": e.cluster, "topic": e.topic, "partition": e.partition, "leader_epoch": e.leader_epoch,
-                    "leader": e.leader}  # fmt: skip
+            base = {
+                "cluster": e.cluster,
+                "topic": e.topic,
+                "partition": e.partition,
+                "leader_epoch": e.leader_epoch,
+                "leader": e.leader,
+            }
             for rec, sim in e.matched:
-                out.append({**base, "follower": rec.follower, "kind": rec.kind, "status": "matched",
-                            "t_recorded_us": rec.t_us, "t_simulated_us": sim.t_us, "dt_ms": (sim.t_us - rec.t_us) / 1000})  # fmt: skip
+                out.append(
+                    {
+                        **base,
+                        "follower": rec.follower,
+                        "kind": rec.kind,
+                        "status": "matched",
+                        "t_recorded_us": rec.t_us,
+                        "t_simulated_us": sim.t_us,
+                        "dt_ms": (sim.t_us - rec.t_us) / 1000,
+                    }
+                )
             for rec in e.missed:
-                out.append({**base, "follower": rec.follower, "kind": rec.kind, "status": "missed",
-                            "t_recorded_us": rec.t_us, "t_simulated_us": None, "dt_ms": None})  # fmt: skip
+                out.append(
+                    {
+                        **base,
+                        "follower": rec.follower,
+                        "kind": rec.kind,
+                        "status": "missed",
+                        "t_recorded_us": rec.t_us,
+                        "t_simulated_us": None,
+                        "dt_ms": None,
+                    }
+                )
             for sim in e.spurious:
-                out.append({**base, "follower": sim.follower, "kind": sim.kind, "status": "spurious",
-                            "t_recorded_us": None, "t_simulated_us": sim.t_us, "dt_ms": None})  # fmt: skip
-        columns = ["cluster", "topic", "partition", "leader_epoch", "leader", "follower", "kind", "status",
-                   "t_recorded_us", "t_simulated_us", "dt_ms"]  # fmt: skip
+                out.append(
+                    {
+                        **base,
+                        "follower": sim.follower,
+                        "kind": sim.kind,
+                        "status": "spurious",
+                        "t_recorded_us": None,
+                        "t_simulated_us": sim.t_us,
+                        "dt_ms": None,
+                    }
+                )
+        columns = [
+            "cluster",
+            "topic",
+            "partition",
+            "leader_epoch",
+            "leader",
+            "follower",
+            "kind",
+            "status",
+            "t_recorded_us",
+            "t_simulated_us",
+            "dt_ms",
+        ]
         df = pd.DataFrame(out, columns=columns)
-        return df.sort_values(["cluster", "topic", "partition", "leader_epoch", "follower", "kind",
-                               "t_recorded_us", "t_simulated_us"], na_position="last").reset_index(drop=True)  # fmt: skip
+        return df.sort_values(
+            ["cluster", "topic", "partition", "leader_epoch", "follower", "kind", "t_recorded_us", "t_simulated_us"],
+            na_position="last",
+        ).reset_index(drop=True)
 
     def summary(self) -> pd.DataFrame:
         """Per kind: recorded, simulated, matched, missed, spurious, and |dt| of the matched pairs."""

@@ -45,6 +45,8 @@ WINDOW_OF_KIND = {
     "shrink": "after an ISR shrink",
 }
 QUIET = "quiet"
+# The ISR re-simulation's figures, as replay_checks' isr_<name> columns.
+ISR_FIGURES = ("lag_ms", "n", "within_2ms", "p999_resimulated_ms", "p999_recorded_ms")
 _P999_FLOOR_MS = 2.0
 NO_TRUTH = "no recorded acks=all produce"  # a cluster the check cannot judge: none of its produces used acks=all
 
@@ -101,7 +103,8 @@ class SelfCheck:
             )
             if c.n:
                 out.append(
-                    f"    {c.cluster}: n={c.n:,}, {c.within_2ms:.2%} within 2 ms, {c.not_acked:,} not acked, {p999}  {verdict}"
+                    f"    {c.cluster}: n={c.n:,}, {c.within_2ms:.2%} within 2 ms, {c.not_acked:,} not acked, {p999}  "
+                    f"{verdict}"
                 )
             else:
                 out.append(f"    {c.cluster}: {c.judged}  {verdict}")
@@ -120,7 +123,8 @@ class SelfCheck:
         if failed:
             out.append(f"  where the misses fall ({WINDOW_SECONDS} s after an event of the produce's partition):")
             out.append(
-                f"    {'cluster':<20} {'window':<24} {'produces':>9} {'within 2 ms':>12} {'P999 replayed':>14} {'P999 observed':>14}"
+                f"    {'cluster':<20} {'window':<24} {'produces':>9} {'within 2 ms':>12} {'P999 replayed':>14} "
+                f"{'P999 observed':>14}"
             )
             for w in self.windows:  # computed for the failed clusters only
                 out.append(
@@ -139,7 +143,7 @@ class SelfCheck:
                 "p999_replayed_ms": c.p999_replayed_ms, "p999_observed_ms": c.p999_observed_ms, "judged": c.judged,
                 "failures": "; ".join(c.failures) or None, "trusted": c.passed,
                 "accepted_untrusted": not c.passed and (accept_untrusted or not self.settings.enabled),
-                **{f"isr_{k}": (c.isr or {}).get(k) for k in ("lag_ms", "n", "within_2ms", "p999_resimulated_ms", "p999_recorded_ms")},
+                **{f"isr_{k}": (c.isr or {}).get(k) for k in ISR_FIGURES},
             }
             for c in unchecked + self.clusters
         ]  # fmt: skip
@@ -245,8 +249,8 @@ def _group_figures(df: DataFrame, by: list[str], waits: dict[str, Column]) -> li
     for r in rows:
         group = df.filter(reduce(operator.and_, [F.col(k) == r[k] for k in by]))
         counts = {"p999_replayed_ms": r["acked"], "p999_observed_ms": r["observed"]}
-        out.append({**{k: r[k] for k in by}, "n": r["n"], "not_acked": r["not_acked"],
-                    "within_2ms": r["within"] / r["n"], **exact_high_percentiles(group, waits, 0.999, counts)})  # fmt: skip
+        figures = {"n": r["n"], "not_acked": r["not_acked"], "within_2ms": r["within"] / r["n"]}
+        out.append({**{k: r[k] for k in by}, **figures, **exact_high_percentiles(group, waits, 0.999, counts)})
     return out
 
 

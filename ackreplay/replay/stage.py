@@ -102,7 +102,8 @@ class ReplayReport:
             for cluster, s in sorted(self.elr.items()):
                 if s.printed:
                     gaps = (
-                        f" ({s.after_gap:,} more follow a change no line shows, a skipped partition epoch: not compared)"
+                        f" ({s.after_gap:,} more follow a change no line shows, a skipped partition epoch: not "
+                        "compared)"
                         if s.after_gap
                         else ""
                     )
@@ -118,7 +119,8 @@ class ReplayReport:
             out += [f"    {own.line()}" for _, own in sorted(self.own_lags.items())]
         if self.blind_clusters:
             out.append(
-                f"  no follower evidence for {', '.join(self.blind_clusters)} (replay.missing_follower_evidence: warning):"
+                f"  no follower evidence for {', '.join(self.blind_clusters)} (replay.missing_follower_evidence: "
+                "warning):"
                 " every produce waiting for a follower replays as a timeout"
             )
         if self.metric_clusters:
@@ -546,7 +548,8 @@ def run_replay(
     if dates and summary.max_timeout_ms * 1000 + lookback_us >= DAY_US:
         raise ValueError(
             f"a replay by dates reads fetches one day either side, but the request timeout "
-            f"({summary.max_timeout_ms} ms) plus two lag windows reach further: replay whole clusters (no dates) instead"
+            f"({summary.max_timeout_ms} ms) plus two lag windows reach further: replay whole clusters (no dates) "
+            "instead"
         )
 
     fetched = fetched_epochs(fetches).cache()  # small: a row per partition and leader epoch
@@ -580,9 +583,13 @@ def run_replay(
     report.elr = elr_settings(
         clusters,
         {c: s.eligible_leader_replicas for c, s in config.clusters.items()},
-        {partition_epochs[pkey].cluster for (pkey, _), change in changes.items() if pkey in partition_epochs and any(change[3])},
+        {
+            partition_epochs[pkey].cluster
+            for (pkey, _), change in changes.items()
+            if pkey in partition_epochs and any(change[3])
+        },
         announced_levels(bronze),
-    )  # fmt: skip
+    )
     context = ReplayContext(
         quorum_sizes=tuple(settings.quorum_sizes),
         lag_ms=lag_ms,

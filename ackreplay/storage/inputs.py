@@ -144,7 +144,11 @@ def discover_inputs(root: str) -> InputInventory:
                 magic = stream.read(2)
         except OSError as exc:
             raise InputError(f"cannot read input file {entry.path}: {exc}") from None
-        uri = entry.path if isinstance(filesystem, pafs.LocalFileSystem) else f"{root.split('://')[0]}://{entry.path}"
+        uri = (
+            entry.path
+            if isinstance(filesystem, pafs.LocalFileSystem)
+            else f"{root.split('://', maxsplit=1)[0]}://{entry.path}"
+        )
         files.append(
             InputFile(
                 cluster=parts[0],

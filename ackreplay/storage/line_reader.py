@@ -4,8 +4,8 @@ Spark's text source does not number lines, and a gzip file that ends mid-stream 
 whole job. This reader runs as `mapInArrow` over a one-row-per-file DataFrame: each task streams its files,
 one at a time, with pyarrow (gzip detected by magic bytes), splits lines in C, and emits Arrow batches of
 (file, line number, text); for request logs the same task also classifies and parses the lines
-(`read_request_logs`), so the text crosses from Python to Spark once. Problems stay attached to the line they concern (`read_error`) so that
-the ingestion can quarantine them instead of losing them.
+(`read_request_logs`), so the text crosses from Python to Spark once. Problems stay attached to the
+line they concern (`read_error`) so that the ingestion can quarantine them instead of losing them.
 """
 
 from __future__ import annotations
@@ -76,15 +76,16 @@ def _decode(lines: list[bytes], max_line_bytes: int) -> tuple[pa.Array, pa.Array
     if not clean:
         decoded = []
         for i, line in enumerate(lines):
+            kept = line
             if len(line) > max_line_bytes:
                 errors[i] = (
                     f"line of {len(line)} bytes exceeds ingest.max_line_bytes={max_line_bytes}; first bytes kept"
                 )
-                line = line[:max_line_bytes]
+                kept = line[:max_line_bytes]
             try:
-                decoded.append(line.decode("utf-8"))
+                decoded.append(kept.decode("utf-8"))
             except UnicodeDecodeError as exc:
-                decoded.append(line.decode("utf-8", errors="replace"))
+                decoded.append(kept.decode("utf-8", errors="replace"))
                 errors[i] = errors[i] or f"invalid UTF-8 at byte {exc.start}"
         text = pa.array(decoded, type=pa.string())
     if pc.any(pc.ends_with(text, "\r")).as_py():  # CRLF files

@@ -100,7 +100,12 @@ def _python_without_project(root: Path) -> Path:
     (next(root.glob("lib/python*/site-packages")) / "ackreplay_deps.pth").write_text(site_packages + "\n")
     python = root / "bin/python"
     probe = subprocess.run(
-        [python, "-c", "import pandas, pyspark, ackreplay"], capture_output=True, text=True, cwd=root, env=_env()
+        [python, "-c", "import pandas, pyspark, ackreplay"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=_env(),
+        check=False,
     )
     assert "No module named 'ackreplay'" in probe.stderr, probe.stderr
     return python
@@ -230,7 +235,7 @@ def cluster_lakehouse(standalone_master, wheel, cluster_conf, tmp_path_factory) 
     stdout_path, stderr_path = root / "submit.out", root / "submit.err"
     with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
         returncode = subprocess.run(
-            command, env=env, cwd=workdir, stdout=stdout, stderr=stderr, timeout=SUBMIT_TIMEOUT_S
+            command, env=env, cwd=workdir, stdout=stdout, stderr=stderr, timeout=SUBMIT_TIMEOUT_S, check=False
         ).returncode
     printed, errors = stdout_path.read_text(errors="replace"), stderr_path.read_text(errors="replace")
     executor_logs = "\n".join(

@@ -77,7 +77,9 @@ def trace(tmp_path_factory) -> Path:
         "--max-run-s",
         "420",
     ]
-    res = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=480)
+    res = subprocess.run(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=480, check=False
+    )
     print(res.stdout[-5000:])
     # rc 2 = the lab's own consistency check failed; still let the assertions below say why
     assert res.returncode in (0, 2), res.stdout[-5000:]

@@ -176,8 +176,8 @@ def test_a_run_killed_mid_write_leaves_committed_tables_and_the_rerun_equals_a_c
     assert _parquet_files(lakehouse, killed_table) - files_before
     assert _version(spark, lakehouse, killed_table) == before[killed_table]
     assert_df_equality(_comparable(spark, lakehouse, killed_table), killed_before, ignore_row_order=True)
-    for name in before:  # every table is readable at a committed version, none beyond the killed stage
-        assert _version(spark, lakehouse, name) >= before[name]
+    for name, version in before.items():  # every table is readable at a committed version, none beyond the killed stage
+        assert _version(spark, lakehouse, name) >= version
         read_table(spark, lakehouse, name).count()
     for name in ("produce_replay", "latency_percentiles", "policy_summary"):  # the stages after it did not run
         assert _version(spark, lakehouse, name) == before[name], name

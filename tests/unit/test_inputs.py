@@ -245,7 +245,7 @@ def test_collect_facts_reads_every_file_and_names_an_unreadable_one(spark, tmp_p
 
 
 def test_little_to_read_is_read_on_the_driver_much_on_the_executors(spark, tmp_path: Path, monkeypatch):
-    import ackreplay.storage.fingerprint as fingerprint
+    from ackreplay.storage import fingerprint
 
     log = tmp_path / "kafka-request.log"
     log.write_bytes(_log([("2026-11-20 10:00:00,000", "a")]))

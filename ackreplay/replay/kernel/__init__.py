@@ -10,7 +10,8 @@ epoch's inputs, shared by the policies), ``policies`` (each policy's ack rule, o
 policy and outcome names are ``schemas.vocabulary``'s.
 
 Semantics: the design doc ``design.md`` ("Replay semantics", "Durability risk") and
-``kafka-reference.md`` §2, §3, §6 and "Implications for an offline replay". Summary, for a batch ``b`` (its base offset):
+``kafka-reference.md`` §2, §3, §6 and "Implications for an offline replay". Summary, for a batch ``b``
+(its base offset):
 
 * A follower holds ``b`` once its LEO > b. ``A_f(b)`` is the first LEO event (the ``t_dequeue`` of
   a follower FETCH on the leader) at which the cumulative maximum of its ``fetchOffset`` exceeds b

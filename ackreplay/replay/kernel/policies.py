@@ -127,7 +127,7 @@ def _durability(ep: Epoch, row: dict[str, np.ndarray], isr: IsrTimeline, elr: np
     ):
         _loss_flags(in_isr, live, held, kafka, longest, offline)
         for pick, has in zip(by_elr, held, strict=False):  # by_elr: empty when nobody is eligible
-            kafka |= pick & ~has
+            np.logical_or(kafka, pick & ~has, out=kafka)  # in place: kafka is a column of `row`
     if by_elr:
         np.copyto(offline, no_leader)
     end = ep.inputs.epoch_end
