@@ -14,6 +14,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DELTA_VERSION = "4.4.0"
+# Kafka's replica.lag.time.max.ms default: 30 s since Kafka 2.5 (KIP-537), 10 s before.
+KAFKA_DEFAULT_REPLICA_LAG_MS = 30_000
+KAFKA_PRE_2_5_DEFAULT_REPLICA_LAG_MS = 10_000
 
 
 class ConfigError(ValueError):
@@ -141,9 +144,12 @@ class ProducerSettings(_Strict):
     max_in_flight: int = Field(default=5, ge=1)
 
 
-# The lags re-simulated unless the conf says otherwise: each cluster's own, 10 s, and Kafka's default
-# replica.lag.time.max.ms (30 s since Kafka 2.5, KIP-537).
-DEFAULT_LAG_MS: tuple[int | Literal["own"], ...] = ("own", 10_000, 30_000)
+# The lags re-simulated unless the conf says otherwise: each cluster's own, and Kafka's defaults.
+DEFAULT_LAG_MS: tuple[int | Literal["own"], ...] = (
+    "own",
+    KAFKA_PRE_2_5_DEFAULT_REPLICA_LAG_MS,
+    KAFKA_DEFAULT_REPLICA_LAG_MS,
+)
 
 
 class ReplaySettings(_Strict):

@@ -17,6 +17,8 @@ LOG_TIME_FORMAT = "%Y-%m-%d %H:%M:%S,%f"
 # The stamp inside a log4j line's leading `[...]`, as every reader matches it: `%d` to the millisecond
 # (Kafka's default layout) or to the microsecond (log4j2 `%d{DEFAULT_MICROS}`, a Kafka 4.x broker).
 LOG_STAMP_PATTERN = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}(?:\d{3})?"
+# The producer's request.timeout.ms default (30 s).
+DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 
 
 def log_time(ts: datetime, micros: bool = False) -> str:
@@ -107,7 +109,7 @@ def produce_body(
     timing: Timing,
     client: Client | None = None,
     topic_id: str | None = None,
-    timeout_ms: int = 30000,
+    timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
 ) -> dict:
     """A PRODUCE line's JSON (one topic); acks=0 has `"response":""`."""
     client = client or Client()

@@ -42,6 +42,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from schemas.tables import BATCH_SEND_TIMES, RECORD_SENDS
+from schemas.vocabulary import NEVER
 from transforms.common import conform
 
 SEND_TIMES = "send_times"  # the quarantine stage
@@ -154,7 +155,7 @@ def with_truncation(produces: DataFrame, leader_epochs: DataFrame) -> DataFrame:
     own = Window.partitionBy("cluster", "topic", "partition", "leader_id").orderBy("start_us")
     spans = epochs.select(
         "cluster", "topic", "partition", "leader_epoch", "leader_id", "start_us",
-        F.coalesce(F.lead("start_us").over(own), F.lit(2**62)).alias("end_us"),
+        F.coalesce(F.lead("start_us").over(own), F.lit(NEVER)).alias("end_us"),
         F.min("start_offset").over(later.rowsBetween(Window.unboundedPreceding, -1)).alias("cut_from"),
     )  # fmt: skip
     p, e = produces.withColumn("_t_us", F.unix_micros("t_local_done")).alias("p"), spans.alias("e")

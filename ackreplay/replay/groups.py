@@ -351,79 +351,84 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     produce["t_ack_observed_us"] = observed.fill_null(0).to_numpy()[rows]
     produce["observed_valid"] = observed.is_valid().to_numpy(zero_copy_only=False)[rows]
     produce["epoch_index"] = epoch[placed]
-    pkey, epoch_index, t = produce["pkey"], produce["epoch_index"], produce["t_us"]
+    pkey, epoch_index, t_us = produce["pkey"], produce["epoch_index"], produce["t_us"]
 
-    f_order, f_epoch = _place_in_epochs(ctx, _np(events, "pkey"), _np(events, "broker_id"), _np(events, "t_us"))
-    f_keep = f_order[f_epoch >= 0]
-    f_pkey, f_epoch = _np(events, "pkey")[f_keep], f_epoch[f_epoch >= 0]
-    f_t, f_follower, f_offset = (_np(events, c)[f_keep] for c in ("t_us", "follower_id", "offset"))
-    fetch_runs = {(int(f_pkey[s]), int(f_epoch[s])): (s, e) for s, e in zip(*_runs(f_pkey, f_epoch), strict=True)}
+    event_order, event_epoch = _place_in_epochs(ctx, _np(events, "pkey"), _np(events, "broker_id"), _np(events, "t_us"))
+    event_rows = event_order[event_epoch >= 0]
+    event_pkey, event_epoch = _np(events, "pkey")[event_rows], event_epoch[event_epoch >= 0]
+    event_t, event_follower_id, event_offset = (_np(events, c)[event_rows] for c in ("t_us", "follower_id", "offset"))
+    fetch_runs = {
+        (int(event_pkey[s]), int(event_epoch[s])): (s, e) for s, e in zip(*_runs(event_pkey, event_epoch), strict=True)
+    }
 
-    p, n = len(policies), pkey.size
+    n_rows = pkey.size
+    shape = (len(policies), n_rows)  # (policies, produces)
     result = {
-        "outcome": np.zeros((p, n), np.int8), "t_ack": np.empty((p, n), np.int64),
-        "copies_at_ack": np.zeros((p, n), np.int8), "exposure_us": np.empty((p, n), np.float64),
-        "full_replication_us": np.empty((p, n), np.float64), "loss_kafka_election": np.zeros((p, n), bool),
-        "loss_longest_log_election": np.zeros((p, n), bool), "loss_kafka_election_min": np.zeros((p, n), bool),
-        "loss_longest_log_election_min": np.zeros((p, n), bool), "offline_at_failure": np.zeros((p, n), bool),
-        **{name: np.empty((p, n), np.float64) for name in LOSS_WINDOWS},
-        "isr_source": np.empty((p, n), np.int8),
+        "outcome": np.zeros(shape, np.int8), "t_ack": np.empty(shape, np.int64),
+        "copies_at_ack": np.zeros(shape, np.int8), "exposure_us": np.empty(shape, np.float64),
+        "full_replication_us": np.empty(shape, np.float64), "loss_kafka_election": np.zeros(shape, bool),
+        "loss_longest_log_election": np.zeros(shape, bool), "loss_kafka_election_min": np.zeros(shape, bool),
+        "loss_longest_log_election_min": np.zeros(shape, bool), "offline_at_failure": np.zeros(shape, bool),
+        **{name: np.empty(shape, np.float64) for name in LOSS_WINDOWS},
+        "isr_source": np.empty(shape, np.int8),
     }  # fmt: skip
     lag_policy = np.array([Policy.parse(policy).kind is PolicyKind.ACKS_ALL_AT_LAG for policy in policies])
-    leader_epoch = np.empty(n, np.int32)
+    leader_epoch = np.empty(n_rows, np.int32)
     cluster_of: dict[str, int] = {}
     topic_of: dict[str, int] = {}
-    cluster, topic, partition = np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.int32)
+    cluster, topic, partition = np.empty(n_rows, np.int32), np.empty(n_rows, np.int32), np.empty(n_rows, np.int32)
     for s, e in zip(*_runs(pkey, epoch_index), strict=True):
         part = ctx.partitions[int(pkey[s])]
-        k = int(epoch_index[s])
-        number = int(part.leader_epoch[k])
+        epoch_pos = int(epoch_index[s])
+        number = int(part.leader_epoch[epoch_pos])
         leader_epoch[s:e] = number
         cluster[s:e] = cluster_of.setdefault(part.cluster, len(cluster_of))
         topic[s:e] = topic_of.setdefault(part.topic, len(topic_of))
         partition[s:e] = part.partition
-        fs, fe = fetch_runs.get((int(pkey[s]), k), (0, 0))
+        event_start, event_end = fetch_runs.get((int(pkey[s]), epoch_pos), (0, 0))
         change_times, change_isrs, by_controller = ctx.isr_changes.get(
             (int(pkey[s]), number), (np.empty(0, np.int64), (), np.empty(0, bool))
         )
+        # the epoch's last produce or LEO event in this group
+        last_row_us = int(t_us[e - 1] if event_end == event_start else max(t_us[e - 1], event_t[event_end - 1]))
         inputs, isr_source = epoch_inputs(
             base_offset=produce["offset"][s:e],
             appended=produce["offset"][s:e] >= 0,
-            t_local_done=t[s:e],
+            t_local_done=t_us[s:e],
             timeout_ms=produce["timeout_ms"][s:e],
-            leader=int(part.leader[k]),
+            leader=int(part.leader[epoch_pos]),
             replicas=part.replicas,
-            event_follower=f_follower[fs:fe],
-            event_t=f_t[fs:fe],
-            event_offset=f_offset[fs:fe],
+            event_follower=event_follower_id[event_start:event_end],
+            event_t=event_t[event_start:event_end],
+            event_offset=event_offset[event_start:event_end],
             change_times=change_times,
             change_isrs=change_isrs,
             change_by_controller=by_controller,
-            leader_silences=ctx.leader_silences.get((part.cluster, int(part.leader[k]))),
-            start_isr=part.start_isr[k],
+            leader_silences=ctx.leader_silences.get((part.cluster, int(part.leader[epoch_pos]))),
+            start_isr=part.start_isr[epoch_pos],
             min_insync_replicas=part.min_insync_replicas,
-            epoch_start_us=int(part.start_us[k]),
-            epoch_end_us=_leadership_end(part, k, int(t[e - 1] if fe == fs else max(t[e - 1], f_t[fe - 1]))),
+            epoch_start_us=int(part.start_us[epoch_pos]),
+            epoch_end_us=_leadership_end(part, epoch_pos, last_row_us),
             quorum_sizes=ctx.quorum_sizes,
             lag_ms=lags,
             elr_membership=ctx.elr_rows.get((int(pkey[s]), number)),
         )
-        proposals = ctx.isr_proposals.get((part.cluster, int(part.leader[k]))) if lags else None
+        proposals = ctx.isr_proposals.get((part.cluster, int(part.leader[epoch_pos]))) if lags else None
         outcomes = replay_epoch(inputs, logged_isr_options(options, proposals, inputs.epoch_start))
         for i, policy in enumerate(policies):
-            res = outcomes[policy]
-            result["outcome"][i, s:e] = res.outcome
-            result["t_ack"][i, s:e] = res.t_ack
-            result["copies_at_ack"][i, s:e] = res.copies_at_ack
-            result["exposure_us"][i, s:e] = res.exposure_us
-            result["full_replication_us"][i, s:e] = res.full_replication_us
-            result["loss_kafka_election"][i, s:e] = res.loss_kafka_election
-            result["loss_longest_log_election"][i, s:e] = res.loss_longest_log_election
-            result["loss_kafka_election_min"][i, s:e] = res.loss_kafka_election_min
-            result["loss_longest_log_election_min"][i, s:e] = res.loss_longest_log_election_min
-            result["offline_at_failure"][i, s:e] = res.offline_at_failure
+            policy_result = outcomes[policy]
+            result["outcome"][i, s:e] = policy_result.outcome
+            result["t_ack"][i, s:e] = policy_result.t_ack
+            result["copies_at_ack"][i, s:e] = policy_result.copies_at_ack
+            result["exposure_us"][i, s:e] = policy_result.exposure_us
+            result["full_replication_us"][i, s:e] = policy_result.full_replication_us
+            result["loss_kafka_election"][i, s:e] = policy_result.loss_kafka_election
+            result["loss_longest_log_election"][i, s:e] = policy_result.loss_longest_log_election
+            result["loss_kafka_election_min"][i, s:e] = policy_result.loss_kafka_election_min
+            result["loss_longest_log_election_min"][i, s:e] = policy_result.loss_longest_log_election_min
+            result["offline_at_failure"][i, s:e] = policy_result.offline_at_failure
             for name in LOSS_WINDOWS:
-                result[name][i, s:e] = getattr(res, name)
+                result[name][i, s:e] = getattr(policy_result, name)
         result["isr_source"][:, s:e] = np.where(
             lag_policy, ISR_SOURCES.index("simulated"), ISR_SOURCES.index(isr_source)
         )[:, None]
@@ -494,11 +499,11 @@ class _AckProfiles:
     def ack_at(self, policy: int, rows: np.ndarray, appended_at: np.ndarray) -> np.ndarray:
         out = np.empty(rows.size, np.int64)
         for k, (row, t_new) in enumerate(zip(rows.tolist(), appended_at.tolist(), strict=False)):
-            s, e = self.run_start[row], self.run_end[row]
-            times = self.t[s:e]
-            at_or_after = s + int(np.searchsorted(times, t_new, "left"))
-            before = max(s + int(np.searchsorted(times, t_new, "right")) - 1, s)
-            by_next = self.next_ack[policy, at_or_after] if at_or_after < e else NEVER
+            start, end = self.run_start[row], self.run_end[row]
+            times = self.t[start:end]
+            at_or_after = start + int(np.searchsorted(times, t_new, "left"))
+            before = max(start + int(np.searchsorted(times, t_new, "right")) - 1, start)
+            by_next = self.next_ack[policy, at_or_after] if at_or_after < end else NEVER
             out[k] = min(by_next, t_new + self.wait[policy, before])
         return out
 
@@ -560,77 +565,80 @@ def _producer_view(
     }
 
 
-def _long_table(ctx: ReplayContext, r: _Replayed, columns: Sequence[str]) -> pa.Table:
+def _long_table(ctx: ReplayContext, replayed: _Replayed, columns: Sequence[str]) -> pa.Table:
     """`produce_replay` rows (policy-major: one block of the group's produces per policy) as Arrow,
     strings dictionary-encoded, with the contract's `columns` (a subset, in that order)."""
-    policies = r.policies
-    p, n = len(policies), r.n
-    pr, res = r.produce, r.result
-    tile = lambda values: np.tile(values, p)  # noqa: E731  (a produce's value on each of its policy rows)
-    ts = pa.timestamp("us", tz="UTC")
-    source_ids = np.unique(pr["source_file_id"])
-    leo = [ctx.leo_sources.get(c, "follower_fetches") for c in r.clusters]
+    policies = replayed.policies
+    n_policies, n_rows = len(policies), replayed.n
+    produce, result = replayed.produce, replayed.result
+    tile = lambda values: np.tile(values, n_policies)  # noqa: E731  (a produce's value on each of its policy rows)
+    timestamp_us = pa.timestamp("us", tz="UTC")
+    source_ids = np.unique(produce["source_file_id"])
+    leo = [ctx.leo_sources.get(c, "follower_fetches") for c in replayed.clusters]
 
     def window_ms(name: str) -> pa.Array:
-        return _nan_as_null((res[name] / 1000.0).reshape(-1))
+        return _nan_as_null((result[name] / 1000.0).reshape(-1))
 
     built: dict[str, Callable[[], pa.Array]] = {
-        "cluster": lambda: _dictionary(tile(pr["cluster"]), r.clusters),
-        "topic": lambda: _dictionary(tile(pr["topic"]), r.topics),
-        "partition": lambda: pa.array(tile(pr["partition"]), pa.int32()),
-        "leader_epoch": lambda: pa.array(tile(pr["leader_epoch"]), pa.int32()),
-        "base_offset": lambda: pa.array(tile(pr["offset"]), pa.int64()),
-        "broker_id": lambda: pa.array(tile(pr["broker_id"]), pa.int32()),
-        "bytes": lambda: pa.array(tile(pr["bytes"]), pa.int32()),
-        "records": lambda: pa.array(tile(pr["records"]), pa.int32(), mask=~tile(pr["records_known"])),
-        "recorded_acks": lambda: pa.array(tile(pr["acks"]), pa.int32()),
-        "policy": lambda: _dictionary(np.repeat(np.arange(p), n), policies),
-        "outcome": lambda: _dictionary(res["outcome"].reshape(-1), OUTCOMES),
-        "t_start": lambda: pa.array(tile(pr["t_start_us"]), ts),
-        "t_local_done": lambda: pa.array(tile(pr["t_us"]), ts),
-        "t_ack": lambda: pa.array(res["t_ack"].reshape(-1), ts),
-        "t_ack_observed": lambda: pa.array(tile(pr["t_ack_observed_us"]), ts, mask=~tile(pr["observed_valid"])),
-        "t_response": lambda: pa.array(res["t_response"].reshape(-1), ts),
-        "ack_wait_ms": lambda: pa.array(((res["t_ack"] - pr["t_us"]) / 1000.0).reshape(-1)),
-        "latency_ms": lambda: pa.array(res["latency_ms"].reshape(-1)),
-        "broker_latency_ms": lambda: pa.array(res["broker_latency_ms"].reshape(-1)),
-        "hol_wait_ms": lambda: pa.array((res["hol_wait_us"] / 1000.0).reshape(-1)),
-        "t_send": lambda: pa.array(tile(pr["t_send_us"]), ts, mask=~tile(pr["has_send"])),
-        "copies_at_ack": lambda: pa.array(res["copies_at_ack"].reshape(-1), pa.int32()),
-        "exposure_ms": lambda: _nan_as_null((res["exposure_us"] / 1000.0).reshape(-1)),
-        "full_replication_ms": lambda: _nan_as_null((res["full_replication_us"] / 1000.0).reshape(-1)),
-        "loss_kafka_election": lambda: pa.array(res["loss_kafka_election"].reshape(-1)),
-        "loss_longest_log_election": lambda: pa.array(res["loss_longest_log_election"].reshape(-1)),
-        "loss_kafka_election_min": lambda: pa.array(res["loss_kafka_election_min"].reshape(-1)),
-        "loss_longest_log_election_min": lambda: pa.array(res["loss_longest_log_election_min"].reshape(-1)),
-        "offline_at_failure": lambda: pa.array(res["offline_at_failure"].reshape(-1)),
-        **{name.removesuffix("_us") + "_ms": partial(window_ms, name) for name in LOSS_WINDOWS},
-        "isr_source": lambda: _dictionary(res["isr_source"].reshape(-1), ISR_SOURCES),
-        "leo_source": lambda: _dictionary(tile(pr["cluster"]), leo),
-        "source_file": lambda: _dictionary(
-            tile(np.searchsorted(source_ids, pr["source_file_id"])), [ctx.source_files[int(i)] for i in source_ids]
+        "cluster": lambda: _dictionary(tile(produce["cluster"]), replayed.clusters),
+        "topic": lambda: _dictionary(tile(produce["topic"]), replayed.topics),
+        "partition": lambda: pa.array(tile(produce["partition"]), pa.int32()),
+        "leader_epoch": lambda: pa.array(tile(produce["leader_epoch"]), pa.int32()),
+        "base_offset": lambda: pa.array(tile(produce["offset"]), pa.int64()),
+        "broker_id": lambda: pa.array(tile(produce["broker_id"]), pa.int32()),
+        "bytes": lambda: pa.array(tile(produce["bytes"]), pa.int32()),
+        "records": lambda: pa.array(tile(produce["records"]), pa.int32(), mask=~tile(produce["records_known"])),
+        "recorded_acks": lambda: pa.array(tile(produce["acks"]), pa.int32()),
+        "policy": lambda: _dictionary(np.repeat(np.arange(n_policies), n_rows), policies),
+        "outcome": lambda: _dictionary(result["outcome"].reshape(-1), OUTCOMES),
+        "t_start": lambda: pa.array(tile(produce["t_start_us"]), timestamp_us),
+        "t_local_done": lambda: pa.array(tile(produce["t_us"]), timestamp_us),
+        "t_ack": lambda: pa.array(result["t_ack"].reshape(-1), timestamp_us),
+        "t_ack_observed": lambda: pa.array(
+            tile(produce["t_ack_observed_us"]), timestamp_us, mask=~tile(produce["observed_valid"])
         ),
-        "line_number": lambda: pa.array(tile(pr["line_number"]), pa.int64()),
-        "event_date": lambda: pa.array(tile(pr["event_day"]).astype(np.int32), pa.date32()),
-        "replay_run_id": lambda: _dictionary(np.zeros(p * n, np.int32), [ctx.run_id]),
+        "t_response": lambda: pa.array(result["t_response"].reshape(-1), timestamp_us),
+        "ack_wait_ms": lambda: pa.array(((result["t_ack"] - produce["t_us"]) / 1000.0).reshape(-1)),
+        "latency_ms": lambda: pa.array(result["latency_ms"].reshape(-1)),
+        "broker_latency_ms": lambda: pa.array(result["broker_latency_ms"].reshape(-1)),
+        "hol_wait_ms": lambda: pa.array((result["hol_wait_us"] / 1000.0).reshape(-1)),
+        "t_send": lambda: pa.array(tile(produce["t_send_us"]), timestamp_us, mask=~tile(produce["has_send"])),
+        "copies_at_ack": lambda: pa.array(result["copies_at_ack"].reshape(-1), pa.int32()),
+        "exposure_ms": lambda: _nan_as_null((result["exposure_us"] / 1000.0).reshape(-1)),
+        "full_replication_ms": lambda: _nan_as_null((result["full_replication_us"] / 1000.0).reshape(-1)),
+        "loss_kafka_election": lambda: pa.array(result["loss_kafka_election"].reshape(-1)),
+        "loss_longest_log_election": lambda: pa.array(result["loss_longest_log_election"].reshape(-1)),
+        "loss_kafka_election_min": lambda: pa.array(result["loss_kafka_election_min"].reshape(-1)),
+        "loss_longest_log_election_min": lambda: pa.array(result["loss_longest_log_election_min"].reshape(-1)),
+        "offline_at_failure": lambda: pa.array(result["offline_at_failure"].reshape(-1)),
+        **{name.removesuffix("_us") + "_ms": partial(window_ms, name) for name in LOSS_WINDOWS},
+        "isr_source": lambda: _dictionary(result["isr_source"].reshape(-1), ISR_SOURCES),
+        "leo_source": lambda: _dictionary(tile(produce["cluster"]), leo),
+        "source_file": lambda: _dictionary(
+            tile(np.searchsorted(source_ids, produce["source_file_id"])), [ctx.source_files[int(i)] for i in source_ids]
+        ),
+        "line_number": lambda: pa.array(tile(produce["line_number"]), pa.int64()),
+        "event_date": lambda: pa.array(tile(produce["event_day"]).astype(np.int32), pa.date32()),
+        "replay_run_id": lambda: _dictionary(np.zeros(n_policies * n_rows, np.int32), [ctx.run_id]),
     }
     return pa.table({name: built[name]() for name in columns})
 
 
-def _written_files(ctx: ReplayContext, r: _Replayed) -> pa.Table:
+def _written_files(ctx: ReplayContext, replayed: _Replayed) -> pa.Table:
     """Write the group's rows as Delta data files, one per (cluster, event_date), one Parquet row group
     per policy, and describe them (WRITTEN_FILE: what the driver commits, with the outcome counts)."""
-    policies = r.policies
+    policies = replayed.policies
     columns = [f.name for f in PRODUCE_REPLAY if f.name not in PARTITION_COLUMNS]
-    key = r.produce["cluster"].astype(np.int64) << 32 | (r.produce["event_day"].astype(np.int64) & 0xFFFFFFFF)
+    produce = replayed.produce
+    key = produce["cluster"].astype(np.int64) << 32 | (produce["event_day"].astype(np.int64) & 0xFFFFFFFF)
     values = np.unique(key)
     records: list[dict] = []
     for value in values:
-        part = r if values.size == 1 else r.subset(key == value)
+        part = replayed if values.size == 1 else replayed.subset(key == value)
         table = _long_table(ctx, part, columns)
         blocks = [table.slice(i * part.n, part.n) for i in range(len(policies))]
         partition_values = {
-            "cluster": r.clusters[int(part.produce["cluster"][0])],
+            "cluster": replayed.clusters[int(part.produce["cluster"][0])],
             "event_date": str(np.datetime64(int(part.produce["event_day"][0]), "D")),
         }
         if ctx.writer is None:
@@ -644,23 +652,23 @@ def _written_files(ctx: ReplayContext, r: _Replayed) -> pa.Table:
         }
         truth = _truth_counts(ctx, part)
         if not records:  # a group's rejections count once
-            truth.update(r.rejections)
+            truth.update(replayed.rejections)
         records.append({**record, "outcome_counts": json.dumps(counts), "ground_truth": json.dumps(truth)})
-    if not records and r.rejections:  # every produce of the group was rejected: its counts, no data file
+    if not records and replayed.rejections:  # every produce of the group was rejected: its counts, no data file
         records.append({"path": "", "size_bytes": 0, "modification_time_ms": 0, "partition_values": "{}",
                         "num_records": 0, "stats": "{}", "outcome_counts": "{}",
-                        "ground_truth": json.dumps(r.rejections)})  # fmt: skip
+                        "ground_truth": json.dumps(replayed.rejections)})  # fmt: skip
     return pa.Table.from_pylist(records, schema=WRITTEN_FILE_ARROW)
 
 
-def _truth_counts(ctx: ReplayContext, r: _Replayed) -> dict[str, int]:
+def _truth_counts(ctx: ReplayContext, replayed: _Replayed) -> dict[str, int]:
     """The ground truth's counts over these rows (stage._ground_truth, without reading them back): produces
     recorded with acks=all that the replayed acks=all acks; of those with the broker's own ack time, how
     many the replay's response time matches within 1 and 2 ms."""
-    i = ctx.policies.index(ACKS_ALL.id)
-    truth = (r.produce["acks"] == -1) & (r.result["outcome"][i] == Outcome.ACKED)
-    observed = truth & r.produce["observed_valid"]
-    error_us = np.abs(r.result["t_response"][i] - r.produce["t_ack_observed_us"])[observed]
+    acks_all_row = ctx.policies.index(ACKS_ALL.id)
+    truth = (replayed.produce["acks"] == -1) & (replayed.result["outcome"][acks_all_row] == Outcome.ACKED)
+    observed = truth & replayed.produce["observed_valid"]
+    error_us = np.abs(replayed.result["t_response"][acks_all_row] - replayed.produce["t_ack_observed_us"])[observed]
     return {
         "n": int(truth.sum()), "observed": int(observed.sum()),
         "within_1ms": int((error_us <= 1000).sum()), "within_2ms": int((error_us <= 2000).sum()),

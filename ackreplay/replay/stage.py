@@ -31,6 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
+from ackreplay.kafka_lines import DEFAULT_REQUEST_TIMEOUT_MS
 from ackreplay.replay.elr import ElrSetting, announced_levels, elr_settings, partition_elr_rows
 from ackreplay.replay.groups import PRODUCE_REPLAY_ARROW, PartitionEpochs, ReplayContext, replay_group
 from ackreplay.replay.own_lag import OwnLag, own_lags
@@ -66,7 +67,6 @@ from transforms.replay_inputs import (
 
 log = logging.getLogger(__name__)
 
-DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # a producer's request.timeout.ms default, for produces with no timeoutMs
 DAY_US = 86_400_000_000
 
 
@@ -332,6 +332,7 @@ def _summarize_produces(produce: DataFrame) -> _ProduceSummary:
     total = sum(r["rows"] for r in rows)
     return _ProduceSummary(
         source_files=source_files,
+        # no timeoutMs on any produce: the producer's default
         max_timeout_ms=max((r["max_timeout_ms"] or 0 for r in rows), default=0) or DEFAULT_REQUEST_TIMEOUT_MS,
         total=total,
         skipped={k: v for k, v in skipped.items() if v},

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from ackreplay.kafka_lines import DEFAULT_REQUEST_TIMEOUT_MS
+
 
 @dataclass(frozen=True)
 class Lognormal:
@@ -33,7 +35,7 @@ class SynthParams:
     produce_rate: float = 5000.0  # produce batches per second over the whole cluster (Poisson arrivals)
     hot_partition_share: float = 0.0  # share of all produces sent to partition 0 of the first topic
     acks_all_share: float = 0.77  # lab: 77% of the produce requests used acks=all
-    timeout_ms: int = 30_000
+    timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
     records_per_batch: Lognormal = Lognormal(1.0, 0.8)  # lab: P50 1, P90 2, P99 8 records
     batch_bytes: Lognormal = Lognormal(629.0, 0.42)  # lab
     produce_queue: Lognormal = Lognormal(0.070, 1.85)  # lab requestQueueTimeMs

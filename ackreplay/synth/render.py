@@ -53,9 +53,7 @@ _TIMING_KEYS = {
 
 
 def _produce_template() -> str:
-    body = produce_body(
-        11, 1, -1, "t", [ProducePartition(0, 100, 5, 0, 0)], Timing(), Client(connection="c"), timeout_ms=30000
-    )
+    body = produce_body(11, 1, -1, "t", [ProducePartition(0, 100, 5, 0, 0)], Timing(), Client(connection="c"))
     line = request_log_line(datetime(2026, 1, 1), body)
     line = line[line.index("]") + 1 :]
     return "[%(time)s]" + _placeholders(
