@@ -332,6 +332,18 @@ class AppConfig(_Strict):
         """Settings of one cluster, falling back to `default_cluster`."""
         return self.clusters.get(name, self.default_cluster)
 
+    def log_clocks(self) -> tuple[dict[str, str], str, dict[str, float]]:
+        """The arguments of `transforms.request_log.with_event_time` for every log line: each named cluster's
+        zone, the default zone, and each "cluster/broker_id"'s clock offset in ms."""
+        names = sorted(self.clusters)
+        zones = {name: self.cluster(name).log_timezone for name in names}
+        offsets = {
+            f"{name}/{broker}": ms
+            for name in names
+            for broker, ms in self.cluster(name).broker_clock_offsets_ms.items()
+        }
+        return zones, self.default_cluster.log_timezone, offsets
+
     def session_settings(self) -> SparkSettings:
         """`spark`, with Spark's Kafka source among the packages when a cluster reads send times from its
         topics and no spark-sql-kafka coordinate is listed."""

@@ -10,6 +10,7 @@ synthetic trace generator; real captured lines live in data/samples/.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -17,6 +18,8 @@ LOG_TIME_FORMAT = "%Y-%m-%d %H:%M:%S,%f"
 # The stamp inside a log4j line's leading `[...]`, as every reader matches it: `%d` to the millisecond
 # (Kafka's default layout) or to the microsecond (log4j2 `%d{DEFAULT_MICROS}`, a Kafka 4.x broker).
 LOG_STAMP_PATTERN = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}(?:\d{3})?"
+# That stamp opening a line, in raw bytes (the file readers find a file's first and last log times with it).
+LINE_STAMP_BYTES = re.compile(rb"^\[(" + LOG_STAMP_PATTERN.encode() + rb")\]", re.MULTILINE)
 # The producer's request.timeout.ms default (30 s).
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 

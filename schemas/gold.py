@@ -185,12 +185,3 @@ POLICY_SUMMARY = _schema(
     ("reroutable_wait_ms", DoubleType(), True),
     ("gold_run_id", StringType(), False),
 )
-
-# Quantiles of the latency distribution per policy, for the CDF chart (not a table).
-CDF_QUANTILES = _schema(
-    ("cluster", StringType(), False),
-    ("topic", StringType(), False),
-    ("policy", StringType(), False),
-    ("q", DoubleType(), False),
-    ("latency_ms", DoubleType(), True),
-)

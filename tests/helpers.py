@@ -3,6 +3,7 @@ inside its file reader's tasks, `ackreplay.storage.line_reader`; tests apply the
 
 from __future__ import annotations
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -103,10 +104,10 @@ def classify_dump_lines(lines: DataFrame) -> DataFrame:
     Each file's lines are classified in file order by `ackreplay.ingest.dump_log_parser` (the ingest does it in
     the task that reads the file, `line_reader.read_dump_logs`; this takes any DataFrame of lines).
     """
-    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    from ackreplay.ingest.dump_log_parser import CLASSIFIED_SPARK_SCHEMA, classify_file
+    from ackreplay.ingest.dump_log_parser import CLASSIFIED_SCHEMA
 
     def classify(table: pa.Table) -> pa.Table:
         table = table.sort_by("line_number")
@@ -116,10 +117,23 @@ def classify_dump_lines(lines: DataFrame) -> DataFrame:
         return pa.table({**origin, **{name: out[name] for name in out.column_names}, "lines": lines})
 
     origin = [StructField("cluster", StringType()), StructField("source_file", StringType())]
-    schema = StructType([*origin, *CLASSIFIED_SPARK_SCHEMA.fields, StructField("lines", LongType())])
+    schema = StructType([*origin, *from_arrow_schema(CLASSIFIED_SCHEMA).fields, StructField("lines", LongType())])
     classified = (
         lines.select("cluster", "source_file", "line_number", "line", "read_error")
         .groupBy("source_file")
         .applyInArrow(classify, schema)
     )
     return dump_lines_classified(classified)
+
+
+def classify_file(line_numbers, lines, read_errors) -> pa.Table:
+    """One whole file's lines (in file order) classified, as the ingest's reading task does it in parts."""
+    from ackreplay.ingest.dump_log_parser import CLASSIFIED_SCHEMA, DumpLogClassifier
+
+    classifier = DumpLogClassifier()
+    parts = [
+        part for part in (classifier.feed(line_numbers, lines, read_errors), classifier.finish()) if part is not None
+    ]
+    if not parts:
+        return CLASSIFIED_SCHEMA.empty_table()
+    return pa.concat_tables(parts)

@@ -147,16 +147,9 @@ class BrokerLogReport:
 
 def classify_broker_log_lines(lines_df: DataFrame, config: AppConfig) -> DataFrame:
     """Raw numbered lines with a `stage` -> lines with log fields, UTC times and a status (no I/O)."""
-    clusters = sorted(config.clusters)
-    zones = {name: config.cluster(name).log_timezone for name in clusters}
-    offsets = {
-        f"{name}/{broker}": ms
-        for name in clusters
-        for broker, ms in config.cluster(name).broker_clock_offsets_ms.items()
-    }
     return (
         lines_df.transform(with_log_fields)
-        .transform(with_event_time, zones, config.default_cluster.log_timezone, offsets)
+        .transform(with_event_time, *config.log_clocks())
         .transform(with_broker_message)
         .transform(with_broker_line_status)
     )

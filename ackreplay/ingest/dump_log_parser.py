@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_type
+from pyspark.sql.pandas.types import to_arrow_type
 
 from schemas.tables import RECORD_SENDS as RECORD_SENDS_TYPE
 from transforms.send_times import MAX_SEND_MS as MAX_MS
@@ -50,7 +50,6 @@ CLASSIFIED_FIELDS = [
 ]
 # A file's classified lines with their line numbers, as Spark reads them (mapInArrow, applyInArrow)
 CLASSIFIED_SCHEMA = pa.schema([("line_number", pa.int64()), *CLASSIFIED_FIELDS])
-CLASSIFIED_SPARK_SCHEMA = from_arrow_schema(CLASSIFIED_SCHEMA)
 # What the reading task hands to Spark (`fold_unused_lines`): each row stands for `lines` lines
 FOLDED_SCHEMA = CLASSIFIED_SCHEMA.append(pa.field("lines", pa.int64()))
 
@@ -237,17 +236,6 @@ class DumpLogClassifier:
         has_list = np.zeros(n, dtype=bool)
         has_list[batch_row[complete]] = True
         return pa.ListArray.from_arrays(pa.array(offsets), values, type=RECORD_SENDS, mask=pa.array(~has_list))
-
-
-def classify_file(line_numbers, lines, read_errors) -> pa.Table:
-    """One whole file's lines (in file order) classified."""
-    classifier = DumpLogClassifier()
-    parts = [
-        part for part in (classifier.feed(line_numbers, lines, read_errors), classifier.finish()) if part is not None
-    ]
-    if not parts:
-        return CLASSIFIED_SCHEMA.empty_table()
-    return pa.concat_tables(parts)
 
 
 def fold_unused_lines(classified: pa.Table) -> pa.Table:

@@ -240,16 +240,7 @@ def _topic_ids(spark: SparkSession, lakehouse: str, clusters: list[str]) -> dict
 
 def with_event_times(rows_df: DataFrame, config: AppConfig) -> DataFrame:
     """`t_log` (UTC) and `event_date` of parsed request-log rows, from each cluster's zone and broker clocks."""
-    clusters = sorted({r for r in config.clusters})
-    zones = {name: config.cluster(name).log_timezone for name in clusters}
-    offsets = {
-        f"{name}/{broker}": ms
-        for name in clusters
-        for broker, ms in config.cluster(name).broker_clock_offsets_ms.items()
-    }
-    return rows_df.transform(with_local_log_time).transform(
-        with_event_time, zones, config.default_cluster.log_timezone, offsets
-    )
+    return rows_df.transform(with_local_log_time).transform(with_event_time, *config.log_clocks())
 
 
 def ingest_request_logs(

@@ -516,7 +516,13 @@ def _checks() -> list[Check]:
 
 def _schema_checks() -> list[Check]:
     return [
-        Check(f"{table}.schema", "columns, order and types as in the table's contract (schemas/)", (), BLOCKING, True)
+        Check(
+            f"{table}.schema",
+            "columns and types as in the table's contract (schemas/), no nulls where it declares a column non-null",
+            (),
+            BLOCKING,
+            True,
+        )
         for tables in STAGE_TABLES.values()
         for table in tables
     ]

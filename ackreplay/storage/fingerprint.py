@@ -24,7 +24,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from ackreplay.kafka_lines import LOG_STAMP_PATTERN
+from ackreplay.kafka_lines import LINE_STAMP_BYTES
 from ackreplay.storage.inputs import InputError, InputFile
 
 SAMPLE_BYTES = 1 << 20
@@ -33,15 +33,14 @@ _FINGERPRINT_VERSION = b"ackreplay-fingerprint-1\n"
 _MAX_TASKS = 512
 
 # The stamp at the start of a log4j line (broker JVM local time, no zone).
-_LOG_TIME = re.compile(rb"^\[(" + LOG_STAMP_PATTERN.encode() + rb")\]", re.MULTILINE)
 # A Prometheus text sample with a timestamp (epoch milliseconds, UTC): `name{labels} value ts`.
 _SAMPLE_TIME = re.compile(
     rb"^[A-Za-z_:][A-Za-z0-9_:]*(?:\{[^\n]*\})?[ \t]+\S+[ \t]+(\d{10,16})[ \t]*\r?$", re.MULTILINE
 )
 _TIME_PATTERN = {
-    "request_log": _LOG_TIME,
-    "server_log": _LOG_TIME,
-    "state_change_log": _LOG_TIME,
+    "request_log": LINE_STAMP_BYTES,
+    "server_log": LINE_STAMP_BYTES,
+    "state_change_log": LINE_STAMP_BYTES,
     "metrics": _SAMPLE_TIME,
 }
 

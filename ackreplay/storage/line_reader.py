@@ -10,7 +10,6 @@ line they concern (`read_error`) so that the ingestion can quarantine them inste
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -21,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-from ackreplay.kafka_lines import LOG_STAMP_PATTERN
+from ackreplay.kafka_lines import LINE_STAMP_BYTES
 from ackreplay.storage.inputs import InputFile
 
 # What the Python reader emits; cluster, broker and file are looked up from `file_index` in Spark.
@@ -44,7 +43,6 @@ LINES_SCHEMA = StructType(
         *[f for f in from_arrow_schema(READER_SCHEMA).fields if f.name != "file_index"],
     ]
 )
-_LOG_TIME = re.compile(rb"^\[(" + LOG_STAMP_PATTERN.encode() + rb")\]", re.MULTILINE)
 
 
 def _open(uri: str, compression: str):
@@ -129,7 +127,7 @@ def iter_file_lines(
             chunk = stream.read(chunk_bytes)
             if not chunk:
                 break
-            if first_log_time is None and (m := _LOG_TIME.search(carry + chunk[:65536])):
+            if first_log_time is None and (m := LINE_STAMP_BYTES.search(carry + chunk[:65536])):
                 first_log_time = m.group(1).decode()
             if carry_overflow and b"\n" not in chunk:
                 carry_overflow += len(chunk)

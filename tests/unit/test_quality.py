@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from chispa import assert_column_equality
+from pyspark.sql.types import StructField, StructType
 
 from ackreplay.config import parse_config
 from ackreplay.quality.catalog import (
@@ -99,7 +100,10 @@ def test_failed_checks_count_rows_and_sample_them_by_row_id(spark):
     for o in outcomes:
         by_check.setdefault(o.check, []).append(o)
     assert all(o.success for o in by_check["partitions.schema"])
-    assert len(by_check["partitions.schema"]) == 1 + len(PARTITIONS.fields)  # column list + a type per column
+    # the column list, a type per column, and no nulls in each column the contract declares non-null
+    required = [f.name for f in PARTITIONS.fields if not f.nullable]
+    assert len(required) == 10
+    assert len(by_check["partitions.schema"]) == 1 + len(PARTITIONS.fields) + len(required)
 
     [unique] = by_check["partitions.unique_partition"]
     assert (unique.success, unique.element_count, unique.unexpected_count) == (False, 4, 2)
@@ -121,6 +125,19 @@ def test_failed_checks_count_rows_and_sample_them_by_row_id(spark):
     assert "partitions.replication" in rf_equal.describe() and "orders" in rf_equal.describe()
 
 
+def test_a_null_where_the_contract_says_non_null_fails_the_schema_check(spark):
+    # Spark keeps a cast column nullable, so a frame can hold nulls its contract rules out
+    nullable = StructType([StructField(f.name, f.dataType, True) for f in PARTITIONS.fields])
+    rows = [_partition("orders", 0, [1, 2, 3], 3, 2), _partition(None, 1, [1, 2, 3], 3, 2)]
+    df = spark.createDataFrame(rows, nullable)
+    outcomes = check_table(gx_frames(), "partitions", df, None, parse_config({}), [])
+    failed = [o for o in outcomes if o.check == "partitions.schema" and not o.success]
+    assert [(o.expectation, o.arguments, o.unexpected_count, o.severity) for o in failed] == [
+        ("expect_column_values_to_not_be_null", {"column": "topic"}, 1, BLOCKING)
+    ]
+    assert [r["partition"] for r in failed[0].sample_rows] == [1]
+
+
 def test_a_check_on_a_missing_column_fails_with_the_error(spark):
     df = spark.createDataFrame([_partition("orders", 0, [1, 2, 3], 3, 2)], PARTITIONS).drop("min_insync_replicas")
     whole = gx_frames()
@@ -135,9 +152,10 @@ def test_a_check_on_a_missing_column_fails_with_the_error(spark):
         for o in outcomes
         if "min_insync_replicas" in (o.arguments.get("column"), *margin_sources(o.arguments.get("column", "")))
     ]
-    # its type, min ISR >= 1, and min ISR <= RF (on their margin)
+    # its type, not null (the contract), min ISR >= 1, and min ISR <= RF (on their margin)
     assert [(o.expectation, o.arguments["column"]) for o in reads_it] == [
         ("expect_column_values_to_be_of_type", "min_insync_replicas"),
+        ("expect_column_values_to_not_be_null", "min_insync_replicas"),
         ("expect_column_values_to_be_between", "min_insync_replicas"),
         ("expect_column_values_to_be_between", "replication_factor_minus_min_insync_replicas"),
     ]

@@ -117,7 +117,8 @@ def test_a_dump_classified_in_pieces_equals_it_classified_whole():
     record, inside a batch's records, after a Dumping line), the classification is the whole file's."""
     import pyarrow as pa
 
-    from ackreplay.ingest.dump_log_parser import DumpLogClassifier, classify_file
+    from ackreplay.ingest.dump_log_parser import DumpLogClassifier
+    from tests.helpers import classify_file
 
     numbers = pa.array(range(1, len(DUMP) + 1), pa.int64())
     text = pa.array(DUMP, pa.string())
@@ -139,7 +140,8 @@ def test_the_reader_folds_unused_lines_into_a_row_per_detail():
     (no table keeps them) as one row per detail with how many lines it stands for and the last one's number."""
     import pyarrow as pa
 
-    from ackreplay.ingest.dump_log_parser import FOLDED_SCHEMA, classify_file, fold_unused_lines
+    from ackreplay.ingest.dump_log_parser import FOLDED_SCHEMA, fold_unused_lines
+    from tests.helpers import classify_file
 
     numbers = pa.array(range(1, len(DUMP) + 1), pa.int64())
     errors = pa.array([None] * 11 + ["invalid UTF-8"], pa.string())
