@@ -126,6 +126,7 @@ def quiet_libraries(record: logging.LogRecord) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `ackreplay` command: parse `argv`, run the command, return its exit code (README "Running it")."""
     args = _parser().parse_args(argv)
     _configure_logging(args.verbose)
     try:

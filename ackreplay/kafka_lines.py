@@ -55,6 +55,8 @@ class Timing:
 
 @dataclass
 class Client:
+    """The client a request-log line names: its id, software, principal, listener and connection."""
+
     client_id: str = "producer-1"
     software_name: str = "apache-kafka-java"
     software_version: str = "3.9.1"
@@ -96,6 +98,8 @@ def _envelope(header: dict, request, response, timing: Timing, client: Client) -
 
 @dataclass
 class ProducePartition:
+    """One partition of a PRODUCE line: its batch and the broker's answer."""
+
     partition: int
     size_bytes: int
     base_offset: int = 0
@@ -154,6 +158,8 @@ def produce_body(
 
 @dataclass
 class FetchPartition:
+    """One partition of a FETCH line: the fetch offset asked for and the answer."""
+
     partition: int
     fetch_offset: int
     leader_epoch: int = 0
@@ -166,6 +172,8 @@ class FetchPartition:
 
 @dataclass
 class FetchTopic:
+    """A topic of a FETCH line with its partitions."""
+
     topic: str
     topic_id: str
     partitions: list[FetchPartition] = field(default_factory=list)

@@ -34,6 +34,8 @@ RISKS = tuple((column, label, bound) for bound, (column, label) in DecisionTarge
 
 @dataclass(frozen=True)
 class TopicDecision:
+    """What the summary supports for one topic: the policies on the frontier and, for a target, the one to use."""
+
     cluster: str
     topic: str
     frontier: list[str] = field(default_factory=list)

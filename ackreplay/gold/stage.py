@@ -38,6 +38,8 @@ GOLD_TABLES = tuple(GOLD_CONTRACTS)
 
 @dataclass
 class GoldReport:
+    """What one gold run wrote: rows per gold table, the policy summary and the target it is decided for."""
+
     run_id: str
     window: str
     rows: dict[str, int] = field(default_factory=dict)  # table -> rows written for the run's clusters

@@ -90,6 +90,8 @@ class LineCounts:
 
 @dataclass
 class BrokerLogReport:
+    """What the broker-log ingest read: files, lines by stage and status, rows per table."""
+
     run_id: str
     server_log_files: int = 0
     state_change_log_files: int = 0
@@ -239,22 +241,15 @@ def ingest_broker_logs(
             f"{predicate} AND stage IN ({stage_list})",
             run_id,
         )
-        log.info("writing isr_changes")
-        report.rows_written["isr_changes"] = replace_rows(
-            build_isr_changes(classified), lakehouse, "isr_changes", predicate, run_id
-        )
-        log.info("writing leader_epochs")
-        report.rows_written["leader_epochs"] = replace_rows(
-            build_leader_epochs(classified), lakehouse, "leader_epochs", predicate, run_id
-        )
-        log.info("writing follower_starts")
-        report.rows_written["follower_starts"] = replace_rows(
-            build_follower_starts(classified), lakehouse, "follower_starts", predicate, run_id
-        )
-        log.info("writing broker_configs")
-        report.rows_written["broker_configs"] = replace_rows(
-            build_broker_configs(classified), lakehouse, "broker_configs", predicate, run_id
-        )
+        silver = {
+            "isr_changes": build_isr_changes,
+            "leader_epochs": build_leader_epochs,
+            "follower_starts": build_follower_starts,
+            "broker_configs": build_broker_configs,
+        }
+        for name, build in silver.items():
+            log.info("writing %s", name)
+            report.rows_written[name] = replace_rows(build(classified), lakehouse, name, predicate, run_id)
 
         per_file = (
             classified.groupBy("source_file")

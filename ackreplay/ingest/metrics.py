@@ -34,6 +34,8 @@ class MetricsReconciliationError(RuntimeError):
 
 @dataclass
 class MetricsReport:
+    """What the metrics ingest read: scrape files and their lines by status (parsed per metric, unused, quarantined)."""
+
     run_id: str
     files: int = 0
     parsed: int = 0

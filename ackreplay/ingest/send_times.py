@@ -53,6 +53,8 @@ class SendTimesReconciliationError(RuntimeError):
 
 @dataclass
 class SendTimesReport:
+    """What the send-time ingest read: files, lines by (status, detail), rows written per table."""
+
     files: int = 0
     counts: dict[tuple[str, str], int] = field(default_factory=dict)  # (status, detail) -> lines
     rows_written: dict[str, int] = field(default_factory=dict)

@@ -70,6 +70,8 @@ class ReconciliationError(RuntimeError):
 
 @dataclass
 class IngestReport:
+    """What one ingest run read and wrote: files by kind, lines by status, rows per table, and what it skipped."""
+
     run_id: str
     request_log_files: int
     topics_files: int
@@ -170,6 +172,7 @@ def _counts(df: DataFrame, *keys: str) -> dict:
 def ingest_topics(
     spark: SparkSession, config: AppConfig, files: list[InputFile], lakehouse: str, run_id: str, report: IngestReport
 ) -> None:
+    """topics.txt files -> `partitions` (and their unrecognised lines -> `quarantine`), for the clusters read."""
     lines = with_topics_line_kind(
         read_lines(spark, files, config.ingest.read_chunk_bytes, config.ingest.max_line_bytes).withColumn(
             "ingest_run_id", F.lit(run_id)
@@ -246,6 +249,8 @@ def with_event_times(rows_df: DataFrame, config: AppConfig) -> DataFrame:
 def ingest_request_logs(
     spark: SparkSession, config: AppConfig, files: list[InputFile], lakehouse: str, run_id: str, report: IngestReport
 ) -> None:
+    """Request-log files -> bronze `request_log_lines`, silver `produce_requests` and `follower_fetches`, and
+    `quarantine`, replacing the rows of those files; the counts go to `report`."""
     clusters = sorted({f.cluster for f in files})
     topic_ids = _topic_ids(spark, lakehouse, clusters)
     # Read, classified and parsed in one pass over the files; the rows (line text for bronze, typed

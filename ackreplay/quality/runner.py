@@ -76,6 +76,8 @@ class Outcome:
 
 @dataclass
 class QualityReport:
+    """The checks and counts after one stage run, and their outcome."""
+
     run_id: str
     stage: str
     clusters: list[str]

@@ -67,6 +67,8 @@ NEVER = int(np.iinfo(np.int64).max)
 
 @dataclass(frozen=True)
 class ChainedRequests:
+    """The requests of the connections replayed as chains, per policy (`chain_requests`)."""
+
     start: np.ndarray  # int64 (policies, n): replayed start
     response: np.ndarray  # int64 (policies, n): replayed response sent
     floor: np.ndarray  # int64 (n,): earliest start had nothing held it on the broker

@@ -48,6 +48,8 @@ EPOCH_KEY = ["cluster", "topic", "partition", "leader_epoch"]
 
 @dataclass(frozen=True)
 class IsrEvent:
+    """A follower leaving (shrink) or rejoining (expand) the ISR at `t_us`."""
+
     follower: int
     kind: str  # shrink | expand
     t_us: int
@@ -55,6 +57,8 @@ class IsrEvent:
 
 @dataclass
 class EpochComparison:
+    """One partition-epoch's recorded ISR events against the re-simulated ones, paired."""
+
     cluster: str
     topic: str
     partition: int
@@ -69,6 +73,8 @@ class EpochComparison:
 
 @dataclass
 class IsrComparison:
+    """Every partition-epoch's comparison at one lag."""
+
     lag_ms: float
     match_window_ms: float
     epochs: list[EpochComparison]
@@ -347,6 +353,7 @@ def compare_isr(
 
 
 def main(argv: list[str] | None = None) -> None:
+    """`python -m ackreplay.replay.isr_check`: the re-simulated ISR against the recorded one, as tables."""
     from ackreplay.config import load_config
     from ackreplay.session import build_spark_session
 

@@ -21,6 +21,8 @@ LAG_SETTING = "replica.lag.time.max.ms"
 
 @dataclass(frozen=True)
 class OwnLag:
+    """A cluster's own replica.lag.time.max.ms, as its brokers logged it at start."""
+
     cluster: str
     lag_ms: float | None  # None: not known (no dump logged, or the brokers disagree)
     note: str  # where the value comes from, or why there is none

@@ -57,6 +57,8 @@ class ReplayUntrusted(Exception):
 
 @dataclass(frozen=True)
 class ClusterTruth:
+    """One cluster's replayed acks=all against the broker's own acks, and the verdict on it."""
+
     cluster: str
     n: int  # recorded acks=all produces with the broker's ack
     not_acked: int  # of those, replayed as anything but acked
@@ -74,6 +76,8 @@ class ClusterTruth:
 
 @dataclass
 class SelfCheck:
+    """The replay's self-check over every cluster of a run (README "The replay checks itself")."""
+
     settings: SelfCheckSettings
     clusters: list[ClusterTruth] = field(default_factory=list)
     windows: list[dict] = field(default_factory=list)  # cluster, window, n, within_2ms, p999 replayed/observed

@@ -72,6 +72,9 @@ DAY_US = 86_400_000_000
 
 @dataclass
 class ReplayReport:
+    """What one replay run did: produces replayed or skipped, rows per policy and outcome, the ground truth
+    and the self-check, and per cluster where the follower evidence came from, its ELR setting and own lag."""
+
     run_id: str
     produces: int = 0
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> produce rows not replayed

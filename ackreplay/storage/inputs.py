@@ -57,6 +57,8 @@ class InputFile:
 
 @dataclass(frozen=True)
 class InputInventory:
+    """The input files of a run, with what the layout ignores, misplaces or knows and does not read."""
+
     files: tuple[InputFile, ...]
     ignored: tuple[str, ...]  # paths under the root that are not in the layout
     # named like a file the layout reads, somewhere it is not read (e.g. a request log without its broker-<id>

@@ -72,6 +72,7 @@ TABLES: dict[str, TableSpec] = {
 
 
 def table_spec(name: str) -> TableSpec:
+    """The lakehouse's table `name` (an error for a name it does not have)."""
     try:
         return TABLES[name]
     except KeyError:
@@ -105,11 +106,13 @@ def check_writable(spark: SparkSession, lakehouse: str) -> None:
 
 
 def table_path(lakehouse: str, name: str) -> str:
+    """Where table `name` lives under `lakehouse`: <lakehouse>/<layer>/<name>."""
     spec = table_spec(name)
     return f"{lakehouse.rstrip('/')}/{spec.layer}/{spec.name}"
 
 
 def table_exists(spark: SparkSession, lakehouse: str, name: str) -> bool:
+    """Whether table `name` was written (its Delta log exists)."""
     from delta.tables import DeltaTable
 
     return DeltaTable.isDeltaTable(spark, table_path(lakehouse, name))

@@ -18,6 +18,9 @@ __all__ = ["GenerateReport", "Lognormal", "SynthParams", "Trace", "generate", "s
 
 @dataclass
 class GenerateReport:
+    """What `ackreplay.synth` generated: the simulated trace, the request-log lines and bytes written, and the
+    time simulating and writing took."""
+
     trace: Trace
     request_log_lines: int
     bytes_written: int

@@ -31,6 +31,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`python -m ackreplay.synth`: generate a synthetic trace (docs/synthetic.md)."""
     args = _parser().parse_args(argv)
     values = {f.name: getattr(args, f.name) for f in fields(SynthParams) if hasattr(args, f.name)}
     if values.get("slow_broker") == 0:

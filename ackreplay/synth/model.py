@@ -53,6 +53,8 @@ def topic_id(seed: int, index: int) -> str:
 
 @dataclass
 class Epoch:
+    """One leader epoch of one partition in the simulation."""
+
     eid: int
     partition: int  # global partition index
     leader_epoch: int
@@ -67,6 +69,8 @@ class Epoch:
 
 @dataclass
 class IsrChange:
+    """A shrink or expansion the simulation proposes and commits."""
+
     eid: int
     follower: int
     t_propose: int  # shrink: the "Shrinking ISR" line; expand: the qualifying FETCH (not logged)

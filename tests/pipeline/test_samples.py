@@ -242,13 +242,14 @@ def test_every_data_quality_check_passes_on_a_real_trace(spark, sample_run, tmp_
         assert all(c.ok for c in report.counts)
         expectations = sum(o.expectation != "reconciliation" for o in report.outcomes)
         figures[stage] = (len(report.tables), expectations, len(report.counts), report.skipped_tables)
+    # the schema checks' not-null expectations are the contracts' non-null columns: 116, 28 and 86
     assert figures == {
-        "ingest": (10, 262, 5, []),
-        "replay": (1, 65, 7, []),
-        "gold": (4, 156, 48, []),
+        "ingest": (10, 378, 5, []),
+        "replay": (1, 93, 7, []),
+        "gold": (4, 242, 48, []),
     }
     recorded = read_table(spark, lakehouse, "dq_results").groupBy("stage").count().collect()
-    assert {r["stage"]: r["count"] for r in recorded} == {"ingest": 267, "replay": 72, "gold": 204}
+    assert {r["stage"]: r["count"] for r in recorded} == {"ingest": 383, "replay": 100, "gold": 290}
 
 
 def test_policy_invariants_hold_on_real_data(spark, trace_run):

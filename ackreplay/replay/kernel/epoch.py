@@ -50,6 +50,8 @@ def value_at(times: np.ndarray, values: np.ndarray, q, before) -> np.ndarray:
 
 @dataclass
 class IsrInterval:
+    """A span of one ISR: which followers hold the high watermark back, and the committed ISR's size."""
+
     start: int  # EARLIEST for the first
     end: int  # NEVER for the last
     counting: np.ndarray  # bool (F,): followers holding the HW back (maximal ISR)

@@ -193,6 +193,7 @@ def _commit_delay(opt: ReplayOptions):
 
 
 def simulate_epoch_isr(ep: Epoch, lag_ms: float) -> IsrTimeline:
+    """The epoch's ISR re-simulated at `lag_ms` (see `simulate_isr`), as an ISR timeline the policies read."""
     inputs, opt = ep.inputs, ep.opt
     f = ep.f
     lag_us = int(round(lag_ms * 1000))
