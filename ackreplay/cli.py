@@ -10,6 +10,7 @@ import time
 from datetime import date
 
 from ackreplay.config import ConfigError, load_config, parse_config
+from ackreplay.console import configure_logging, log_file_for, output_to
 from ackreplay.quality.runner import QualityError
 from ackreplay.replay.self_check import ReplayUntrusted
 from ackreplay.storage.inputs import InputError
@@ -101,34 +102,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _configure_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    for name in NOISY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
-    if not verbose:
-        for handler in logging.getLogger().handlers:
-            if quiet_libraries not in handler.filters:
-                handler.addFilter(quiet_libraries)
-
-
-NOISY_LOGGERS = ("py4j", "urllib3", "great_expectations", "matplotlib")
-
-
-def quiet_libraries(record: logging.LogRecord) -> bool:
-    """Drop the libraries' records below WARNING: some of their modules set their own logger to INFO when
-    imported (GX's "Created temporary directory ... for ephemeral docs site" at every validation context),
-    which the parent's level set above does not undo."""
-    return record.levelno >= logging.WARNING or not record.name.startswith(NOISY_LOGGERS)
+def _error(line: str) -> None:
+    for handler in logging.getLogger().handlers:
+        handler.flush()  # a status line on the terminal is cleared first
+    print(line, file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     """The `ackreplay` command: parse `argv`, run the command, return its exit code (README "Running it")."""
     args = _parser().parse_args(argv)
-    _configure_logging(args.verbose)
+    configure_logging(args.verbose, None)
     try:
         config = load_config(args.conf)  # validated before Spark starts
         config.privacy.salt()  # hashing identities needs its salt: fail now, not after ingest
@@ -137,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 update={"ingest": config.ingest.model_copy(update={"misplaced_files": "warning"})}
             )
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(f"error: {exc}")
         return 2
     lakehouse = args.lakehouse or config.lakehouse
     metastore = config.metastore
@@ -148,68 +131,85 @@ def main(argv: list[str] | None = None) -> int:
                 {"metastore": {"catalog": catalog or None, "schema": schema}}, "--metastore"
             ).metastore
         except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            _error(f"error: {exc}")
             return 2
     from ackreplay.ledger import DateRange
 
     try:
         dates = DateRange(getattr(args, "since", None), getattr(args, "until", None))
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(f"error: {exc}")
         return 2
     full = getattr(args, "full", False)
 
     from ackreplay import pipeline
     from ackreplay.session import build_spark_session
 
+    log_file = log_file_for(lakehouse, args.command)
+    console = configure_logging(args.verbose, log_file)
+    echo = console.echo if console is not None else print
+    detail = args.verbose  # the summaries in full with -v, their main lines without
     started = time.monotonic()
     steps = pipeline.StepTimes()
     try:
-        with steps.timed("Spark session"):
+        with steps.timed("Spark session"), output_to(None if args.verbose else log_file):
             spark = build_spark_session(config.session_settings())
         if args.command in ("run", "ingest", "replay", "gold"):
             from ackreplay.storage.lakehouse import check_writable
 
             check_writable(spark, lakehouse)
         if args.command == "run":
-            pipeline.run(spark, config, lakehouse, args.input, dates, full, args.accept_untrusted, steps=steps)
+            pipeline.run(
+                spark,
+                config,
+                lakehouse,
+                args.input,
+                dates,
+                full,
+                args.accept_untrusted,
+                steps=steps,
+                echo=echo,
+                detail=detail,
+            )
         elif args.command == "ingest":
-            pipeline.ingest(spark, config, lakehouse, args.input, dates, full, steps=steps)
+            pipeline.ingest(spark, config, lakehouse, args.input, dates, full, echo, steps, detail)
         elif args.command == "replay":
-            pipeline.replay(spark, config, lakehouse, dates, full, args.cluster, args.accept_untrusted, steps=steps)
+            pipeline.replay(
+                spark, config, lakehouse, dates, full, args.cluster, args.accept_untrusted, echo, steps, detail
+            )
         elif args.command == "gold":
-            pipeline.gold(spark, config, lakehouse, dates, full, args.cluster, steps=steps)
+            pipeline.gold(spark, config, lakehouse, dates, full, args.cluster, echo=echo, steps=steps, detail=detail)
         elif args.command == "report":
-            print(f"report: {pipeline.report(spark, lakehouse, args.out, config.report.target)}")
+            echo(f"report: {pipeline.report(spark, lakehouse, args.out, config.report.target)}")
         elif args.command == "export":
             from ackreplay.export import export_table
 
             written = export_table(spark, lakehouse, args.table, args.format, args.out, args.parts, args.replace)
-            print(f"exported {args.table} to {written} ({args.format}{', part files' if args.parts else ''})")
+            echo(f"exported {args.table} to {written} ({args.format}{', part files' if args.parts else ''})")
         if metastore is not None and args.command != "export":
             from ackreplay.storage.metastore import register_tables
 
             names = register_tables(spark, lakehouse, metastore)
-            print(f"tables: {len(names)} registered as {metastore.prefix}.<table>")
+            echo(f"tables: {len(names)} registered as {metastore.prefix}.<table>")
     except QualityError as exc:  # the whole message: it names the table, the check and offending rows
-        print(f"error: {exc}", file=sys.stderr)
+        _error(f"error: {exc}")
         return 1
     except ReplayUntrusted as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(f"error: {exc}")
         return 3
     except (InputError, FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(f"error: {exc}")
         return 2
     except Exception as exc:  # a scheduler needs a non-zero exit and the reason on one line
         log.debug("ackreplay %s failed", args.command, exc_info=True)
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        print(f"error: ackreplay {args.command} failed: {type(exc).__name__}: {first_line}", file=sys.stderr)
-        print("(run again with -v for the full trace)", file=sys.stderr)
+        _error(f"error: ackreplay {args.command} failed: {type(exc).__name__}: {first_line}")
+        _error(f"(the full trace is in {log_file}; -v prints it here too)")
         return 1
     total = time.monotonic() - started
     if args.command == "run":
-        print("\n".join(steps.summary_lines(total)))
-    print(f"done in {total:.1f} s; lakehouse: {lakehouse}")
+        echo("\n".join(steps.summary_lines(total, detail)))
+    echo(f"done in {total:.1f} s; lakehouse: {lakehouse}; log: {log_file}")
     return 0
 
 

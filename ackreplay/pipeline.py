@@ -44,11 +44,15 @@ class StepTimes:
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started
 
-    def summary_lines(self, total: float) -> list[str]:
+    def summary_lines(self, total: float, detail: bool = True) -> list[str]:
+        """A line per step (`detail`), or all of them on one line."""
+        rest = total - sum(self.seconds.values())
+        if not detail:
+            steps = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.seconds.items())
+            return [f"time by step: {steps}, other {rest:.1f} s"]
         width = max(map(len, self.seconds), default=0)
         lines = [f"time by step (of {total:.1f} s):"]
         lines += [f"  {name:<{width}}  {seconds:6.1f} s" for name, seconds in self.seconds.items()]
-        rest = total - sum(self.seconds.values())
         lines.append(f"  {'other':<{width}}  {rest:6.1f} s")
         return lines
 
@@ -75,12 +79,12 @@ class RunResult:
 
 
 def check_quality(spark: SparkSession, config: AppConfig, lakehouse: str, stage: str, clusters: list[str], run_id: str,
-                  echo: Echo = print):  # fmt: skip
+                  echo: Echo = print, detail: bool = True):  # fmt: skip
     """Data-quality checks of what `stage` wrote; a blocking failure raises QualityError before the next stage."""
     from ackreplay.quality.runner import run_quality
 
     report = run_quality(spark, config, lakehouse, stage, clusters, run_id)
-    _echo_lines(echo, report.summary_lines())
+    _echo_lines(echo, report.summary_lines(detail))
     return report
 
 
@@ -93,9 +97,11 @@ def ingest(
     full: bool = False,
     echo: Echo = print,
     steps: StepTimes | None = None,
+    detail: bool = True,
 ):
     """Ingest the new and changed files under `inputs` (every file on `dates` when `full`) and check what was
-    written; the IngestReport, or None when no file needed ingesting."""
+    written; the IngestReport, or None when no file needed ingesting. `detail`: the summaries echoed in full
+    (every line kind, row count and reconciliation), else their main lines."""
     from ackreplay.ledger import ingest_new_files, plan_ingest
 
     steps = steps or StepTimes()
@@ -105,9 +111,9 @@ def ingest(
     with steps.timed("ingest"):
         report = ingest_new_files(spark, config, lakehouse, plan)
     if report is not None:
-        _echo_lines(echo, report.summary_lines())
+        _echo_lines(echo, report.summary_lines(detail))
         with steps.timed("checks after ingest"):
-            check_quality(spark, config, lakehouse, "ingest", report.clusters, report.run_id, echo)
+            check_quality(spark, config, lakehouse, "ingest", report.clusters, report.run_id, echo, detail)
     return report
 
 
@@ -121,6 +127,7 @@ def replay(
     accept_untrusted: bool = False,
     echo: Echo = print,
     steps: StepTimes | None = None,
+    detail: bool = True,
 ) -> StageRun:
     """Replay the clusters in scope (named, every one when `full`, else those with newly ingested files) under
     every configured policy, check it, and record it in the ledger. Raises ReplayUntrusted when the replay's
@@ -137,7 +144,7 @@ def replay(
             spark, config, lakehouse, scope.clusters, run_id=stage.run_id, dates=scope.replay_dates(dates),
             accept_untrusted=accept_untrusted,
         )  # fmt: skip
-    _echo_lines(echo, stage.report.summary_lines())
+    _echo_lines(echo, stage.report.summary_lines(detail))
     check = stage.report.self_check
     failed = check.failed if check is not None else []
     if check is not None and failed and config.replay.self_check.enabled:
@@ -146,7 +153,7 @@ def replay(
         names = ", ".join(c.cluster for c in failed)
         echo(f"  --accept-untrusted: gold and the report of {names} are written marked UNTRUSTED")
     with steps.timed("checks after replay"):
-        check_quality(spark, config, lakehouse, "replay", scope.clusters, stage.run_id, echo)
+        check_quality(spark, config, lakehouse, "replay", scope.clusters, stage.run_id, echo, detail)
     mark_done(spark, lakehouse, scope, stage.run_id)
     return stage
 
@@ -161,6 +168,7 @@ def gold(
     mark: bool = True,
     echo: Echo = print,
     steps: StepTimes | None = None,
+    detail: bool = True,
 ) -> StageRun:
     """Rebuild the gold tables of the clusters in scope and check them; `mark`: record it in the ledger now
     (`run` marks gold only once the report is written, so a retry rebuilds a report that failed)."""
@@ -173,9 +181,9 @@ def gold(
     scope = stage.scope
     with steps.timed("gold"):
         stage.report = run_gold(spark, config, lakehouse, scope.clusters, stage.run_id, config.gold.window)
-    _echo_lines(echo, stage.report.summary_lines())
+    _echo_lines(echo, stage.report.summary_lines(detail))
     with steps.timed("checks after gold"):
-        check_quality(spark, config, lakehouse, "gold", scope.clusters, stage.run_id, echo)
+        check_quality(spark, config, lakehouse, "gold", scope.clusters, stage.run_id, echo, detail)
     if mark:
         mark_done(spark, lakehouse, scope, stage.run_id)
     return stage
@@ -201,14 +209,15 @@ def run(
     accept_untrusted: bool = False,
     echo: Echo = print,
     steps: StepTimes | None = None,
+    detail: bool = True,
 ) -> RunResult:
     """Every stage in order on `inputs`, as `ackreplay run`: only new work unless `full` (README, "Scheduling").
     `steps`: where to add the stages' times (a caller timing more than the run itself)."""
     result = RunResult(steps=steps or StepTimes())
     steps = result.steps
-    result.ingest = ingest(spark, config, lakehouse, inputs, dates, full, echo, steps)
-    result.replay = replay(spark, config, lakehouse, dates, full, None, accept_untrusted, echo, steps)
-    result.gold = gold(spark, config, lakehouse, dates, full, None, False, echo, steps)
+    result.ingest = ingest(spark, config, lakehouse, inputs, dates, full, echo, steps, detail)
+    result.replay = replay(spark, config, lakehouse, dates, full, None, accept_untrusted, echo, steps, detail)
+    result.gold = gold(spark, config, lakehouse, dates, full, None, False, echo, steps, detail)
     if not result.gold.scope.clusters:
         echo("report: unchanged (no gold table was rebuilt)")
         return result

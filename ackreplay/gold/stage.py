@@ -46,12 +46,13 @@ class GoldReport:
     summary: list[dict] = field(default_factory=list)  # policy_summary rows, in reading order
     target: DecisionTarget | None = None  # the conf's report.target: the decision printed after the summary
 
-    def summary_lines(self) -> list[str]:
+    def summary_lines(self, detail: bool = True) -> list[str]:
+        """Rows written, the policy summary and the decision; without `detail` the summary's main columns."""
         out = [
             f"gold run {self.run_id} ({self.window} windows): "
             + ", ".join(f"{name} {n:,} rows" for name, n in self.rows.items())
         ]
-        out += format_summary(self.summary)
+        out += format_summary(self.summary, SUMMARY_COLUMNS if detail else BRIEF_COLUMNS)
         out += decision_lines(decide(self.summary, self.target), self.target)
         return out
 
@@ -120,29 +121,47 @@ def summary_cell(row: dict, key: str, fmt: str) -> str:
     return _num(value, fmt)
 
 
-def format_summary(rows: list[dict]) -> list[str]:
-    """The policy summary as a fixed-width text table, one block per (cluster, topic)."""
+# The console's summary without -v: latency, what a leader failure loses, what is rejected or times out.
+BRIEF_COLUMNS = tuple(
+    c
+    for c in SUMMARY_COLUMNS
+    if c[1]
+    in (
+        "policy", "n", "p99_ms", "p999_ms", "p999_vs_acks_all_ms", "broker_p999_ms", "under_min_isr_acks",
+        "loss_kafka_election", "loss_longest_log_election", "not_enough_replicas", "timeouts",
+    )
+)  # fmt: skip
+_BRIEF_LEGEND = (
+    "n: acked produces; p99, p999: producer-visible, per record, send() to ack; broker p999: per produce;"
+    " Δ against the replayed acks=all; loss: acked batches a leader failure at the ack loses, least–most;"
+    " NER: NotEnoughReplicas; -v and report.html: every column"
+)
+
+
+def format_summary(rows: list[dict], columns: tuple = SUMMARY_COLUMNS) -> list[str]:
+    """The policy summary as a fixed-width text table of `columns`, one block per (cluster, topic)."""
     out: list[str] = []
     topics = sorted({(r["cluster"], r["topic"]) for r in rows})
     for cluster, topic in topics:
         block = [r for r in rows if (r["cluster"], r["topic"]) == (cluster, topic)]
-        cells = [[h for h, _, _ in SUMMARY_COLUMNS]] + [
-            [summary_cell(r, key, fmt) for _, key, fmt in SUMMARY_COLUMNS] for r in block
-        ]
-        widths = [max(len(row[i]) for row in cells) for i in range(len(SUMMARY_COLUMNS))]
-        out.append(
-            f"  {cluster} / {topic}  (n: acked produces; p99, p999: producer-visible, per record, send() to ack;"
-            " broker p999: the broker's view per produce;"
-            " HOL: waiting behind earlier responses on the connection; Δ and × against the replayed acks=all;"
-            " loss: acked batches a leader failure at the ack loses, least–most; losable batch·s: how long after"
-            " their acks a leader failure would still have lost them, summed (finite windows), least–most;"
-            " offline: acked with no follower in the ISR and no live eligible leader replica, a failure leaves the"
-            " partition without a leader; NER reroutable: rejections (NotEnoughReplicas) at a moment another"
-            " partition of the topic was writable, what a KIP-637 producer would have sent there; NER wait s:"
-            " the rejected batches' summed wait until their own partition was writable again; KIP-637 saves s: that"
-            " wait of the reroutable ones;"
-            " '-': too few samples, or for <minISR s (partition·s under min ISR) an ISR not stored: acks=all@lag)"
-        )
+        cells = [[h for h, _, _ in columns]] + [[summary_cell(r, key, fmt) for _, key, fmt in columns] for r in block]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+        if columns is not SUMMARY_COLUMNS:
+            out.append(f"  {cluster} / {topic}  ({_BRIEF_LEGEND})")
+        else:
+            out.append(
+                f"  {cluster} / {topic}  (n: acked produces; p99, p999: producer-visible, per record, send() to ack;"
+                " broker p999: the broker's view per produce;"
+                " HOL: waiting behind earlier responses on the connection; Δ and × against the replayed acks=all;"
+                " loss: acked batches a leader failure at the ack loses, least–most; losable batch·s: how long after"
+                " their acks a leader failure would still have lost them, summed (finite windows), least–most;"
+                " offline: acked with no follower in the ISR and no live eligible leader replica, a failure leaves the"
+                " partition without a leader; NER reroutable: rejections (NotEnoughReplicas) at a moment another"
+                " partition of the topic was writable, what a KIP-637 producer would have sent there; NER wait s:"
+                " the rejected batches' summed wait until their own partition was writable again; KIP-637 saves s: that"
+                " wait of the reroutable ones;"
+                " '-': too few samples, or for <minISR s (partition·s under min ISR) an ISR not stored: acks=all@lag)"
+            )
         share = send_time_share(block)
         if share is not None and share < 1:
             out.append(

@@ -109,7 +109,8 @@ class BrokerLogReport:
     def counts(self, stage: str) -> LineCounts:
         return {SERVER_LOG: self.server_log, STATE_CHANGE_LOG: self.state_change_log}[stage]
 
-    def summary_lines(self) -> list[str]:
+    def summary_lines(self, detail: bool = True) -> list[str]:
+        """Lines read and kept; `detail`: with the lines by kind, the rows per table and the ISR changes."""
         out = [
             f"broker logs: {self.server_log_files} server.log files, {self.state_change_log_files} state-change.log "
             "files"
@@ -120,25 +121,27 @@ class BrokerLogReport:
                 f"  {_STAGE_NAMES[stage]} lines: {c.total:,} = parsed {c.parsed:,} + unused {c.unused:,}"
                 f" + quarantined {c.quarantined:,}"
             )
-            for kind in _KINDS_OF_STAGE[stage]:
+            for kind in _KINDS_OF_STAGE[stage] if detail else ():
                 if self.parsed_detail.get(kind):
                     out.append(f"    parsed      {self.parsed_detail[kind]:>7,}  {kind}")
-            for prefix, detail in (("unused", self.unused_detail), ("quarantined", self.quarantine_reasons)):
-                for (s, what), n in sorted(detail.items(), key=lambda kv: -kv[1]):
+            shown = (("unused", self.unused_detail),) if detail else ()
+            for prefix, by_what in (*shown, ("quarantined", self.quarantine_reasons)):
+                for (s, what), n in sorted(by_what.items(), key=lambda kv: -kv[1]):
                     if s == stage:
                         out.append(f"    {prefix:<11} {n:>7,}  {what}")
-        for table, n in self.rows_written.items():
-            out.append(f"  {table}: {n:,} rows written")
-        by_kind = ", ".join(
-            f"{kind or 'unknown'}/{source} {n:,}"
-            for (kind, source), n in sorted(self.isr_changes_by_kind.items(), key=str)
-        )
-        if by_kind:
-            out.append(f"    isr_changes by kind/source: {by_kind}")
-        out.append(
-            f"    {self.duplicate_commits:,} commits seen in both logs kept once; "
-            f"{self.shrinks_without_commit:,} 'Shrinking ISR' proposals without a matching commit"
-        )
+        if detail:
+            for table, n in self.rows_written.items():
+                out.append(f"  {table}: {n:,} rows written")
+            by_kind = ", ".join(
+                f"{kind or 'unknown'}/{source} {n:,}"
+                for (kind, source), n in sorted(self.isr_changes_by_kind.items(), key=str)
+            )
+            if by_kind:
+                out.append(f"    isr_changes by kind/source: {by_kind}")
+            out.append(
+                f"    {self.duplicate_commits:,} commits seen in both logs kept once; "
+                f"{self.shrinks_without_commit:,} 'Shrinking ISR' proposals without a matching commit"
+            )
         if self.settings_without_dump:
             out.append(
                 f"    {self.settings_without_dump:,} broker setting lines not kept: no 'KafkaConfig values:' line"

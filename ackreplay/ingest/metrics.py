@@ -51,27 +51,27 @@ class MetricsReport:
     def total(self) -> int:
         return self.parsed + self.unused + self.quarantined
 
-    def summary_lines(self) -> list[str]:
+    def summary_lines(self, detail: bool = True) -> list[str]:
+        """Lines read and kept; `detail`: with the lines by metric, the rows written and the scrape intervals."""
         out = [
             f"metrics: {self.files} scrape files",
             f"  lines: {self.total:,} = parsed {self.parsed:,} + unused {self.unused:,} + quarantined "
             f"{self.quarantined:,}",
         ]
-        for prefix, detail in (
-            ("parsed", self.parsed_detail),
-            ("unused", self.unused_detail),
-            ("quarantined", self.quarantine_reasons),
-        ):
-            for what, n in sorted(detail.items(), key=lambda kv: (-kv[1], kv[0])):
+        shown = (("parsed", self.parsed_detail), ("unused", self.unused_detail)) if detail else ()
+        for prefix, by_what in (*shown, ("quarantined", self.quarantine_reasons)):
+            for what, n in sorted(by_what.items(), key=lambda kv: (-kv[1], kv[0])):
                 out.append(f"    {prefix:<11} {n:>7,}  {what}")
+        if not detail:
+            return out
         for table, n in self.rows_written.items():
             out.append(f"  {table}: {n:,} rows written")
         if self.granularity_ms:
-            shown = ", ".join(
+            intervals = ", ".join(
                 f"{path.rsplit('/', 1)[-1]} {'-' if ms is None else f'{ms:,.0f} ms'}"
                 for path, ms in sorted(self.granularity_ms.items())
             )
-            out.append(f"    scrape interval (median): {shown}")
+            out.append(f"    scrape interval (median): {intervals}")
         return out
 
 

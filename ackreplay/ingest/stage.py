@@ -96,23 +96,26 @@ class IngestReport:
     def total_lines(self) -> int:
         return sum(self.line_status.values())
 
-    def summary_lines(self) -> list[str]:
+    def summary_lines(self, detail: bool = True) -> list[str]:
+        """What the ingest read and wrote; `detail`: with the unused lines by kind and the rows per table."""
         status = self.line_status
         out = [
             f"ingest run {self.run_id}: {self.request_log_files} request-log files, {self.topics_files} topics.txt",
             f"  request-log lines: {self.total_lines:,} = parsed {status.get('parsed', 0):,}"
             f" + quarantined {status.get('quarantined', 0):,} + unused {status.get('unused', 0):,}",
         ]
-        for detail, n in sorted(self.unused_detail.items(), key=lambda kv: -kv[1]):
-            out.append(f"    unused   {n:>10,}  {detail}")
+        if detail:
+            for what, n in sorted(self.unused_detail.items(), key=lambda kv: -kv[1]):
+                out.append(f"    unused   {n:>10,}  {what}")
         for reason, n in sorted(self.quarantine_reasons.items(), key=lambda kv: -kv[1]):
             out.append(f"    quarantined {n:>7,}  {reason}")
-        for table, n in self.rows_written.items():
-            out.append(f"  {table}: {n:,} rows written")
+        if detail:
+            for table, n in self.rows_written.items():
+                out.append(f"  {table}: {n:,} rows written")
         if self.broker_logs is not None:
-            out.extend(self.broker_logs.summary_lines())
+            out.extend(self.broker_logs.summary_lines(detail))
         if self.metrics is not None and self.metrics.files:
-            out.extend(self.metrics.summary_lines())
+            out.extend(self.metrics.summary_lines(detail))
         if self.send_times is not None and self.send_times.files:
             out.extend(self.send_times.summary_lines())
         if self.topic_send_times is not None:

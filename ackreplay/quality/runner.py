@@ -95,7 +95,8 @@ class QualityReport:
     def blocking_failures(self) -> list[Outcome]:
         return [o for o in self.failures if o.severity == BLOCKING]
 
-    def summary_lines(self) -> list[str]:
+    def summary_lines(self, detail: bool = True) -> list[str]:
+        """The checks' outcome; `detail`: with every reconciliation count whose sides differ for a stated reason."""
         failed = self.failures
         warnings = [o for o in failed if o.severity == WARNING]
         expectations = [o for o in self.outcomes if o.expectation != "reconciliation"]
@@ -111,7 +112,17 @@ class QualityReport:
             # the counts that hold with both sides equal are summed up (each is a row of dq_results)
             shown = [c for c in self.counts if not c.ok or c.left != c.right]
             equal = len(self.counts) - len(shown)
-            out.append(f"  reconciliation: {equal} of {len(self.counts)} counts equal" + (", and:" if shown else ""))
+            if not detail:
+                explained = sum(1 for c in shown if c.ok)
+                out.append(
+                    f"  reconciliation: {equal} of {len(self.counts)} counts equal"
+                    + (f", {explained} differ as expected (-v: how)" if explained else "")
+                )
+                shown = [c for c in shown if not c.ok]
+            else:
+                out.append(
+                    f"  reconciliation: {equal} of {len(self.counts)} counts equal" + (", and:" if shown else "")
+                )
             out += [f"    {c.describe()}" for c in shown]
         return out
 

@@ -92,12 +92,14 @@ class ReplayReport:
     elr: dict[str, ElrSetting] = field(default_factory=dict)  # cluster -> keeps eligible leader replicas (elr.py)
     own_lags: dict[str, OwnLag] = field(default_factory=dict)  # cluster -> its own replica.lag.time.max.ms (`own`)
 
-    def summary_lines(self) -> list[str]:
+    def summary_lines(self, detail: bool = True) -> list[str]:
+        """The replay's counts, ground truth and self-check; `detail`: with each cluster's eligible leader
+        replicas and own replica lag (the evidence the replay took them from)."""
         out = [
             f"replay run {self.run_id}: {self.produces:,} produce rows = replayed {self.replayed:,}"
             + "".join(f" + {n:,} {reason}" for reason, n in sorted(self.skipped.items()))
         ]
-        if any(s.enabled for s in self.elr.values()):
+        if detail and any(s.enabled for s in self.elr.values()):
             out.append(
                 "  eligible leader replicas (KIP-966: Kafka's election takes one when the ISR is the leader alone): "
                 + "; ".join(f"{c} {'on' if s.enabled else 'off'} ({s.evidence})" for c, s in sorted(self.elr.items()))
@@ -115,7 +117,7 @@ class ReplayReport:
                         f"eligible replicas a registration line printed on {s.derived_equal:,} of {s.printed:,} commits"
                         f"{gaps}"
                     )
-        if self.own_lags:
+        if detail and self.own_lags:
             out.append(
                 "  own lag (replay.lag_ms `own`: the ISR re-simulated at each cluster's replica.lag.time.max.ms):"
             )

@@ -295,7 +295,7 @@ def test_a_live_log_that_grew_or_rotated_is_reingested_not_counted_twice(spark, 
     empty = inputs / "c1" / "broker-2" / "kafka-request.log"
     empty.parent.mkdir()
     empty.touch()
-    assert _ackreplay("ingest", conf, "--input", str(inputs)) == 0
+    assert _ackreplay("ingest", conf, "--input", str(inputs), "-v") == 0  # -v: the rows written per table too
     out = capsys.readouterr().out
     assert "1 to ingest (1 new, 0 changed), 3 unchanged" in out
     assert "request-log lines: 0 = parsed 0 + quarantined 0 + unused 0" in out

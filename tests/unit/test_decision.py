@@ -127,3 +127,21 @@ def test_the_console_summary_says_how_many_acked_produces_had_a_send_time():
         ' (README "What the producer sees")'
     ]
     assert not [line for line in format_summary(rows[:1]) if line.startswith("    send times")]
+
+
+def test_the_console_summary_without_v_keeps_the_main_columns_and_every_policy():
+    from ackreplay.gold.stage import BRIEF_COLUMNS, format_summary
+    from ackreplay.pipeline import StepTimes
+
+    rows = [{**r, "n": 31_466, "send_time_known": 31_466} for r in AUDIT]
+    brief = format_summary(rows, BRIEF_COLUMNS)
+    assert [c[0] for c in BRIEF_COLUMNS] == [
+        "policy", "n", "p99 ms", "p999 ms", "Δp999 ms", "broker p999 ms", "<minISR acks", "loss kafka",
+        "loss longest", "NER", "timeouts",
+    ]  # fmt: skip
+    table = [line.split() for line in brief[1:]]
+    assert table[0][:4] == ["policy", "n", "p99", "ms"] and len(table) == 1 + len(AUDIT)
+    assert [line[0] for line in table[1:]] == [r["policy"] for r in AUDIT]
+    steps = StepTimes()
+    steps.seconds = {"ingest": 12.04, "replay": 3.5}
+    assert steps.summary_lines(20.0, detail=False) == ["time by step: ingest 12.0 s, replay 3.5 s, other 4.5 s"]

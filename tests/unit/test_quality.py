@@ -202,6 +202,11 @@ def test_the_console_lists_only_the_counts_that_differ():
     assert QualityReport("r", "ingest", ["c1"], counts=counts[:1]).summary_lines()[1:] == [
         "  reconciliation: 1 of 1 counts equal"
     ]
+    # without -v: the counts that differ for a stated reason are only counted; a mismatch is always shown
+    assert QualityReport("r", "ingest", ["c1"], counts=counts).summary_lines(detail=False)[1:] == [
+        "  reconciliation: 2 of 4 counts equal, 1 differ as expected (-v: how)",
+        "    c1: quarantined 2 = quarantine rows 1  MISMATCH",
+    ]
 
 
 def test_partitions_frame_counts_assigned_and_distinct_replicas(spark):
