@@ -20,20 +20,36 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.dates as mdates  # noqa: E402
+import matplotlib.patches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import (
+    DataFrame,  # noqa: E402
+    SparkSession,  # noqa: E402
+)
 from pyspark.sql import functions as F  # noqa: E402
 
 from ackreplay.config import DecisionTarget  # noqa: E402
 from ackreplay.gold.decision import decide, decision_lines  # noqa: E402
-from ackreplay.gold.stage import SUMMARY_COLUMNS, read_record_sends, summary_cell, summary_rows  # noqa: E402
-from ackreplay.storage.lakehouse import read_table  # noqa: E402
-from transforms.gold import cdf_probabilities, latency_quantiles, policy_rank  # noqa: E402
+from ackreplay.gold.stage import (  # noqa: E402
+    SUMMARY_COLUMNS,
+    format_number,
+    read_record_sends,
+    summary_cell,
+    summary_rows,
+)
+from ackreplay.storage.lakehouse import read_table, table_exists  # noqa: E402
+from transforms.gold import (  # noqa: E402
+    P999_MIN_N,
+    cdf_probabilities,
+    latency_quantiles,
+    policy_rank,
+    record_latencies,
+)
 
 log = logging.getLogger(__name__)
 
 CHARTS = (
-    ("p999_by_window", "P999 latency per window and policy"),
+    ("latency_over_time", "P99 and P999 latency over time per policy, with the ISR shrinks and leader changes"),
     ("latency_cdf", "Latency CDF per policy"),
     ("exposure_over_time", "Durability risk over time (exposure, acks below min ISR, acks lost to a leader failure)"),
     ("p999_vs_risk", "P999 latency vs durability risk (exposure below min ISR, acks lost to a leader failure)"),
@@ -108,35 +124,153 @@ def _time_axis(ax, rows: list[dict]) -> None:
         ax.set_xlim(min(starts) - step, max(starts) + step)
 
 
-def _chart_p999(path: Path, title: str, rows: list[dict], policies: list[str], style: _Styles) -> None:
-    fig, ax = plt.subplots(figsize=(9, 5))
-    window = rows[0]["window"] if rows else "hour"
-    series = {}
-    for policy in policies:
-        pts = sorted(
-            (r["window_start"], r["p999_ms"]) for r in rows if r["policy"] == policy and r["p999_ms"] is not None
+# The time slots of the latency-over-time chart: the shortest that gives at most ~60 slots over the data.
+_SLOT_SECONDS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
+_SLOTS_WANTED = 60
+
+
+def slot_seconds(span_s: float) -> int:
+    """The chart's slot length for data spanning `span_s` seconds."""
+    return next((s for s in _SLOT_SECONDS if span_s / s <= _SLOTS_WANTED), _SLOT_SECONDS[-1])
+
+
+def latency_over_time(
+    spark: SparkSession, replay: DataFrame, record_sends: DataFrame | None, slots: dict[tuple[str, str], int]
+) -> list[dict]:
+    """P99 and P999 of the records' latency per (cluster, topic, policy, slot of `slots[(cluster, topic)]`
+    seconds, by the produce's `t_start`), each only where the slot holds enough records for it (100, 1000): a
+    small aggregate, collected."""
+    lengths = spark.createDataFrame(
+        [(c, t, s * 1_000_000) for (c, t), s in slots.items()], "cluster string, topic string, slot_us long"
+    )
+    slot_us = F.col("slot_us")
+    rows = (
+        record_latencies(replay, record_sends)
+        .join(F.broadcast(lengths), ["cluster", "topic"])
+        .withColumn("slot_start", F.timestamp_micros(F.floor(F.unix_micros("t_start") / slot_us) * slot_us))
+        .groupBy("cluster", "topic", "policy", "slot_start")
+        .agg(
+            F.sum("records").alias("n"),
+            F.percentile("record_latency_ms", [0.99, 0.999], F.col("records")).alias("_pct"),
         )
-        if pts:
-            series[policy] = pts
-            ax.plot([t for t, _ in pts], [v for _, v in pts], linewidth=1.2, markersize=5, **style(policy))
-    same = _coinciding(series)
-    if same:
-        ax.text(0.01, 0.06, same, transform=ax.transAxes, fontsize=8, color="#555555")
-    skipped = sum(1 for r in rows if r["p999_ms"] is None)
-    ax.set_yscale("log")
-    ax.set_xlabel(f"window start ({window} windows, UTC)")
-    ax.set_ylabel("P999 produce latency (ms, log scale)")
-    _time_axis(ax, rows)
-    if skipped:
-        ax.text(
-            0.01,
-            0.01,
-            f"{skipped} (policy, window) cells with fewer than 1000 acked records: no P999, not plotted",
-            transform=ax.transAxes,
-            fontsize=8,
-            color="#555555",
-        )
-    _finish(fig, ax, path, title)
+        .collect()
+    )
+    return [
+        {
+            "cluster": r["cluster"],
+            "topic": r["topic"],
+            "policy": r["policy"],
+            "slot_start": r["slot_start"],
+            "p99_ms": r["_pct"][0] if r["n"] >= 100 else None,
+            "p999_ms": r["_pct"][1] if r["n"] >= P999_MIN_N else None,
+        }
+        for r in rows
+    ]
+
+
+def fault_marks(spark: SparkSession, lakehouse: str, clusters: list[str]) -> tuple[list[dict], list[dict]]:
+    """What the latency chart shades and marks, per (cluster, topic): the spans while some partition's ISR was
+    smaller than its replicas (from `isr_changes`, the leaders' own lines) and the leader changes (from
+    `leader_epochs`, a leader's start after an earlier epoch). Small: a row per ISR change or leader start."""
+    in_scope = F.col("cluster").isin(clusters)
+    replicas: dict[tuple, int] = {}
+    if table_exists(spark, lakehouse, "partitions"):
+        partitions = read_table(spark, lakehouse, "partitions").filter(in_scope)
+        if "replicas" in partitions.columns:
+            replicas = {
+                (r["cluster"], r["topic"], r["partition"]): len(r["replicas"])
+                for r in partitions.select("cluster", "topic", "partition", "replicas").collect()
+            }
+    changes: list[dict] = []
+    if table_exists(spark, lakehouse, "isr_changes"):
+        changes = [
+            r.asDict()
+            for r in read_table(spark, lakehouse, "isr_changes")
+            .filter(in_scope)
+            .select("cluster", "topic", "partition", "isr_size", "t_log")
+            .orderBy("cluster", "topic", "partition", "t_log")
+            .collect()
+        ]
+    # a partition's full ISR: its replicas, or where topics.txt did not say, the largest ISR its leaders logged
+    for c in changes:
+        key = (c["cluster"], c["topic"], c["partition"])
+        replicas[key] = max(replicas.get(key, 0), c["isr_size"])
+    spans: list[dict] = []
+    open_since: dict[tuple, dt.datetime] = {}
+    for c in changes:
+        key = (c["cluster"], c["topic"], c["partition"])
+        reduced = c["isr_size"] < replicas[key]
+        if reduced and key not in open_since:
+            open_since[key] = c["t_log"]
+        elif not reduced and key in open_since:
+            spans.append({"cluster": key[0], "topic": key[1], "start": open_since.pop(key), "end": c["t_log"]})
+    spans += [{"cluster": k[0], "topic": k[1], "start": t, "end": None} for k, t in open_since.items()]
+    leaders: list[dict] = []
+    if table_exists(spark, lakehouse, "leader_epochs"):
+        leaders = [
+            r.asDict()
+            for r in read_table(spark, lakehouse, "leader_epochs")
+            .filter(in_scope & (F.col("previous_leader_epoch") >= 0))
+            .select("cluster", "topic", "t_log")
+            .collect()
+        ]
+    return spans, leaders
+
+
+def _chart_over_time(
+    path: Path, title: str, rows: list[dict], spans: list[dict], leaders: list[dict], data_range: tuple | None,
+    slot_s: int, policies: list[str], style: _Styles,
+) -> None:  # fmt: skip
+    """P999 (top) and P99 (bottom) per slot and policy over the data's time range, the ISR spans and leader
+    changes inside it drawn over both (what happened before the first produce is cut off)."""
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 7), sharex=True)
+    first, last = data_range or (None, None)
+    if first is not None:
+        last = last + dt.timedelta(seconds=slot_s)
+        spans = [
+            {**x, "start": max(x["start"], first), "end": min(x["end"] or last, last)}
+            for x in spans
+            if x["start"] < last and (x["end"] is None or x["end"] > first)
+        ]
+        leaders = [x for x in leaders if first <= x["t_log"] <= last]
+    for ax, key, label in ((top, "p999_ms", "P999"), (bottom, "p99_ms", "P99")):
+        series = {}
+        for policy in policies:
+            pts = sorted((r["slot_start"], r[key]) for r in rows if r["policy"] == policy and r[key] is not None)
+            if pts:
+                series[policy] = pts
+                ax.plot([t for t, _ in pts], [v for _, v in pts], linewidth=1.2, markersize=3.5, **style(policy))
+        same = _coinciding(series)
+        if same:
+            ax.text(0.01, 0.02, same, transform=ax.transAxes, fontsize=8, color="#555555")
+        ax.set_yscale("log")
+        ax.set_ylabel(f"{label} per {slot_s:,} s (ms, log scale)")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.6g}"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.grid(True, which="major", alpha=0.35)
+        for span in spans:
+            ax.axvspan(span["start"], span["end"] or span["start"], color="#f0a030", alpha=0.18, lw=0)
+        for leader in leaders:
+            ax.axvline(leader["t_log"], color="#7a3db8", linewidth=0.8, linestyle=":", alpha=0.8)
+    handles, labels = top.get_legend_handles_labels()
+    handles += [
+        matplotlib.patches.Patch(color="#f0a030", alpha=0.3, label="a partition's ISR below its replicas"),
+        plt.Line2D([], [], color="#7a3db8", linestyle=":", label="leader change"),
+    ]
+    top.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    locator = mdates.AutoDateLocator()
+    bottom.xaxis.set_major_locator(locator)
+    bottom.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    if first is not None:
+        bottom.set_xlim(first, last)
+    bottom.set_xlabel("time of the produce (UTC)")
+    top.set_title(
+        f"{title}\n(a point per {slot_s:,} s slot: P999 where it holds 1,000 acked records or more, P99 100)",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _chart_cdf(path: Path, title: str, rows: list[dict], policies: list[str], style: _Styles) -> None:
@@ -371,6 +505,109 @@ def _decision_section(summary: list[dict], target: DecisionTarget | None) -> str
     )
 
 
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "\n".join(
+        "<tr>"
+        + "".join(f'<td class="{"left" if i == 0 else "right"}">{html.escape(c)}</td>' for i, c in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
+    return f'<table class="summary">\n<tr>{head}</tr>\n{body}\n</table>'
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2%}"
+
+
+def _accuracy_section(spark: SparkSession, lakehouse: str, clusters: list[str]) -> str:
+    """How far the replay can be trusted: its self-check per cluster (the latest replay's `replay_checks`), the
+    replayed acks=all against the brokers' own acks of the recorded acks=all produces."""
+    if not clusters or not table_exists(spark, lakehouse, "replay_checks"):
+        return ""
+    checks = (
+        read_table(spark, lakehouse, "replay_checks")
+        .filter(F.col("cluster").isin(clusters))
+        .orderBy("cluster")
+        .collect()
+    )
+    rows = [
+        [
+            c["cluster"],
+            f"{c['n']:,}",
+            _pct(c["within_2ms"]),
+            format_number(c["p999_replayed_ms"]),
+            format_number(c["p999_observed_ms"]),
+            "-" if c["isr_lag_ms"] is None else f"{_pct(c['isr_within_2ms'])} at {c['isr_lag_ms']:,.0f} ms",
+            c["failures"] or ("passed" if c["judged"] == "judged" else f"not judged ({c['judged']})"),
+        ]
+        for c in checks
+    ]
+    header = [
+        "cluster", "recorded acks=all produces", "replayed within 2 ms of the broker's ack",
+        "P999 of ack wait, replayed ms", "observed ms", "ISR re-simulated at its own lag, within 2 ms", "self-check",
+    ]  # fmt: skip
+    return (
+        '<section id="accuracy">\n<h2>How far the replay can be trusted</h2>\n'
+        '<p class="note">The replayed <code>acks=all</code> against the brokers\' own acks of the produces recorded '
+        'with <code>acks=all</code> (README, "The replay checks itself"): a cluster that fails is refused unless the '
+        "run accepted it, and its rows are marked UNTRUSTED.</p>\n" + _html_table(header, rows) + "\n</section>\n"
+    )
+
+
+def _provenance_section(spark: SparkSession, lakehouse: str, clusters: list[str], summary: list[dict]) -> str:
+    """What the report was made from: per cluster the input files, their bytes and time range and the runs that
+    ingested, replayed and summed them (the `ingested_files` ledger), the policies, and the versions."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ackreplay.config import DELTA_VERSION
+
+    rows: list[list[str]] = []
+    if clusters and table_exists(spark, lakehouse, "ingested_files"):
+        files = (
+            read_table(spark, lakehouse, "ingested_files")
+            .filter(F.col("cluster").isin(clusters) & (F.col("status") == "ingested"))
+            .groupBy("cluster")
+            .agg(
+                F.count("*").alias("files"),
+                F.sum("content_bytes").alias("bytes"),
+                F.min("first_event_time").alias("first"),
+                F.max("last_event_time").alias("last"),
+                F.array_sort(F.collect_set("kind")).alias("kinds"),
+                F.array_sort(F.collect_set("ingest_run_id")).alias("ingest_runs"),
+                F.array_sort(F.collect_set("replay_run_id")).alias("replay_runs"),
+            )
+            .orderBy("cluster")
+            .collect()
+        )
+        rows = [
+            [
+                f["cluster"],
+                f"{f['files']:,} ({', '.join(f['kinds'])})",
+                f"{(f['bytes'] or 0) / 1e6:,.1f} MB",
+                f"{f['first']:%Y-%m-%d %H:%M:%S} – {f['last']:%Y-%m-%d %H:%M:%S} UTC" if f["first"] else "-",
+                ", ".join(f["ingest_runs"]),
+                ", ".join(f["replay_runs"]) or "-",
+            ]
+            for f in files
+        ]
+    gold_runs = ", ".join(sorted({r["gold_run_id"] for r in summary if r.get("gold_run_id")}))
+    try:
+        ackreplay_version = version("ackreplay")
+    except PackageNotFoundError:
+        ackreplay_version = "unknown"
+    header = ["cluster", "input files", "content", "time range", "ingest runs", "replay runs"]
+    policies = ", ".join(dict.fromkeys(r["policy"] for r in summary))
+    return (
+        '\n<section id="provenance">\n<h2>How this report was made</h2>\n'
+        + _html_table(header, rows)
+        + f'\n<p class="note">gold runs: {html.escape(gold_runs or "-")}; policies: {html.escape(policies or "-")}; '
+        f"ackreplay {html.escape(ackreplay_version)}, Spark {html.escape(spark.version)}, Delta {DELTA_VERSION}; "
+        f"written {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M:%S} UTC from the lakehouse {html.escape(lakehouse)}.</p>\n"
+        "</section>\n"
+    )
+
+
 def build_report(
     spark: SparkSession, lakehouse: str, out_dir: str | Path | None = None, target: DecisionTarget | None = None
 ) -> Path:
@@ -379,7 +616,6 @@ def build_report(
     out = Path(out_dir) if out_dir is not None else Path(lakehouse.rstrip("/")) / "report"
     out.mkdir(parents=True, exist_ok=True)
     summary = summary_rows(read_table(spark, lakehouse, "policy_summary"))
-    latency = [r.asDict() for r in read_table(spark, lakehouse, "latency_percentiles").collect()]
     risk = [
         r.asDict()
         for r in read_table(spark, lakehouse, "risk_exposure")
@@ -402,6 +638,15 @@ def build_report(
     in_scope = F.col("cluster").isin(sorted({c for c, _ in topics}))
     record_sends = read_record_sends(spark, lakehouse, in_scope)
     cdf = [r.asDict() for r in latency_quantiles(replay, cdf_probabilities(200), record_sends).collect()]
+    ranges = {
+        (r["cluster"], r["topic"]): (r["first"], r["last"])
+        for r in replay.groupBy("cluster", "topic").agg(F.min("t_start").alias("first"), F.max("t_start").alias("last"))
+        .collect()
+    }  # fmt: skip
+    slots = {key: slot_seconds((last - first).total_seconds()) for key, (first, last) in ranges.items()}
+    over_time = latency_over_time(spark, replay, record_sends, slots)
+    clusters = sorted({c for c, _ in topics})
+    spans, leaders = fault_marks(spark, lakehouse, clusters)
 
     sections = []
     for cluster, topic in topics:
@@ -415,9 +660,10 @@ def build_report(
         slug = _slug(cluster, topic)
         label = f"{cluster} / {topic}"
         files = {name: f"{name}-{slug}.png" for name, _ in CHARTS}
-        _chart_p999(
-            out / files["p999_by_window"], f"P999 produce latency per window — {label}", mine(latency), policies, style
-        )
+        _chart_over_time(
+            out / files["latency_over_time"], f"Produce latency over time — {label}", mine(over_time), mine(spans),
+            mine(leaders), ranges.get((cluster, topic)), slots.get((cluster, topic), 1), policies, style,
+        )  # fmt: skip
         _chart_cdf(out / files["latency_cdf"], f"Produce latency CDF per policy — {label}", mine(cdf), policies, style)
         _chart_exposure(
             out / files["exposure_over_time"], f"Durability risk per window — {label}", mine(risk), policies, style
@@ -452,8 +698,10 @@ def build_report(
         + f"ackreplay report</title><style>{_CSS}</style></head><body>\n{warning}"
         "<h1>ackreplay: produce acknowledgement policies</h1>\n"
         + _decision_section(summary, target)
+        + _accuracy_section(spark, lakehouse, clusters)
         + f'<p class="note">{_NOTES}</p>\n'
         + ("\n".join(sections) or "<p>No gold rows.</p>")
+        + _provenance_section(spark, lakehouse, clusters, summary)
         + "\n</body></html>\n"
     )
     path = out / "report.html"

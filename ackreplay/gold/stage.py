@@ -57,7 +57,8 @@ class GoldReport:
         return out
 
 
-def _num(value, fmt: str = "{:,.1f}") -> str:
+def format_number(value, fmt: str = "{:,.1f}") -> str:
+    """A number as the summary prints it: '-' for none, 'inf' for infinity, else `fmt`."""
     if value is None:
         return "-"
     if isinstance(value, float) and math.isinf(value):
@@ -113,12 +114,13 @@ def summary_cell(row: dict, key: str, fmt: str) -> str:
     value = row.get(key)
     if key in LEAST_OF:  # printed as least–most (README, "Loss as a range")
         least = row.get(LEAST_OF[key])
-        return _num(value, fmt) if least == value else f"{_num(least, fmt)}–{_num(value, fmt)}"
+        most = format_number(value, fmt)
+        return most if least == value else f"{format_number(least, fmt)}–{most}"
     if key == "exposure_byte_ms" and value is not None:
         value = value / 1e9  # byte·ms -> MB·s
     if key in ("under_min_isr_ms", "rejected_wait_ms", "reroutable_wait_ms") and value is not None:
         value = value / 1e3  # (partition·)ms -> s
-    return _num(value, fmt)
+    return format_number(value, fmt)
 
 
 # The console's summary without -v: latency, what a leader failure loses, what is rejected or times out.

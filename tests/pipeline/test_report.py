@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 import pytest
 
 from ackreplay.config import AppConfig, parse_config
-from ackreplay.gold.report import CHARTS, build_report
+from ackreplay.gold.report import CHARTS, build_report, fault_marks, latency_over_time, slot_seconds
 from ackreplay.gold.stage import GOLD_TABLES, SUMMARY_COLUMNS, check_contract, run_gold, summary_cell
 from ackreplay.storage.lakehouse import read_table, replace_rows
 from schemas.gold import POLICY_SUMMARY, RISK_EXPOSURE
@@ -164,6 +164,30 @@ def test_gold_tables_and_report(spark, lakehouse, tmp_path):
     )
     for name, caption in CHARTS:  # every chart under its caption
         assert f"<h3>{caption}</h3>" in html_text.replace("&lt;", "<").replace("&gt;", ">"), name
+    assert '<section id="provenance">' in html_text and "policies: acks=all, min.insync, quorum=2, acks=1;" in html_text
+    assert 'id="accuracy"' not in html_text  # no replay here, so no self-check to show
+
+
+def test_latency_over_time_and_its_fault_marks(spark, lakehouse):
+    """The chart's data: P99/P999 per slot (a slot length giving at most ~60 slots), and the spans while a
+    partition's ISR was smaller than its largest (here topics.txt gives no replicas), leader changes none."""
+    assert [slot_seconds(s) for s in (0, 59, 61, 150, 3_600, 10**7)] == [1, 1, 2, 5, 60, 86_400]
+    replay = read_table(spark, lakehouse, "produce_replay")
+    rows = {(r["policy"], r["slot_start"]): (r["p99_ms"], r["p999_ms"]) for r in latency_over_time(
+        spark, replay, None, {("c1", "orders"): 60}
+    )}  # fmt: skip
+    # acks=all: latencies 1..1200 at 10:00 (p999 as in gold, h = 1197.801); quorum=2: 0.5..550; acks=1 has one
+    # record a slot (too few for either figure); min.insync acked nothing
+    assert rows == {
+        ("acks=all", T10): (pytest.approx(1188.01), pytest.approx(1198.801)),
+        ("quorum=2", T10): (pytest.approx(544.505), pytest.approx(549.4505)),
+        ("acks=1", T10): (None, None),
+        ("acks=1", T11): (None, None),
+    }
+    assert fault_marks(spark, lakehouse, ["c1"]) == (
+        [{"cluster": "c1", "topic": "orders", "start": T10 + 30 * MINUTE, "end": T10 + 45 * MINUTE}],
+        [],
+    )
 
 
 def _gold_rows(spark, lakehouse):
