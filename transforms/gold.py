@@ -141,7 +141,7 @@ def record_sends_by_batch(send_times: DataFrame) -> DataFrame:
 
 
 def record_latencies(replay: DataFrame, record_sends: DataFrame | None = None) -> DataFrame:
-    """The acked produces' records (see the module docstring): their keys and `t_start`, with
+    """The acked produces' records (see the module docstring): their keys, partition and `t_start`, with
     `record_latency_ms` and `records`, how many records share that latency (rows of one batch differ by
     their send time). `record_sends`: the output of :func:`record_sends_by_batch`, None when there is none."""
     acked = replay.where(_acked())
@@ -158,6 +158,7 @@ def record_latencies(replay: DataFrame, record_sends: DataFrame | None = None) -
     sends = acked.select(
         "cluster",
         "topic",
+        "partition",
         "policy",
         "t_start",
         "latency_ms",
@@ -165,7 +166,7 @@ def record_latencies(replay: DataFrame, record_sends: DataFrame | None = None) -
         F.posexplode_outer("record_sends").alias("_position", "_send"),
     )
     return sends.select(
-        "cluster", "topic", "policy", "t_start",
+        "cluster", "topic", "partition", "policy", "t_start",
         (F.col("latency_ms") - F.coalesce(F.col("_send.after_ms"), F.lit(0))).alias("record_latency_ms"),
         F.coalesce(F.col("_send.records"), F.col("records"), F.lit(1)).cast("bigint").alias("records"),
         # one row of each batch whose records each have a send time (for counting those batches)

@@ -168,6 +168,73 @@ def latency_over_time(
     ]
 
 
+def latency_by_partition(replay: DataFrame, record_sends: DataFrame | None) -> list[dict]:
+    """Per (cluster, topic, partition, policy): acked records and their P999 (where there are 1,000 or more),
+    for the report's drill-down: which partitions make a topic's tail. A row per partition and policy."""
+    rows = (
+        record_latencies(replay, record_sends)
+        .groupBy("cluster", "topic", "partition", "policy")
+        .agg(
+            F.sum("records").alias("records"),
+            F.percentile("record_latency_ms", [0.99, 0.999], F.col("records")).alias("_pct"),
+        )
+        .collect()
+    )
+    return [
+        {
+            "cluster": r["cluster"],
+            "topic": r["topic"],
+            "partition": r["partition"],
+            "policy": r["policy"],
+            "records": r["records"],
+            "p99_ms": r["_pct"][0] if r["records"] >= 100 else None,
+            "p999_ms": r["_pct"][1] if r["records"] >= P999_MIN_N else None,
+        }
+        for r in rows
+    ]
+
+
+def _partition_section(
+    rows: list[dict], spans: list[dict], leaders: list[dict], policies: list[str], data_range: tuple | None
+) -> str:
+    """The per-partition drill-down of one topic, folded: records, P99 / P999 per policy, how long the ISR was
+    reduced and how many leader changes, within the data's time range."""
+    first, last = data_range or (None, None)
+    reduced: dict[int, float] = {}
+    changes: dict[int, int] = {}
+    for span in spans:
+        start, end = span["start"], span["end"] or last or span["start"]
+        if first is not None:
+            start, end = max(start, first), min(end, last)
+        if end > start:
+            reduced[span["partition"]] = reduced.get(span["partition"], 0.0) + (end - start).total_seconds()
+    for leader in leaders:
+        if first is None or first <= leader["t_log"] <= last:
+            changes[leader["partition"]] = changes.get(leader["partition"], 0) + 1
+    by_partition: dict[int, dict[str, dict]] = {}
+    for r in rows:
+        by_partition.setdefault(r["partition"], {})[r["policy"]] = r
+    header = ["partition", "acked records", *(f"{p} P99 / P999 ms" for p in policies)]
+    header += ["ISR reduced s", "leader changes"]
+    body = []
+    for partition in sorted(by_partition):
+        mine = by_partition[partition]
+        records = max(r["records"] for r in mine.values())
+        cells = [
+            f"{format_number(mine[p]['p99_ms'])} / {format_number(mine[p]['p999_ms'])}" if p in mine else "-"
+            for p in policies
+        ]
+        faults = [f"{reduced.get(partition, 0.0):,.1f}", str(changes.get(partition, 0))]
+        body.append([str(partition), f"{records:,}", *cells, *faults])
+    return (
+        "<details><summary>Per partition: which partitions make the tail</summary>\n"
+        + _html_table(header, body)
+        + "\n<p class=\"note\">P99 from 100 acked records, P999 from 1,000 (else '-'); ISR reduced: seconds while the "
+        "partition's ISR was smaller than its replicas, leader changes: leader starts after an earlier epoch, both "
+        "within the data's time range.</p></details>\n"
+    )
+
+
 def fault_marks(spark: SparkSession, lakehouse: str, clusters: list[str]) -> tuple[list[dict], list[dict]]:
     """What the latency chart shades and marks, per (cluster, topic): the spans while some partition's ISR was
     smaller than its replicas (from `isr_changes`, the leaders' own lines) and the leader changes (from
@@ -203,15 +270,18 @@ def fault_marks(spark: SparkSession, lakehouse: str, clusters: list[str]) -> tup
         if reduced and key not in open_since:
             open_since[key] = c["t_log"]
         elif not reduced and key in open_since:
-            spans.append({"cluster": key[0], "topic": key[1], "start": open_since.pop(key), "end": c["t_log"]})
-    spans += [{"cluster": k[0], "topic": k[1], "start": t, "end": None} for k, t in open_since.items()]
+            start = open_since.pop(key)
+            spans.append({"cluster": key[0], "topic": key[1], "partition": key[2], "start": start, "end": c["t_log"]})
+    spans += [
+        {"cluster": k[0], "topic": k[1], "partition": k[2], "start": t, "end": None} for k, t in open_since.items()
+    ]
     leaders: list[dict] = []
     if table_exists(spark, lakehouse, "leader_epochs"):
         leaders = [
             r.asDict()
             for r in read_table(spark, lakehouse, "leader_epochs")
             .filter(in_scope & (F.col("previous_leader_epoch") >= 0))
-            .select("cluster", "topic", "t_log")
+            .select("cluster", "topic", "partition", "t_log")
             .collect()
         ]
     return spans, leaders
@@ -647,6 +717,7 @@ def build_report(
     over_time = latency_over_time(spark, replay, record_sends, slots)
     clusters = sorted({c for c, _ in topics})
     spans, leaders = fault_marks(spark, lakehouse, clusters)
+    per_partition = latency_by_partition(replay, record_sends)
 
     sections = []
     for cluster, topic in topics:
@@ -677,9 +748,12 @@ def build_report(
             f' data-file="{html.escape(files[name])}">'
             for name, caption in CHARTS
         )
+        drill_down = _partition_section(
+            mine(per_partition), mine(spans), mine(leaders), policies, ranges.get((cluster, topic))
+        )
         sections.append(
             f'<section data-cluster="{html.escape(cluster)}" data-topic="{html.escape(topic)}">\n'
-            f"<h2>{html.escape(label)}</h2>\n{_summary_table(rows)}\n{images}\n</section>"
+            f"<h2>{html.escape(label)}</h2>\n{_summary_table(rows)}\n{drill_down}{images}\n</section>"
         )
     untrusted = sorted(
         {(r["cluster"], r["self_check"]) for r in summary if (r.get("self_check") or "").startswith("FAILED")}

@@ -13,7 +13,14 @@ from html.parser import HTMLParser
 import pytest
 
 from ackreplay.config import AppConfig, parse_config
-from ackreplay.gold.report import CHARTS, build_report, fault_marks, latency_over_time, slot_seconds
+from ackreplay.gold.report import (
+    CHARTS,
+    build_report,
+    fault_marks,
+    latency_by_partition,
+    latency_over_time,
+    slot_seconds,
+)
 from ackreplay.gold.stage import GOLD_TABLES, SUMMARY_COLUMNS, check_contract, run_gold, summary_cell
 from ackreplay.storage.lakehouse import read_table, replace_rows
 from schemas.gold import POLICY_SUMMARY, RISK_EXPOSURE
@@ -166,6 +173,10 @@ def test_gold_tables_and_report(spark, lakehouse, tmp_path):
         assert f"<h3>{caption}</h3>" in html_text.replace("&lt;", "<").replace("&gt;", ">"), name
     assert '<section id="provenance">' in html_text and "policies: acks=all, min.insync, quorum=2, acks=1;" in html_text
     assert 'id="accuracy"' not in html_text  # no replay here, so no self-check to show
+    # the drill-down: orders-0 per policy (min.insync acked nothing there), 15 minutes below its replicas, no leader
+    # change
+    drill = html.unescape(re.sub(r"<[^>]+>", "|", html_text[html_text.index("<details>") :]))
+    assert "|0||1,200||1,188.0 / 1,198.8||-||544.5 / 549.5||- / -||900.0||0|" in drill.replace("\n", "")
 
 
 def test_latency_over_time_and_its_fault_marks(spark, lakehouse):
@@ -184,8 +195,16 @@ def test_latency_over_time_and_its_fault_marks(spark, lakehouse):
         ("acks=1", T10): (None, None),
         ("acks=1", T11): (None, None),
     }
+    by_partition = {
+        (r["partition"], r["policy"]): (r["records"], r["p999_ms"]) for r in latency_by_partition(replay, None)
+    }
+    assert by_partition == {
+        (0, "acks=all"): (1200, pytest.approx(1198.801)),
+        (0, "quorum=2"): (1100, pytest.approx(549.4505)),
+        (0, "acks=1"): (2, None),
+    }
     assert fault_marks(spark, lakehouse, ["c1"]) == (
-        [{"cluster": "c1", "topic": "orders", "start": T10 + 30 * MINUTE, "end": T10 + 45 * MINUTE}],
+        [{"cluster": "c1", "topic": "orders", "partition": 0, "start": T10 + 30 * MINUTE, "end": T10 + 45 * MINUTE}],
         [],
     )
 
