@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 LAKEHOUSE ?= lakehouse
 SAMPLES ?= $(sort $(wildcard data/samples/*/))
 
-.PHONY: setup sample test test-fast test-lab test-cluster corpus dist bench-ingest bench-kernel bench-replay bench-replay-hot bench-peers bench-e2e bench-scaling synth clean
+.PHONY: setup browser sample test test-fast test-lab test-cluster corpus dist bench-ingest bench-kernel bench-replay bench-replay-hot bench-peers bench-e2e bench-scaling synth clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,14 @@ sample: setup  ## run the whole pipeline on the bundled lab traces and print the
 
 # Two pytest-xdist workers, each with its own Spark session; tests/conftest.py hands each a whole module, and
 # every module that reads the bundled traces' runs to one worker, so no pipeline run is done twice.
-test: setup  ## lint, then the test suite, Spark standalone cluster included (without the real-Kafka lab test)
+# The report's browser test drives Debian's Chromium; where it cannot be installed (not root, no apt) the test says
+# it is skipped and why.
+browser:  ## Debian's chromium for the report's browser test, when it is missing (needs root and apt)
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		{ apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && \
+		apt-get install -y -q chromium >/dev/null; }; }; } || echo "chromium not installed: the browser test will be skipped"
+
+test: setup browser  ## lint, then the test suite, Spark standalone cluster included (without the real-Kafka lab test)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

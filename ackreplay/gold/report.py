@@ -523,12 +523,13 @@ def _summary_table(rows: list[dict]) -> str:
         + "</tr>"
         for r in rows
     )
-    return f'<table class="summary">\n<tr>{head}</tr>\n{body}\n</table>'
+    return f'<div class="wide"><table class="summary">\n<tr>{head}</tr>\n{body}\n</table></div>'
 
 
 _CSS = """
 body { font-family: sans-serif; margin: 2em; max-width: 1400px; }
 section.decision { border: 2px solid #2c7; padding: 0.3em 1em; margin: 1em 0; background: #f4fff6; }
+div.wide { overflow-x: auto; }
 table.summary { border-collapse: collapse; font-size: 13px; }
 table.summary th, table.summary td { border: 1px solid #ccc; padding: 3px 7px; }
 table.summary th { background: #eee; }
@@ -583,7 +584,7 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
         + "</tr>"
         for r in rows
     )
-    return f'<table class="summary">\n<tr>{head}</tr>\n{body}\n</table>'
+    return f'<div class="wide"><table class="summary">\n<tr>{head}</tr>\n{body}\n</table></div>'
 
 
 def _pct(value: float | None) -> str:

@@ -233,3 +233,48 @@ def test_gold_table_of_an_older_contract_is_a_clear_error(spark, tmp_path):
     ):
         check_contract(spark, root, "policy_summary", POLICY_SUMMARY)
     check_contract(spark, root, "risk_exposure", RISK_EXPOSURE)  # no table yet: nothing to check
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium on this machine (make test installs Debian's chromium)")
+def test_the_report_renders_in_a_browser(spark, lakehouse, tmp_path):
+    """Headless Chromium opens report.html as a user would (a file, no server): no console or page error,
+    every chart decoded, the decision above everything else, the drill-down opens, and a screenshot of a
+    chart shows a drawing (hundreds of colours), not an empty box."""
+    import io
+
+    from PIL import Image
+    from playwright.sync_api import sync_playwright
+
+    config = parse_config({"report": {"target": {"p999_ms": 2000, "max_lost_acks": 0}}})
+    run_gold(spark, config, lakehouse, ["c1"], "gold-browser", window="hour")
+    page_path = build_report(spark, lakehouse, tmp_path / "out", config.report.target)
+    errors: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(page_path.as_uri())
+            images = page.evaluate("Array.from(document.images).map(i => [i.complete, i.naturalWidth])")
+            tops = page.evaluate(
+                "['section.decision', '#provenance', 'section[data-cluster]']"
+                ".map(s => document.querySelector(s).getBoundingClientRect().top)"
+            )
+            assert not page.locator("details table").is_visible()
+            page.locator("details summary").first.click()
+            assert page.locator("details table").first.is_visible()
+            chart = Image.open(io.BytesIO(page.locator("img").first.screenshot())).convert("RGB")
+        finally:
+            browser.close()
+    assert errors == []
+    assert len(images) == len(CHARTS) and all(done and width > 0 for done, width in images)
+    decision, provenance, topic = tops
+    assert decision < topic < provenance  # the decision first, how it was made last
+    assert chart.width > 600 and len(chart.getcolors(maxcolors=1 << 16) or []) > 200
