@@ -127,6 +127,7 @@ def _time_axis(ax, rows: list[dict]) -> None:
 # The time slots of the latency-over-time chart: the shortest that gives at most ~60 slots over the data.
 _SLOT_SECONDS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 _SLOTS_WANTED = 60
+P99_MIN_N = 100  # acked records a P99 is shown from (P999: transforms.gold.P999_MIN_N)
 
 
 def slot_seconds(span_s: float) -> int:
@@ -144,36 +145,19 @@ def latency_over_time(
         [(c, t, s * 1_000_000) for (c, t), s in slots.items()], "cluster string, topic string, slot_us long"
     )
     slot_us = F.col("slot_us")
-    rows = (
+    records = (
         record_latencies(replay, record_sends)
         .join(F.broadcast(lengths), ["cluster", "topic"])
         .withColumn("slot_start", F.timestamp_micros(F.floor(F.unix_micros("t_start") / slot_us) * slot_us))
-        .groupBy("cluster", "topic", "policy", "slot_start")
-        .agg(
-            F.sum("records").alias("n"),
-            F.percentile("record_latency_ms", [0.99, 0.999], F.col("records")).alias("_pct"),
-        )
-        .collect()
     )
-    return [
-        {
-            "cluster": r["cluster"],
-            "topic": r["topic"],
-            "policy": r["policy"],
-            "slot_start": r["slot_start"],
-            "p99_ms": r["_pct"][0] if r["n"] >= 100 else None,
-            "p999_ms": r["_pct"][1] if r["n"] >= P999_MIN_N else None,
-        }
-        for r in rows
-    ]
+    return _tails(records, ["cluster", "topic", "policy", "slot_start"])
 
 
-def latency_by_partition(replay: DataFrame, record_sends: DataFrame | None) -> list[dict]:
-    """Per (cluster, topic, partition, policy): acked records and their P999 (where there are 1,000 or more),
-    for the report's drill-down: which partitions make a topic's tail. A row per partition and policy."""
+def _tails(records: DataFrame, keys: list[str]) -> list[dict]:
+    """The acked records (`record_latencies` rows) and their P99 and P999 per `keys`, each only where enough
+    records give it (100, 1,000): a small aggregate, collected."""
     rows = (
-        record_latencies(replay, record_sends)
-        .groupBy("cluster", "topic", "partition", "policy")
+        records.groupBy(*keys)
         .agg(
             F.sum("records").alias("records"),
             F.percentile("record_latency_ms", [0.99, 0.999], F.col("records")).alias("_pct"),
@@ -182,16 +166,19 @@ def latency_by_partition(replay: DataFrame, record_sends: DataFrame | None) -> l
     )
     return [
         {
-            "cluster": r["cluster"],
-            "topic": r["topic"],
-            "partition": r["partition"],
-            "policy": r["policy"],
+            **{key: r[key] for key in keys},
             "records": r["records"],
-            "p99_ms": r["_pct"][0] if r["records"] >= 100 else None,
+            "p99_ms": r["_pct"][0] if r["records"] >= P99_MIN_N else None,
             "p999_ms": r["_pct"][1] if r["records"] >= P999_MIN_N else None,
         }
         for r in rows
     ]
+
+
+def latency_by_partition(replay: DataFrame, record_sends: DataFrame | None) -> list[dict]:
+    """Per (cluster, topic, partition, policy): acked records and their P99 / P999 (`_tails`), for the report's
+    drill-down: which partitions make a topic's tail."""
+    return _tails(record_latencies(replay, record_sends), ["cluster", "topic", "partition", "policy"])
 
 
 def _partition_section(
