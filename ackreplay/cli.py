@@ -10,7 +10,7 @@ import time
 from datetime import date
 
 from ackreplay.config import ConfigError, load_config, parse_config
-from ackreplay.console import configure_logging, log_file_for, output_to
+from ackreplay.console import configure_logging, log_file_for
 from ackreplay.quality.runner import QualityError
 from ackreplay.replay.self_check import ReplayUntrusted
 from ackreplay.storage.inputs import InputError
@@ -152,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     steps = pipeline.StepTimes()
     try:
-        with steps.timed("Spark session"), output_to(None if args.verbose else log_file):
-            spark = build_spark_session(config.session_settings())
+        with steps.timed("Spark session"):
+            spark = build_spark_session(config.session_settings(), jvm_output=None if args.verbose else log_file)
         if args.command in ("run", "ingest", "replay", "gold"):
             from ackreplay.storage.lakehouse import check_writable
 

@@ -19,8 +19,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ackreplay.storage.arrow_delta import arrow_writable, local_path
-
 _results = logging.getLogger("ackreplay.console")  # what `Console.echo` printed, for the log file
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Libraries whose INFO records are noise wherever they go (GX's "Created temporary directory ..." at every
@@ -32,6 +30,8 @@ def log_file_for(lakehouse: str, command: str) -> Path:
     """Where a command's log goes: <lakehouse>/logs/ackreplay-<UTC time>-<command>.log for a local lakehouse
     that can be written, else the same name under the temp folder (object storage, a read-only or missing
     lakehouse: the command itself says what is wrong with it)."""
+    from ackreplay.storage.arrow_delta import arrow_writable, local_path
+
     name = f"ackreplay-{datetime.now(UTC):%Y%m%dT%H%M%S}-{command}.log"
     if arrow_writable(lakehouse):
         folder = Path(local_path(lakehouse)) / "logs"

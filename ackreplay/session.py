@@ -7,12 +7,14 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from ackreplay import delta_jars
 from ackreplay.config import SparkSettings
+from ackreplay.console import output_to
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +35,16 @@ def session_jvm(spark: SparkSession) -> Any:
     return jvm
 
 
-def build_spark_session(settings: SparkSettings, app_name: str | None = None) -> SparkSession:
+def build_spark_session(
+    settings: SparkSettings, app_name: str | None = None, jvm_output: Path | None = None
+) -> SparkSession:
     """Build (or reuse) a SparkSession with Delta configured from `settings`.
 
     Delta's jars are resolved from Maven Central by Spark's own resolver (cached under ~/.ivy2.5.2) once,
     with its log kept off the console, and later starts pass the jars it retrieved (ackreplay/delta_jars.py);
     `settings.jars` lists local jar files instead. Under spark-submit the JVM already runs, so pass the
-    same coordinates with `--packages` (see README).
+    same coordinates with `--packages` (see README). `jvm_output`: a file the driver JVM this call may start
+    writes its own output to (its start-up warnings and log4j's console), instead of this process's console.
     """
     builder = SparkSession.builder.appName(app_name or settings.app_name)
     if settings.master:
@@ -51,7 +56,8 @@ def build_spark_session(settings: SparkSettings, app_name: str | None = None) ->
         builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
     for key, value in delta_jars.jars_conf(settings).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with output_to(jvm_output):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.log_level)
     log.info("Spark %s session %s (master %s)", spark.version, spark.sparkContext.appName, spark.sparkContext.master)
     return spark
