@@ -44,6 +44,7 @@ from transforms.gold import (  # noqa: E402
     latency_quantiles,
     policy_rank,
     record_latencies,
+    reduced_isr_spans,
 )
 
 log = logging.getLogger(__name__)
@@ -225,43 +226,17 @@ def _partition_section(
 def fault_marks(spark: SparkSession, lakehouse: str, clusters: list[str]) -> tuple[list[dict], list[dict]]:
     """What the latency chart shades and marks, per (cluster, topic): the spans while some partition's ISR was
     smaller than its replicas (from `isr_changes`, the leaders' own lines) and the leader changes (from
-    `leader_epochs`, a leader's start after an earlier epoch). Small: a row per ISR change or leader start."""
+    `leader_epochs`, a leader's start after an earlier epoch). Small: a row per span or leader start."""
     in_scope = F.col("cluster").isin(clusters)
-    replicas: dict[tuple, int] = {}
-    if table_exists(spark, lakehouse, "partitions"):
-        partitions = read_table(spark, lakehouse, "partitions").filter(in_scope)
-        if "replicas" in partitions.columns:
-            replicas = {
-                (r["cluster"], r["topic"], r["partition"]): len(r["replicas"])
-                for r in partitions.select("cluster", "topic", "partition", "replicas").collect()
-            }
-    changes: list[dict] = []
-    if table_exists(spark, lakehouse, "isr_changes"):
-        changes = [
-            r.asDict()
-            for r in read_table(spark, lakehouse, "isr_changes")
-            .filter(in_scope)
-            .select("cluster", "topic", "partition", "isr_size", "t_log")
-            .orderBy("cluster", "topic", "partition", "t_log")
-            .collect()
-        ]
-    # a partition's full ISR: its replicas, or where topics.txt did not say, the largest ISR its leaders logged
-    for c in changes:
-        key = (c["cluster"], c["topic"], c["partition"])
-        replicas[key] = max(replicas.get(key, 0), c["isr_size"])
     spans: list[dict] = []
-    open_since: dict[tuple, dt.datetime] = {}
-    for c in changes:
-        key = (c["cluster"], c["topic"], c["partition"])
-        reduced = c["isr_size"] < replicas[key]
-        if reduced and key not in open_since:
-            open_since[key] = c["t_log"]
-        elif not reduced and key in open_since:
-            start = open_since.pop(key)
-            spans.append({"cluster": key[0], "topic": key[1], "partition": key[2], "start": start, "end": c["t_log"]})
-    spans += [
-        {"cluster": k[0], "topic": k[1], "partition": k[2], "start": t, "end": None} for k, t in open_since.items()
-    ]
+    if table_exists(spark, lakehouse, "isr_changes"):
+        partitions = (
+            read_table(spark, lakehouse, "partitions").filter(in_scope)
+            if table_exists(spark, lakehouse, "partitions")
+            else None
+        )
+        isr_changes = read_table(spark, lakehouse, "isr_changes").filter(in_scope)
+        spans = [r.asDict() for r in reduced_isr_spans(isr_changes, partitions).collect()]
     leaders: list[dict] = []
     if table_exists(spark, lakehouse, "leader_epochs"):
         leaders = [

@@ -740,3 +740,38 @@ def test_latency_is_counted_per_record_from_each_records_own_send(spark):
         "n", "acked_records", "record_count_known", "record_sends_known", "send_time_known"
     )
     assert [tuple(r) for r in summary.collect()] == [(3, 8, 2, 1, 0)]
+
+
+def test_reduced_isr_spans_run_from_the_first_reduced_isr_to_the_next_full_one(spark):
+    from transforms.gold import reduced_isr_spans
+
+    minute = dt.timedelta(minutes=1)
+    isr = isr_frame(
+        spark,
+        [
+            ("orders", 0, 1, [1, 2, 3], T10),
+            ("orders", 0, 1, [1], T10 + minute),  # reduced ...
+            ("orders", 0, 1, [1, 2], T10 + 2 * minute),  # ... still reduced: one span
+            ("orders", 0, 1, [1, 2, 3], T10 + 3 * minute),  # full again
+            ("orders", 0, 2, [2, 3], T10 + 4 * minute),  # reduced until the data ends: no end
+            ("orders", 1, 1, [1, 2], T10),  # topics.txt gives 3 replicas: reduced from its first line
+            ("orders", 1, 1, [1, 2, 3], T10 + minute),
+            ("audit", 0, 1, [1, 2], T10),  # no replicas known: the largest ISR logged (2) is full
+            ("audit", 0, 1, [1], T10 + minute),
+            ("audit", 0, 1, [1, 2], T10 + 2 * minute),
+        ],
+    )
+    partitions = spark.createDataFrame(
+        [("c1", "orders", 0, [1, 2, 3]), ("c1", "orders", 1, [1, 2, 3])],
+        "cluster string, topic string, partition int, replicas array<int>",
+    )
+    expected = spark.createDataFrame(
+        [
+            ("c1", "orders", 0, T10 + minute, T10 + 3 * minute),
+            ("c1", "orders", 0, T10 + 4 * minute, None),
+            ("c1", "orders", 1, T10, T10 + minute),
+            ("c1", "audit", 0, T10 + minute, T10 + 2 * minute),
+        ],
+        "cluster string, topic string, partition int, start timestamp, end timestamp",
+    )
+    assert_df_equality(reduced_isr_spans(isr, partitions), expected, ignore_row_order=True, ignore_nullable=True)
