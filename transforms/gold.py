@@ -615,33 +615,28 @@ def latency_quantiles(
     )
 
 
-def reduced_isr_spans(isr_changes: DataFrame, partitions: DataFrame | None = None) -> DataFrame:
-    """(cluster, topic, partition, start, end): each span while a partition's ISR was smaller than its full size,
-    from the ISR its leaders logged (`isr_changes`); `end` null when the data ends inside the span. The full size
-    is the partition's replicas (`partitions`, when it has them) or else the largest ISR logged for it."""
+def reduced_isr_spans(segments: DataFrame, partitions: DataFrame | None = None) -> DataFrame:
+    """(cluster, topic, partition, start, end): each span while a partition's committed ISR was smaller than its
+    full size, from :func:`isr_segments` (consecutive reduced states merged; the last ends where the cluster's
+    data does). The full size is the partition's replicas (`partitions`, when it has them) or else the largest
+    ISR logged for it."""
     keys = ["cluster", "topic", "partition"]
-    changes = isr_changes.select(*keys, "isr_size", "t_log")
-    full = changes.groupBy(*keys).agg(F.max("isr_size").alias("full_size"))
+    full = segments.groupBy(*keys).agg(F.max("isr_size").alias("full_size"))
     if partitions is not None and "replicas" in partitions.columns:
         assigned = partitions.select(*keys, F.size("replicas").alias("_assigned")).dropDuplicates(keys)
         full = full.join(assigned, keys, "left").select(
             *keys, F.greatest("full_size", F.coalesce("_assigned", F.lit(0))).alias("full_size")
         )
-    in_time = Window.partitionBy(*keys).orderBy("t_log")
+    in_time = Window.partitionBy(*keys).orderBy("from_us").rowsBetween(Window.unboundedPreceding, 0)
     reduced = F.col("isr_size") < F.col("full_size")
-    rows = (
-        changes.join(full, keys)
-        .withColumn("_next", F.lead("t_log").over(in_time))
-        # a run of reduced rows shares the count of full rows before it
-        .withColumn("_run", F.sum((~reduced).cast("int")).over(in_time.rowsBetween(Window.unboundedPreceding, 0)))
+    runs = (
+        segments.join(full, keys)
+        # a run of reduced states shares the count of full states before it
+        .withColumn("_run", F.sum((~reduced).cast("int")).over(in_time))
         .filter(reduced)
     )
     return (
-        rows.groupBy(*keys, "_run")
-        .agg(
-            F.min("t_log").alias("start"),
-            # the run ends at the next change after its last row: none (null) when the data ends first
-            F.when(F.count("*") == F.count("_next"), F.max("_next")).alias("end"),
-        )
+        runs.groupBy(*keys, "_run")
+        .agg(F.timestamp_micros(F.min("from_us")).alias("start"), F.timestamp_micros(F.max("to_us")).alias("end"))
         .drop("_run")
     )

@@ -41,7 +41,9 @@ from ackreplay.storage.lakehouse import read_table, table_exists  # noqa: E402
 from transforms.gold import (  # noqa: E402
     P999_MIN_N,
     cdf_probabilities,
+    isr_segments,
     latency_quantiles,
+    observed_until,
     policy_rank,
     record_latencies,
     reduced_isr_spans,
@@ -223,9 +225,12 @@ def _partition_section(
     )
 
 
-def fault_marks(spark: SparkSession, lakehouse: str, clusters: list[str]) -> tuple[list[dict], list[dict]]:
+def fault_marks(
+    spark: SparkSession, lakehouse: str, replay: DataFrame, clusters: list[str]
+) -> tuple[list[dict], list[dict]]:
     """What the latency chart shades and marks, per (cluster, topic): the spans while some partition's ISR was
-    smaller than its replicas (from `isr_changes`, the leaders' own lines) and the leader changes (from
+    smaller than its replicas (the committed ISR states of `isr_changes`, as gold reads them, until the end of
+    `replay`'s data) and the leader changes (from
     `leader_epochs`, a leader's start after an earlier epoch). Small: a row per span or leader start."""
     in_scope = F.col("cluster").isin(clusters)
     spans: list[dict] = []
@@ -236,7 +241,8 @@ def fault_marks(spark: SparkSession, lakehouse: str, clusters: list[str]) -> tup
             else None
         )
         isr_changes = read_table(spark, lakehouse, "isr_changes").filter(in_scope)
-        spans = [r.asDict() for r in reduced_isr_spans(isr_changes, partitions).collect()]
+        segments = isr_segments(isr_changes, observed_until(replay, isr_changes))
+        spans = [r.asDict() for r in reduced_isr_spans(segments, partitions).collect()]
     leaders: list[dict] = []
     if table_exists(spark, lakehouse, "leader_epochs"):
         leaders = [
@@ -485,6 +491,11 @@ def _summary_table(rows: list[dict]) -> str:
         + "</tr>"
         for r in rows
     )
+    return _wide_table(head, body)
+
+
+def _wide_table(head: str, body: str) -> str:
+    """A table of the report's style (header row `head`, rows `body`) that scrolls sideways inside the page."""
     return f'<div class="wide"><table class="summary">\n<tr>{head}</tr>\n{body}\n</table></div>'
 
 
@@ -546,7 +557,7 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
         + "</tr>"
         for r in rows
     )
-    return f'<div class="wide"><table class="summary">\n<tr>{head}</tr>\n{body}\n</table></div>'
+    return _wide_table(head, body)
 
 
 def _pct(value: float | None) -> str:
@@ -679,7 +690,7 @@ def build_report(
     slots = {key: slot_seconds((last - first).total_seconds()) for key, (first, last) in ranges.items()}
     over_time = latency_over_time(spark, replay, record_sends, slots)
     clusters = sorted({c for c, _ in topics})
-    spans, leaders = fault_marks(spark, lakehouse, clusters)
+    spans, leaders = fault_marks(spark, lakehouse, replay, clusters)
     per_partition = latency_by_partition(replay, record_sends)
 
     sections = []

@@ -203,7 +203,7 @@ def test_latency_over_time_and_its_fault_marks(spark, lakehouse):
         (0, "quorum=2"): (1100, pytest.approx(549.4505)),
         (0, "acks=1"): (2, None),
     }
-    assert fault_marks(spark, lakehouse, ["c1"]) == (
+    assert fault_marks(spark, lakehouse, replay, ["c1"]) == (
         [{"cluster": "c1", "topic": "orders", "partition": 0, "start": T10 + 30 * MINUTE, "end": T10 + 45 * MINUTE}],
         [],
     )

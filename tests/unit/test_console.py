@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import io
 import logging
-import subprocess
-import sys
+import os
 
-from ackreplay.console import Console, log_file_for, output_to
+from ackreplay.console import Console, log_file_for, output_to, quiet_libraries
 
 
 class _Terminal(io.StringIO):
@@ -45,19 +44,15 @@ def test_progress_is_left_to_the_log_file_when_the_console_is_not_a_terminal():
     assert piped.getvalue() == "ERROR ackreplay.gold.stage: gold failed\n"
 
 
-def test_a_process_started_inside_output_to_writes_to_the_log_for_its_whole_life(tmp_path, capfd):
+def test_the_descriptors_point_at_the_log_inside_output_to_and_back_after(tmp_path, capfd):
+    # A process started inside the block inherits descriptors 1 and 2 as they are then (the JVM writes there for
+    # its whole life); what is written to them inside goes to the log, after it to the console again.
     log = tmp_path / "run.log"
     with output_to(log):
-        child = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "import sys, time; print('jvm out'); time.sleep(0.3); print('later', file=sys.stderr)",
-            ]
-        )
-    print("after the block: on the console")
-    assert child.wait() == 0
-    assert log.read_text() == "jvm out\nlater\n"
+        os.write(1, b"jvm out\n")
+        os.write(2, b"jvm err\n")
+    os.write(1, b"after the block: on the console\n")
+    assert log.read_text() == "jvm out\njvm err\n"
     assert capfd.readouterr().out == "after the block: on the console\n"
 
 
@@ -69,3 +64,12 @@ def test_the_log_goes_to_the_lakehouse_when_it_can_else_to_the_temp_folder(tmp_p
     a_file.write_text("not a folder")
     assert log_file_for(str(a_file), "ingest").parent.name == "ackreplay-logs"  # a lakehouse that is a file
     assert log_file_for("s3a://bucket/lh", "gold").parent.name == "ackreplay-logs"  # object storage
+
+
+def test_library_records_below_warning_are_dropped_and_ours_kept():
+    # a GX module sets its own logger to INFO when imported ("Created temporary directory" at every validation)
+    assert not quiet_libraries(_record("great_expectations.data_context.types.base", logging.INFO, "m"))
+    assert not quiet_libraries(_record("py4j.clientserver", logging.DEBUG, "m"))
+    assert quiet_libraries(_record("great_expectations.core", logging.WARNING, "m"))
+    assert quiet_libraries(_record("ackreplay.quality.runner", logging.INFO, "m"))
+    assert quiet_libraries(_record("great_expectations_extra", logging.ERROR, "m"))

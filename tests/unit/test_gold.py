@@ -743,7 +743,7 @@ def test_latency_is_counted_per_record_from_each_records_own_send(spark):
 
 
 def test_reduced_isr_spans_run_from_the_first_reduced_isr_to_the_next_full_one(spark):
-    from transforms.gold import reduced_isr_spans
+    from transforms.gold import isr_segments, reduced_isr_spans
 
     minute = dt.timedelta(minutes=1)
     isr = isr_frame(
@@ -753,7 +753,8 @@ def test_reduced_isr_spans_run_from_the_first_reduced_isr_to_the_next_full_one(s
             ("orders", 0, 1, [1], T10 + minute),  # reduced ...
             ("orders", 0, 1, [1, 2], T10 + 2 * minute),  # ... still reduced: one span
             ("orders", 0, 1, [1, 2, 3], T10 + 3 * minute),  # full again
-            ("orders", 0, 2, [2, 3], T10 + 4 * minute),  # reduced until the data ends: no end
+            ("orders", 0, 0, [1], T10 + 3 * minute + minute / 2),  # a deposed leader's late line: not the ISR
+            ("orders", 0, 2, [2, 3], T10 + 4 * minute),  # reduced until the cluster's data ends (10:10)
             ("orders", 1, 1, [1, 2], T10),  # topics.txt gives 3 replicas: reduced from its first line
             ("orders", 1, 1, [1, 2, 3], T10 + minute),
             ("audit", 0, 1, [1, 2], T10),  # no replicas known: the largest ISR logged (2) is full
@@ -761,6 +762,8 @@ def test_reduced_isr_spans_run_from_the_first_reduced_isr_to_the_next_full_one(s
             ("audit", 0, 1, [1, 2], T10 + 2 * minute),
         ],
     )
+    until = spark.createDataFrame([("c1", int((T10 + 10 * minute).replace(tzinfo=dt.UTC).timestamp() * 1e6))],
+                                  "cluster string, end_us long")  # fmt: skip
     partitions = spark.createDataFrame(
         [("c1", "orders", 0, [1, 2, 3]), ("c1", "orders", 1, [1, 2, 3])],
         "cluster string, topic string, partition int, replicas array<int>",
@@ -768,10 +771,11 @@ def test_reduced_isr_spans_run_from_the_first_reduced_isr_to_the_next_full_one(s
     expected = spark.createDataFrame(
         [
             ("c1", "orders", 0, T10 + minute, T10 + 3 * minute),
-            ("c1", "orders", 0, T10 + 4 * minute, None),
+            ("c1", "orders", 0, T10 + 4 * minute, T10 + 10 * minute),
             ("c1", "orders", 1, T10, T10 + minute),
             ("c1", "audit", 0, T10 + minute, T10 + 2 * minute),
         ],
         "cluster string, topic string, partition int, start timestamp, end timestamp",
     )
-    assert_df_equality(reduced_isr_spans(isr, partitions), expected, ignore_row_order=True, ignore_nullable=True)
+    spans = reduced_isr_spans(isr_segments(isr, until), partitions)
+    assert_df_equality(spans, expected, ignore_row_order=True, ignore_nullable=True)
