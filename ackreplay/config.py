@@ -69,6 +69,11 @@ class ClusterSettings(_Strict):
     # source: its options, at least `kafka.bootstrap.servers` (and e.g. `kafka.security.protocol`,
     # `kafka.sasl.jaas.config`). Empty: only kafka-dump-log output and client logs give send times.
     create_times_from_kafka: dict[str, str] = Field(default_factory=dict)
+    # Whether the producers' records have keys, for KIP-637's what-if (gold `routing`): a keyed record cannot move
+    # to another partition (its key picks the partition), a keyless one can. Request logs do not say; per topic in
+    # `topic_partitioning`, `partitioning` for the others.
+    partitioning: Literal["keyed", "keyless"] = "keyed"
+    topic_partitioning: dict[str, Literal["keyed", "keyless"]] = Field(default_factory=dict)
 
     @field_validator("create_times_from_kafka")
     @classmethod

@@ -126,6 +126,38 @@ AVAILABILITY = _schema(
     ("gold_run_id", StringType(), False),
 )
 
+# KIP-637's producer against today's, per (cluster, topic, policy, window) for acks=all and min.insync (the
+# policies that reject below min ISR on the recorded ISR): transforms/routing.py has the model.
+ROUTING = _schema(
+    ("cluster", StringType(), False),
+    ("topic", StringType(), False),
+    ("policy", StringType(), False),
+    *_WINDOW,
+    ("partitioning", StringType(), False),  # keyed | keyless (conf `partitioning`): keyed records cannot move
+    ("rejections", LongType(), False),  # at append (NotEnoughReplicas): replayed, plus the recorded ones
+    ("recorded_rejections", LongType(), False),  # of them, real NOT_ENOUGH_REPLICAS responses in the request logs
+    ("rerouted", LongType(), False),  # keyless, and another partition of the topic writable at the rejection
+    ("rerouted_bytes", LongType(), False),
+    ("held", LongType(), False),  # not rerouted; held until the partition was writable again
+    ("never_writable", LongType(), False),  # not rerouted, and the partition not writable again within the data
+    ("wait_today_ms", DoubleType(), False),  # summed wait until the own partition was writable again
+    ("wait_kip637_ms", DoubleType(), False),  # the same of the batches not rerouted
+    ("saved_wait_ms", DoubleType(), False),  # wait_today_ms - wait_kip637_ms
+    ("buffer_byte_s_today", DoubleType(), False),  # bytes x wait (s) in the producer's buffer
+    ("buffer_byte_s_kip637", DoubleType(), False),
+    # latency (ms) at the partitions a rerouted batch could go to: the average over them (p50, p99, max) and the
+    # fastest one (p50, p99), of the rerouted batches with a produce within 1 s on a target (rerouted_latency_known)
+    ("rerouted_latency_known", LongType(), False),
+    ("rerouted_p50_ms", DoubleType(), True),
+    ("rerouted_p99_ms", DoubleType(), True),
+    ("rerouted_max_ms", DoubleType(), True),
+    ("rerouted_fastest_p50_ms", DoubleType(), True),
+    ("rerouted_fastest_p99_ms", DoubleType(), True),
+    ("isr_known_ms", DoubleType(), True),  # time of the window the topic's ISR was known (null: none)
+    ("no_writable_ms", DoubleType(), True),  # of it, with no writable partition: routing cannot help
+    ("gold_run_id", StringType(), False),
+)
+
 POLICY_SUMMARY = _schema(
     ("cluster", StringType(), False),
     ("topic", StringType(), False),

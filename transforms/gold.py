@@ -37,20 +37,7 @@ its time is null with `under_min_isr_source` = 'not_stored' (its rejections are 
 
 Routing around partitions below min ISR (KIP-637)
 -------------------------------------------------
-KIP-637 proposes that an acks=all producer learn each topic's `min.insync.replicas` from the metadata
-and not send to a partition whose ISR is below it. Kafka never implemented it; today the producer sends,
-gets NOT_ENOUGH_REPLICAS, and retries every `retry.backoff.ms` until the ISR recovers or
-`delivery.timeout.ms` expires. For every produce a policy rejects at append (`not_enough_replicas`; one
-rejected after its append, `..._after_append`, was sent while its partition was writable) `availability`
-says whether another
-partition of the same topic was writable at that moment (its committed ISR at or above its min ISR:
-`reroutable_rejections`), and how long until the batch's own partition was writable again
-(`rejected_wait_ms`, summed: what today's retries, and a KIP-637 producer of keyed records that cannot
-move, wait; a rejection whose partition was not writable again within the data adds nothing and is
-counted in `never_writable_rejections`). `reroutable_wait_ms` is that wait of the reroutable ones: what
-routing saves a producer of keyless records. Like the time under min ISR these come from the
-recorded ISR (null for `acks=all@lag=<ms>`), and a partition with no ISR line in the logs counts as not
-known to be writable.
+`availability`'s routing columns and the `routing` table: transforms/routing.py.
 """
 
 from __future__ import annotations
@@ -69,8 +56,9 @@ from schemas.vocabulary import (
     Outcome,
     PolicyKind,
 )
+from transforms.routing import routing_by_partition
+from transforms.windows import split_by_window, with_window
 
-WINDOWS = ("minute", "hour", "day")
 P999_MIN_N = 1000
 P9999_MIN_N = 10000
 ACKED = Outcome.ACKED.label
@@ -78,14 +66,6 @@ NOT_ENOUGH_REPLICAS = (Outcome.NOT_ENOUGH_REPLICAS.label, Outcome.NOT_ENOUGH_REP
 RECORDED_POLICY = ACKS_ALL.id  # the baseline of policy_summary: the replayed acks=all
 ISR_FROM_CHANGES = "isr_changes"  # under_min_isr_source: the committed ISR of silver isr_changes
 ISR_NOT_STORED = "not_stored"  # ... acks=all@lag: the re-simulated ISR is not kept by the replay
-WINDOW_US = {"minute": 60_000_000, "hour": 3_600_000_000, "day": 86_400_000_000}
-
-
-def with_window(df: DataFrame, window: str = "hour") -> DataFrame:
-    """Add `window` (its size) and `window_start` (UTC start of the window holding `t_start`)."""
-    if window not in WINDOWS:
-        raise ValueError(f"unknown window {window!r}; use one of {', '.join(WINDOWS)}")
-    return df.withColumns({"window": F.lit(window), "window_start": F.date_trunc(window, F.col("t_start"))})
 
 
 def policy_rank(policy: Column) -> Column:
@@ -380,95 +360,21 @@ def isr_segments(isr_changes: DataFrame, until: DataFrame) -> DataFrame:
 def isr_time_by_window(segments: DataFrame, partitions: DataFrame, window: str = "hour") -> DataFrame:
     """Per (cluster, topic, partition, window_start): ms the ISR was known and ms it was below the
     partition's min.insync.replicas (null when `partitions` lacks the partition)."""
-    if window not in WINDOWS:
-        raise ValueError(f"unknown window {window!r}; use one of {', '.join(WINDOWS)}")
-    size = F.lit(WINDOW_US[window])
-
-    def window_us(t_us: Column) -> Column:
-        return F.unix_micros(F.date_trunc(window, F.timestamp_micros(t_us)))
-
-    pieces = (
-        segments.filter(F.col("to_us") > F.col("from_us"))
-        .withColumn("_ws", F.explode(F.sequence(window_us(F.col("from_us")), window_us(F.col("to_us") - 1), size)))
-        .withColumn(
-            "_overlap_us", F.least(F.col("to_us"), F.col("_ws") + size) - F.greatest(F.col("from_us"), F.col("_ws"))
-        )
-    )
+    pieces = split_by_window(segments, window)
     mins = partitions.select("cluster", "topic", "partition", "min_insync_replicas").dropDuplicates(
         ["cluster", "topic", "partition"]
     )
     under = F.col("isr_size") < F.col("min_insync_replicas")
     return (
         pieces.join(mins, ["cluster", "topic", "partition"], how="left")
-        .groupBy("cluster", "topic", "partition", F.timestamp_micros("_ws").alias("window_start"))
+        .groupBy("cluster", "topic", "partition", F.timestamp_micros("window_us").alias("window_start"))
         .agg(
             F.first("min_insync_replicas").alias("min_insync_replicas"),
-            (F.sum("_overlap_us") / F.lit(1000.0)).alias("isr_known_ms"),
-            (F.sum(F.when(under, F.col("_overlap_us")).otherwise(F.lit(0))) / F.lit(1000.0)).alias("_under_ms"),
+            (F.sum("overlap_us") / F.lit(1000.0)).alias("isr_known_ms"),
+            (F.sum(F.when(under, F.col("overlap_us")).otherwise(F.lit(0))) / F.lit(1000.0)).alias("_under_ms"),
         )
         .withColumn("under_min_isr_ms", F.when(F.col("min_insync_replicas").isNotNull(), F.col("_under_ms")))
         .drop("_under_ms")
-    )
-
-
-def routing_by_partition(
-    replay: DataFrame, segments: DataFrame, partitions: DataFrame, window: str = "hour"
-) -> DataFrame:
-    """Per (cluster, topic, partition, policy, window_start): of the produces rejected at append, how many had
-    another partition of the topic writable at that moment, and the summed wait until their own partition
-    was writable again (module docstring, "Routing around partitions below min ISR"). Rejections are rare:
-    a range join of them with the topic's ISR segments (`isr_segments`)."""
-    mins = partitions.select("cluster", "topic", "partition", "min_insync_replicas").dropDuplicates(
-        ["cluster", "topic", "partition"]
-    )
-    writable = (
-        segments.join(mins, ["cluster", "topic", "partition"], how="inner")
-        .filter(F.col("isr_size") >= F.col("min_insync_replicas"))
-        .select("cluster", "topic", F.col("partition").alias("w_partition"), "from_us", "to_us")
-    )
-    rejected = (
-        with_window(replay.filter(F.col("outcome") == F.lit(NOT_ENOUGH_REPLICAS[0])), window)
-        .filter(~F.col("policy").startswith(LAG_PREFIX))
-        .select(
-            "cluster",
-            "topic",
-            "partition",
-            "leader_epoch",
-            "base_offset",
-            "policy",
-            "window_start",
-            F.unix_micros("t_local_done").alias("t_us"),
-        )  # fmt: skip
-    )
-    w = writable.alias("w")
-    matched = rejected.alias("r").join(
-        w,
-        (F.col("r.cluster") == F.col("w.cluster"))
-        & (F.col("r.topic") == F.col("w.topic"))
-        & (
-            # another partition writable at the rejection, or its own once it is writable again
-            (
-                (F.col("w.w_partition") != F.col("r.partition"))
-                & (F.col("w.from_us") <= F.col("r.t_us"))
-                & (F.col("r.t_us") < F.col("w.to_us"))
-            )
-            | ((F.col("w.w_partition") == F.col("r.partition")) & (F.col("w.to_us") > F.col("r.t_us")))
-        ),
-        how="left",
-    )
-    per_rejection = matched.groupBy(  # one row per rejected produce (produce_replay's key)
-        "r.cluster", "r.topic", "r.partition", "r.leader_epoch", "r.base_offset", "r.policy", "r.window_start", "r.t_us"
-    ).agg(
-        F.max(F.col("w.w_partition") != F.col("r.partition")).alias("_reroutable"),
-        F.min(F.when(F.col("w.w_partition") == F.col("r.partition"), F.col("w.from_us"))).alias("_writable_us"),
-    )
-    wait_ms = F.greatest(F.col("_writable_us") - F.col("t_us"), F.lit(0)) / F.lit(1000.0)
-    reroutable = F.coalesce(F.col("_reroutable"), F.lit(False))
-    return per_rejection.groupBy("cluster", "topic", "partition", "policy", "window_start").agg(
-        _count_if(reroutable).alias("reroutable_rejections"),
-        F.sum(wait_ms).alias("rejected_wait_ms"),
-        F.sum(F.when(reroutable, wait_ms)).alias("reroutable_wait_ms"),
-        _count_if(F.col("_writable_us").isNull()).alias("never_writable_rejections"),
     )
 
 

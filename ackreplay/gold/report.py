@@ -225,6 +225,82 @@ def _partition_section(
     )
 
 
+def routing_totals(spark: SparkSession, lakehouse: str, clusters: list[str]) -> list[dict]:
+    """gold `routing` summed over its windows per (cluster, topic, policy): one small row each (the rerouted
+    batches' P99 latency as the worst window's: percentiles do not add up across windows)."""
+    if not clusters or not table_exists(spark, lakehouse, "routing"):
+        return []
+    sums = ["rejections", "recorded_rejections", "rerouted", "rerouted_bytes", "held", "never_writable",
+            "wait_today_ms", "wait_kip637_ms", "saved_wait_ms", "buffer_byte_s_today", "buffer_byte_s_kip637",
+            "rerouted_latency_known", "isr_known_ms", "no_writable_ms"]  # fmt: skip
+    rows = (
+        read_table(spark, lakehouse, "routing")
+        .filter(F.col("cluster").isin(clusters))
+        .groupBy("cluster", "topic", "policy", "partitioning")
+        .agg(
+            *[F.sum(c).alias(c) for c in sums],
+            F.max("rerouted_p99_ms").alias("rerouted_p99_ms"),
+            F.max("rerouted_fastest_p99_ms").alias("rerouted_fastest_p99_ms"),
+        )
+        .orderBy("cluster", "topic", policy_rank(F.col("policy")))
+        .collect()
+    )
+    return [r.asDict() for r in rows]
+
+
+def _seconds(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms / 1000:,.1f}"
+
+
+def _routing_section(rows: list[dict]) -> str:
+    """One topic's KIP-637 what-if (gold `routing`), folded: per policy that rejects below min ISR, what today's
+    producer waits and what one that routes around such partitions would."""
+    if not rows:
+        return ""
+    partitioning = rows[0]["partitioning"]
+    if not any(r["rejections"] for r in rows):
+        body = (
+            f"<p>No produce was rejected below min ISR under {', '.join(r['policy'] for r in rows)}: routing around "
+            "such partitions changes nothing on this topic"
+            + (
+                f" (no partition writable for {_seconds(max(r['no_writable_ms'] or 0 for r in rows))} s)."
+                if any(r["no_writable_ms"] for r in rows)
+                else "."
+            )
+            + "</p>\n"
+        )
+    else:
+        header = ["policy", "rejections (recorded)", "rerouted", "held", "never writable", "wait today s",
+                  "wait KIP-637 s", "buffer MB·s today → KIP-637", "rerouted P99 ms (fastest)",
+                  "no writable partition s"]  # fmt: skip
+        table = []
+        for r in rows:
+            latency = (
+                f"{format_number(r['rerouted_p99_ms'])} ({format_number(r['rerouted_fastest_p99_ms'])})"
+                if r["rerouted_latency_known"]
+                else "-"
+            )
+            table.append([
+                r["policy"], f"{r['rejections']:,} ({r['recorded_rejections']:,})", f"{r['rerouted']:,}",
+                f"{r['held']:,}", f"{r['never_writable']:,}", _seconds(r["wait_today_ms"]),
+                _seconds(r["wait_kip637_ms"]),
+                f"{r['buffer_byte_s_today'] / 1e6:,.2f} → {r['buffer_byte_s_kip637'] / 1e6:,.2f}",
+                latency, _seconds(r["no_writable_ms"]),
+            ])  # fmt: skip
+        body = _html_table(header, table)
+    return (
+        "<details><summary>Routing around partitions below min ISR (KIP-637)</summary>\n"
+        + body
+        + f'\n<p class="note">Records on this topic are taken as <b>{html.escape(partitioning)}</b> (conf '
+        "<code>partitioning</code>): keyed records cannot move and are held until their partition is writable "
+        "again. Rejections: at append (NotEnoughReplicas), in parentheses the real ones in the request logs; "
+        "rerouted: keyless and another partition writable then; wait: until the batch's own partition was writable "
+        "again (today's retries wait that long at best); rerouted P99: the latency at the partitions it could go "
+        "to, averaged over them (the fastest in parentheses), the worst window's (README, \"Routing around "
+        'partitions below min ISR").</p></details>\n'
+    )
+
+
 def fault_marks(
     spark: SparkSession, lakehouse: str, replay: DataFrame, clusters: list[str]
 ) -> tuple[list[dict], list[dict]]:
@@ -692,6 +768,7 @@ def build_report(
     clusters = sorted({c for c, _ in topics})
     spans, leaders = fault_marks(spark, lakehouse, replay, clusters)
     per_partition = latency_by_partition(replay, record_sends)
+    routed = routing_totals(spark, lakehouse, clusters)
 
     sections = []
     for cluster, topic in topics:
@@ -727,7 +804,8 @@ def build_report(
         )
         sections.append(
             f'<section data-cluster="{html.escape(cluster)}" data-topic="{html.escape(topic)}">\n'
-            f"<h2>{html.escape(label)}</h2>\n{_summary_table(rows)}\n{drill_down}{images}\n</section>"
+            f"<h2>{html.escape(label)}</h2>\n{_summary_table(rows)}\n{drill_down}{_routing_section(mine(routed))}"
+            f"{images}\n</section>"
         )
     untrusted = sorted(
         {(r["cluster"], r["self_check"]) for r in summary if (r.get("self_check") or "").startswith("FAILED")}

@@ -21,9 +21,19 @@ from ackreplay.gold.decision import decide, decision_lines, send_time_share
 from ackreplay.replay.self_check import ReplayUntrusted
 from ackreplay.storage.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path
 from schemas.broker_logs import ISR_CHANGES
-from schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE
+from schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE, ROUTING
+from schemas.tables import PRODUCE_REQUESTS
 from transforms.common import conform
-from transforms.gold import availability, latency_percentiles, policy_summary, record_sends_by_batch, risk_exposure
+from transforms.gold import (
+    availability,
+    isr_segments,
+    latency_percentiles,
+    observed_until,
+    policy_summary,
+    record_sends_by_batch,
+    risk_exposure,
+)
+from transforms.routing import KEYLESS, routing
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +41,7 @@ GOLD_CONTRACTS = {
     "latency_percentiles": LATENCY_PERCENTILES,
     "risk_exposure": RISK_EXPOSURE,
     "availability": AVAILABILITY,
+    "routing": ROUTING,
     "policy_summary": POLICY_SUMMARY,
 }
 GOLD_TABLES = tuple(GOLD_CONTRACTS)
@@ -194,17 +205,42 @@ def build_gold(
     window: str,
     run_id: str,
     record_sends: DataFrame | None = None,
+    produce_requests: DataFrame | None = None,
+    keyless: Column | None = None,
 ) -> dict[str, DataFrame]:
-    """The three per-window gold frames (conformed to their contracts) from produce_replay, partitions,
-    isr_changes and the records' send times (:func:`read_record_sends`); policy_summary is built from the
-    availability rows once written (:func:`summary_frame`)."""
+    """The four per-window gold frames (conformed to their contracts) from produce_replay, partitions,
+    isr_changes, the records' send times (:func:`read_record_sends`), produce_requests (the recorded
+    rejections) and which topics are keyless (:func:`keyless_topics`; None: all keyed); policy_summary is built
+    from the availability rows once written (:func:`summary_frame`)."""
     run = F.lit(run_id)
+    segments = isr_segments(isr_changes, observed_until(replay, isr_changes))
+    if produce_requests is None:
+        produce_requests = replay.sparkSession.createDataFrame([], PRODUCE_REQUESTS)
     frames = {
         "latency_percentiles": latency_percentiles(replay, window, record_sends),
         "risk_exposure": risk_exposure(replay, partitions, window),
         "availability": availability(replay, isr_changes, partitions, window),
+        "routing": routing(
+            replay, produce_requests, segments, partitions, F.lit(False) if keyless is None else keyless, window
+        ),
     }
     return {name: conform(df.withColumn("gold_run_id", run), GOLD_CONTRACTS[name]) for name, df in frames.items()}
+
+
+def keyless_topics(config: AppConfig) -> Column:
+    """True where a (cluster, topic) row's records have no key (ClusterSettings `partitioning` and
+    `topic_partitioning`; a cluster the conf does not name takes `default_cluster`'s)."""
+
+    def of(settings) -> Column:
+        keyless = F.lit(settings.partitioning == KEYLESS)
+        for topic, partitioning in sorted(settings.topic_partitioning.items()):
+            keyless = F.when(F.col("topic") == F.lit(topic), F.lit(partitioning == KEYLESS)).otherwise(keyless)
+        return keyless
+
+    keyless = of(config.default_cluster)
+    for name in sorted(config.clusters):
+        keyless = F.when(F.col("cluster") == F.lit(name), of(config.cluster(name))).otherwise(keyless)
+    return keyless
 
 
 def summary_frame(
@@ -319,7 +355,15 @@ def run_gold(
         report.rows[name] = replace_rows(df, lakehouse, name, predicate, run_id)
         log.info("writing %s done in %.1f s", name, time.monotonic() - started)
 
-    for name, df in build_gold(replay, partitions, isr_changes, window, run_id, record_sends).items():
+    produce_requests = (
+        read_table(spark, lakehouse, "produce_requests").filter(in_scope)
+        if table_exists(spark, lakehouse, "produce_requests")
+        else None
+    )
+    frames = build_gold(
+        replay, partitions, isr_changes, window, run_id, record_sends, produce_requests, keyless_topics(config)
+    )
+    for name, df in frames.items():
         write(name, df)
     # from the availability rows just written: planning and computing them again inside the summary's plan
     # cost as much as writing them (the two frames share no Spark work)

@@ -34,7 +34,7 @@ STAGE_TABLES: dict[str, tuple[str, ...]] = {
         "batch_send_times",
     ),
     "replay": ("produce_replay",),
-    "gold": ("latency_percentiles", "risk_exposure", "availability", "policy_summary"),
+    "gold": ("latency_percentiles", "risk_exposure", "availability", "routing", "policy_summary"),
 }
 
 # Columns that identify a row: shown with each offending row of a failed check.
@@ -53,6 +53,7 @@ ROW_IDS: dict[str, tuple[str, ...]] = {
     "latency_percentiles": ("cluster", "topic", "policy", "window", "window_start"),
     "risk_exposure": ("cluster", "topic", "policy", "window", "window_start"),
     "availability": ("cluster", "topic", "partition", "policy", "window", "window_start"),
+    "routing": ("cluster", "topic", "policy", "window", "window_start"),
     "policy_summary": ("cluster", "topic", "policy"),
 }
 
@@ -491,6 +492,24 @@ def _checks() -> list[Check]:
                 _ge("not_enough_replicas", "never_writable_rejections"),
                 _between("rejected_wait_ms", 0),
                 _ge("rejected_wait_ms", "reroutable_wait_ms"),
+            ),
+        ),
+        c(
+            "routing.unique_window",
+            "one row per (cluster, topic, policy, window)",
+            (_unique("cluster", "topic", "policy", "window", "window_start"),),
+        ),
+        c(
+            "routing.adds_up",
+            "KIP-637: rerouted + held + never writable = rejections >= recorded ones; rerouted >= those with a "
+            "latency; today's wait >= KIP-637's >= 0; no writable partition <= ISR known",
+            (
+                _equal("rejections", "routing_total"),
+                _ge("rejections", "recorded_rejections"),
+                _ge("rerouted", "rerouted_latency_known"),
+                _ge("wait_today_ms", "wait_kip637_ms"),
+                _between("wait_kip637_ms", 0),
+                _ge("isr_known_ms", "no_writable_ms"),
             ),
         ),
         c(

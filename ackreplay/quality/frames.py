@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
 from schemas.broker_logs import FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
-from schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE
+from schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE, ROUTING
 from schemas.metrics import FOLLOWER_LEO_SAMPLES
 from schemas.replay import PRODUCE_REPLAY
 from schemas.tables import (
@@ -40,6 +40,7 @@ CONTRACTS: dict[str, StructType] = {
     "latency_percentiles": LATENCY_PERCENTILES,
     "risk_exposure": RISK_EXPOSURE,
     "availability": AVAILABILITY,
+    "routing": ROUTING,
     "policy_summary": POLICY_SUMMARY,
 }
 
@@ -121,6 +122,8 @@ def check_frame(table: str, df: DataFrame, partitions_df: DataFrame | None, poli
         for name in parts[1:]:
             total = total + F.col(name)
         df = df.withColumn("outcomes_total", total)
+    elif table == "routing":
+        df = df.withColumn("routing_total", F.col("rerouted") + F.col("held") + F.col("never_writable"))
     return df
 
 

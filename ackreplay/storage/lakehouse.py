@@ -61,6 +61,7 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("latency_percentiles", "gold", ("cluster",)),
         TableSpec("risk_exposure", "gold", ("cluster",)),
         TableSpec("availability", "gold", ("cluster",)),
+        TableSpec("routing", "gold", ("cluster",)),
         TableSpec("policy_summary", "gold", ("cluster",)),
         # The scheduler's ledger of input files (ackreplay/ledger.py, schemas/ledger.py).
         TableSpec("ingested_files", "meta", ("cluster",)),

@@ -54,6 +54,7 @@ TABLES = (
     "latency_percentiles",
     "risk_exposure",
     "availability",
+    "routing",
     "policy_summary",
 )
 

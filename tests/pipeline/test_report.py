@@ -91,7 +91,9 @@ def test_gold_tables_and_report(spark, lakehouse, tmp_path):
     config = parse_config({"report": {"target": {"p999_ms": 2000, "max_lost_acks": 0}}})
     report = run_gold(spark, config, lakehouse, ["c1"], "gold-test", window="hour")
     # windows: acks=all, quorum=2 at 10:00; acks=1, min.insync at 10:00 and 11:00 (one partition)
-    assert report.rows == {"latency_percentiles": 6, "risk_exposure": 6, "availability": 6, "policy_summary": 4}
+    assert report.rows == {
+        "latency_percentiles": 6, "risk_exposure": 6, "availability": 6, "routing": 4, "policy_summary": 4
+    }  # fmt: skip
     assert [r["policy"] for r in report.summary] == ["acks=all", "min.insync", "quorum=2", "acks=1"]
     lines = report.summary_lines()
     assert lines[0].startswith("gold run gold-test (hour windows)")
@@ -159,7 +161,29 @@ def test_gold_tables_and_report(spark, lakehouse, tmp_path):
         ("min.insync", T10): (1, 1_800_000.0, 900_000.0),
         ("min.insync", T11): (1, 0.0, None),
     }
+    # KIP-637: the min.insync rejection at 10:00 has no other partition to go to (keyed, the default, could not
+    # move anyway); orders/0 is writable again at 10:45, so it is held 45 minutes; of the 30 minutes of known ISR
+    # in the 10:00 window none of the topic's partitions was writable from 10:30 to 10:45
+    routing = {
+        (r["policy"], r["window_start"]): (
+            r["partitioning"],
+            r["rejections"],
+            r["held"],
+            r["wait_today_ms"],
+            r["isr_known_ms"],
+            r["no_writable_ms"],
+        )
+        for r in read_table(spark, lakehouse, "routing").collect()
+    }
+    assert routing == {
+        ("acks=all", T10): ("keyed", 0, 0, 0.0, 1_800_000.0, 900_000.0),
+        ("acks=all", T11): ("keyed", 0, 0, 0.0, None, None),
+        ("min.insync", T10): ("keyed", 1, 1, 2_700_000.0, 1_800_000.0, 900_000.0),
+        ("min.insync", T11): ("keyed", 0, 0, 0.0, None, None),
+    }
     html_text = html_path.read_text(encoding="utf-8")
+    assert "<summary>Routing around partitions below min ISR (KIP-637)</summary>" in html_text
+    assert '<td class="left">min.insync</td><td class="right">1 (0)</td>' in html_text
     # one self-contained file: nothing fetched from elsewhere (every src or href an embedded data: URI)
     assert re.findall(r'(?:src|href)="(?!data:)[^"]*"', html_text) == []
     assert html_text.index('<section class="decision"') < html_text.index(
@@ -267,9 +291,11 @@ def test_the_report_renders_in_a_browser(spark, lakehouse, tmp_path):
                 "['section.decision', '#provenance', 'section[data-cluster]']"
                 ".map(s => document.querySelector(s).getBoundingClientRect().top)"
             )
-            assert not page.locator("details table").is_visible()
-            page.locator("details summary").first.click()
-            assert page.locator("details table").first.is_visible()
+            folded = page.locator("details table")
+            assert folded.count() == 2 and not any(table.is_visible() for table in folded.all())
+            page.locator("details summary").first.click()  # per partition
+            page.get_by_text("Routing around partitions below min ISR (KIP-637)").click()
+            assert all(table.is_visible() for table in folded.all())
             chart = Image.open(io.BytesIO(page.locator("img").first.screenshot())).convert("RGB")
         finally:
             browser.close()

@@ -1,0 +1,148 @@
+"""KIP-637's routing what-if (transforms/routing.py): hand-made ISR states and rejections, hand-computed rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
+from ackreplay.config import AppConfig
+from ackreplay.gold.stage import keyless_topics
+from schemas.gold import ROUTING
+from schemas.tables import PRODUCE_REQUESTS
+from tests.unit.test_gold import T10, _row, isr_frame, partitions_frame, replay_frame
+from tests.unit.test_lakehouse import _row as contract_row
+from transforms.common import conform
+from transforms.gold import isr_segments, observed_until
+from transforms.routing import routing
+
+MINUTE = dt.timedelta(minutes=1)
+SECOND = dt.timedelta(seconds=1)
+
+
+def _rejected(topic: str, partition: int, t: dt.datetime, line: int, nbytes: int, policy: str = "acks=all") -> dict:
+    return {**_row(policy=policy, outcome="not_enough_replicas", t=t, topic=topic, partition=partition, nbytes=nbytes),
+            "line_number": line}  # fmt: skip
+
+
+def _acked(topic: str, partition: int, t: dt.datetime, line: int, latency: float, policy: str = "acks=all") -> dict:
+    return {**_row(policy=policy, t=t, topic=topic, partition=partition, latency=latency), "line_number": line}
+
+
+def _routing(spark, replay_rows, isr_rows, partition_rows, recorded=(), keyless=("orders", "solo")):
+    replay = replay_frame(spark, replay_rows)
+    isr = isr_frame(spark, isr_rows)
+    requests = spark.createDataFrame(
+        [
+            contract_row(PRODUCE_REQUESTS, cluster="c1", topic=topic, partition=p, acks=-1, error_code=19,
+                         records_size_bytes=nbytes, t_start=t, t_local_done=t, source_file="r", line_number=line)
+            for topic, p, t, line, nbytes in recorded
+        ],
+        PRODUCE_REQUESTS,
+    )  # fmt: skip
+    segments = isr_segments(isr, observed_until(replay, isr))
+    parts = partitions_frame(spark, partition_rows)
+    return routing(replay, requests, segments, parts, F.col("topic").isin(*keyless), "hour")
+
+
+def test_keyless_batches_go_to_a_writable_partition_keyed_ones_wait_for_their_own(spark):
+    """Orders (keyless, min ISR 2): p0 below min ISR from 10:10 to 10:20, p1 and p3 always writable, p2 never.
+    acks=all rejects a batch on p0 and one on p2 at 10:15, and the broker really rejected one on p0 at 10:12
+    (produce_requests). All three go to p1 or p3: the replayed produces there within 1 s of 10:15 took 7 ms
+    (p1, 0.5 s later; its 99 ms produce 2 s later is too far) and 3 ms (p3, 0.3 s earlier): fastest 3, average
+    5; nothing on them near 10:12 (no latency). Today the p0 batches wait 5 and 8 minutes, the p2 one forever.
+    Keyed (keyed records, min ISR 2): k0 below min ISR until 10:05, a batch rejected at 10:01 waits 4 minutes
+    though k1 was writable. Solo (keyless, one partition, writable from 10:40): a batch rejected at 10:30 has
+    nowhere to go and waits 10 minutes; no partition was writable for 40 of the 50 minutes of data. acks=1 and
+    acks=all@lag (re-simulated ISR, not stored) get no rows."""
+    replay_rows = [
+        _rejected("orders", 0, T10 + 15 * MINUTE, 1, 100),
+        _rejected("orders", 2, T10 + 15 * MINUTE, 2, 200),
+        _acked("orders", 1, T10 + 15 * MINUTE + SECOND / 2, 3, 7.0),
+        _acked("orders", 1, T10 + 15 * MINUTE + 2 * SECOND, 4, 99.0),
+        _acked("orders", 3, T10 + 15 * MINUTE - 3 * SECOND / 10, 5, 3.0),
+        _acked("orders", 1, T10 + 50 * MINUTE, 6, 1.0),  # the data's end
+        _acked("orders", 0, T10 + 15 * MINUTE, 7, 1.0, policy="acks=1"),
+        _rejected("orders", 0, T10 + 15 * MINUTE, 8, 100, policy="acks=all@lag=3000"),
+        _rejected("keyed", 0, T10 + MINUTE, 9, 50),
+        _rejected("solo", 0, T10 + 30 * MINUTE, 10, 100),
+    ]
+    isr_rows = [
+        ("orders", 0, 5, [1, 2, 3], T10), ("orders", 0, 5, [1], T10 + 10 * MINUTE),
+        ("orders", 0, 5, [1, 2], T10 + 20 * MINUTE), ("orders", 1, 5, [2, 3], T10), ("orders", 2, 5, [3], T10),
+        ("orders", 3, 5, [1, 3], T10), ("keyed", 0, 5, [1], T10), ("keyed", 0, 5, [1, 2], T10 + 5 * MINUTE),
+        ("keyed", 1, 5, [1, 2], T10), ("solo", 0, 5, [1], T10), ("solo", 0, 5, [1, 2], T10 + 40 * MINUTE),
+    ]  # fmt: skip
+    partition_rows = [("c1", "orders", p, 2) for p in range(4)] + [("c1", "keyed", p, 2) for p in range(2)]
+    recorded = [("orders", 0, T10 + 12 * MINUTE, 11, 300)]
+    actual = _routing(spark, replay_rows, isr_rows, partition_rows + [("c1", "solo", 0, 2)], recorded)
+
+    known = 50 * 60_000.0
+    ddl = (
+        "topic string, policy string, partitioning string, rejections bigint, recorded_rejections bigint, "
+        "rerouted bigint, rerouted_bytes bigint, held bigint, never_writable bigint, wait_today_ms double, "
+        "wait_kip637_ms double, saved_wait_ms double, buffer_byte_s_today double, buffer_byte_s_kip637 double, "
+        "rerouted_latency_known bigint, rerouted_p50_ms double, rerouted_p99_ms double, rerouted_max_ms double, "
+        "rerouted_fastest_p50_ms double, rerouted_fastest_p99_ms double, isr_known_ms double, no_writable_ms double"
+    )
+    expected = spark.createDataFrame(
+        [
+            ("orders", "acks=all", "keyless", 3, 1, 3, 600, 0, 0, 780_000.0, 0.0, 780_000.0,
+             100 * 300.0 + 300 * 480.0, 0.0, 2, 5.0, 5.0, 5.0, 3.0, 3.0, known, 0.0),
+            ("keyed", "acks=all", "keyed", 1, 0, 0, 0, 1, 0, 240_000.0, 240_000.0, 0.0, 50 * 240.0, 50 * 240.0,
+             0, None, None, None, None, None, known, 0.0),
+            ("solo", "acks=all", "keyless", 1, 0, 0, 0, 1, 0, 600_000.0, 600_000.0, 0.0, 100 * 600.0, 100 * 600.0,
+             0, None, None, None, None, None, known, 40 * 60_000.0),
+        ],
+        ddl,
+    )  # fmt: skip
+    columns = [f.name for f in expected.schema]
+    assert_df_equality(actual.select(*columns), expected, ignore_nullable=True, ignore_row_order=True)
+    assert actual.select("window", "window_start").distinct().collect() == [("hour", T10)]
+    conform(actual.withColumn("gold_run_id", F.lit("g")), ROUTING).collect()  # the contract holds
+
+
+def test_a_partition_writable_again_within_one_retry_and_a_topic_with_nowhere_to_go(spark):
+    """Orders p0 dips below min ISR 3 for 80 ms at 10:00:01 (one follower out and back); its rejected batch waits
+    until the ISR is whole again, 50 ms, where p1, below min ISR the whole time, could take nothing. In the
+    next hour both partitions are below min ISR and a batch is rejected with nowhere to go and no writable
+    moment left in the data: never writable."""
+    t = T10 + SECOND
+    hour = dt.timedelta(hours=1)
+    replay_rows = [
+        _rejected("orders", 0, t + dt.timedelta(milliseconds=30), 1, 10),
+        _rejected("orders", 1, T10 + hour + MINUTE, 2, 20),
+        _acked("orders", 0, T10 + hour + 2 * MINUTE, 3, 1.0),
+    ]
+    isr_rows = [
+        ("orders", 0, 1, [1, 2, 3], T10), ("orders", 0, 1, [1, 2], t), ("orders", 0, 1, [1, 2, 3],
+         t + dt.timedelta(milliseconds=80)), ("orders", 0, 1, [1], T10 + hour), ("orders", 1, 1, [1, 2], T10),
+    ]  # fmt: skip
+    actual = _routing(spark, replay_rows, isr_rows, [("c1", "orders", p, 3) for p in range(2)])
+    expected = spark.createDataFrame(
+        [
+            (T10, 1, 0, 1, 0, 50.0, 50.0, 3_600_000.0, 80.0),
+            (T10 + hour, 1, 0, 0, 1, 0.0, 0.0, 120_000.0, 120_000.0),
+        ],
+        "window_start timestamp, rejections bigint, rerouted bigint, held bigint, never_writable bigint, "
+        "wait_today_ms double, wait_kip637_ms double, isr_known_ms double, no_writable_ms double",
+    )
+    assert_df_equality(actual.select(*expected.columns), expected, ignore_nullable=True, ignore_row_order=True)
+
+
+def test_keyless_topics_from_the_conf(spark):
+    config = AppConfig.model_validate(
+        {
+            "default_cluster": {"topic_partitioning": {"events": "keyless"}},
+            "clusters": {"c1": {"partitioning": "keyless", "topic_partitioning": {"audit": "keyed"}}},
+        }
+    )
+    rows = [("c1", "orders"), ("c1", "audit"), ("c1", "events"), ("c2", "events"), ("c2", "orders")]
+    actual = spark.createDataFrame(rows, "cluster string, topic string").withColumn("keyless", keyless_topics(config))
+    expected = spark.createDataFrame(
+        [("c1", "orders", True), ("c1", "audit", False), ("c1", "events", True), ("c2", "events", True),
+         ("c2", "orders", False)],
+        "cluster string, topic string, keyless boolean",
+    )  # fmt: skip
+    assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)

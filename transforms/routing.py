@@ -1,0 +1,260 @@
+"""Routing around partitions below min ISR (KIP-637): the gold `routing` table and `availability`'s routing
+columns. Pure DataFrame -> DataFrame.
+
+KIP-637 proposes that an acks=all producer learn each topic's `min.insync.replicas` from the metadata and
+not send to a partition whose ISR is below it. Kafka never implemented it. Today the producer sends, the
+leader rejects the batch before appending it (`Partition.appendRecordsToLeader` throws
+NotEnoughReplicasException when the committed ISR, `partitionState.isr`, is smaller than min ISR), and the
+producer retries every `retry.backoff.ms` until the ISR recovers or `delivery.timeout.ms` expires, holding
+the batch in its buffer meanwhile.
+
+The model, per rejection a policy gives at append (outcome `not_enough_replicas`; one rejected after its
+append, `..._after_append`, was sent while its partition was writable, so KIP-637 would have sent it too):
+
+* A partition is *writable* while its committed ISR (silver `isr_changes`, as :func:`transforms.gold.isr_segments`
+  orders it) is at or above its min ISR (`partitions`). A partition with no ISR line in the logs, or no min
+  ISR, is not known to be writable.
+* *Reroutable*: another partition of the same topic was writable at the moment of the rejection
+  (`t_local_done`). A KIP-637 producer of keyless records sends the batch there; one of keyed records cannot
+  move it (the key picks the partition) and holds it until its partition is writable again. Request logs
+  do not say whether records had keys: `partitioning` per topic in the conf (`keyed` unless set).
+* *Wait*: from the rejection until the batch's own partition is writable again: what today's retries wait
+  (at best: a retry lands up to `retry.backoff.ms` later), and what a KIP-637 producer holds a batch it does
+  not reroute. Never writable again within the data: no wait figure, counted apart.
+* *Where a rerouted batch lands*: for each partition writable at that moment, the replayed producer-visible
+  latency (`latency_ms`, same policy) of that partition's acked produce nearest in time, within
+  `NEAREST_WITHIN_US`; the table gives the fastest such partition and the average over them (which one a
+  real partitioner picks is not modelled: the sticky partitioner picks one at random per batch).
+
+The ground truth behind it: under the recorded policy, every real NOT_ENOUGH_REPLICAS response in the
+request logs is a rejection the replay must give (`ackreplay.replay.self_check`, the rejection truth). Those
+produces have no offset and are not in `produce_replay`; the `routing` table counts them from
+`produce_requests` (`recorded_rejections`) next to the replayed ones, under acks=all and min.insync, which
+reject at append under the same rule. Each attempt counts: a producer's retries of one rejected batch are
+several rejections (request logs do not link them).
+
+The re-simulated ISR of `acks=all@lag=<ms>` is not stored, so those policies have no routing figures.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from schemas.vocabulary import ACKS_ALL, LAG_PREFIX, MIN_INSYNC, Outcome
+from transforms.replay_inputs import rejected_below_min_isr
+from transforms.windows import split_by_window, with_window
+
+REJECTED_AT_APPEND = Outcome.NOT_ENOUGH_REPLICAS.label
+ACKED = Outcome.ACKED.label
+# the policies that reject below min ISR on the recorded ISR (acks=all@lag's ISR is re-simulated, not stored)
+ROUTED_POLICIES = (ACKS_ALL.id, MIN_INSYNC.id)
+# how far from a rejection a produce on another partition may be to stand for what that partition gave then
+NEAREST_WITHIN_US = 1_000_000
+# one rejection under one policy: a produce-request line names each (topic, partition) once
+REJECTION_KEY = ["cluster", "topic", "partition", "policy", "source_file", "line_number"]
+KEYED, KEYLESS = "keyed", "keyless"
+
+
+def writable_spans(segments: DataFrame, partitions: DataFrame) -> DataFrame:
+    """(cluster, topic, partition, from_us, to_us): the committed ISR states (`transforms.gold.isr_segments`)
+    at or above the partition's min.insync.replicas."""
+    keys = ["cluster", "topic", "partition"]
+    mins = partitions.select(*keys, "min_insync_replicas").dropDuplicates(keys)
+    return (
+        segments.join(mins, keys, "inner")
+        .filter(F.col("isr_size") >= F.col("min_insync_replicas"))
+        .select(*keys, "from_us", "to_us")
+    )
+
+
+def rejection_targets(rejections: DataFrame, writable: DataFrame) -> DataFrame:
+    """Per rejection (its `REJECTION_KEY` columns and any other columns of `rejections`, which must hold
+    `t_us`, the rejection's time in µs): `targets`, the other partitions of the topic writable at `t_us`
+    (sorted), and `writable_again_us`, when its own partition was next writable (null: not within the data).
+    Rejections are rare: a join of them with the topic's writable spans."""
+    r, w = rejections.alias("r"), writable.alias("w")
+    other = (F.col("w.partition") != F.col("r.partition")) & (F.col("w.from_us") <= F.col("r.t_us"))
+    other = other & (F.col("r.t_us") < F.col("w.to_us"))
+    own = (F.col("w.partition") == F.col("r.partition")) & (F.col("w.to_us") > F.col("r.t_us"))
+    matched = r.join(
+        w, (F.col("r.cluster") == F.col("w.cluster")) & (F.col("r.topic") == F.col("w.topic")) & (other | own), "left"
+    )
+    return matched.groupBy(*[F.col(f"r.{c}") for c in rejections.columns]).agg(
+        F.array_sort(F.collect_set(F.when(other, F.col("w.partition")))).alias("targets"),
+        F.min(F.when(own, F.greatest(F.col("w.from_us"), F.col("r.t_us")))).alias("writable_again_us"),
+    )
+
+
+def wait_ms() -> Column:
+    """A rejection's wait until its own partition was writable again (null: never within the data)."""
+    return (F.col("writable_again_us") - F.col("t_us")) / F.lit(1000.0)
+
+
+def routing_by_partition(
+    replay: DataFrame, segments: DataFrame, partitions: DataFrame, window: str = "hour"
+) -> DataFrame:
+    """`availability`'s routing columns per (cluster, topic, partition, policy, window_start), over the produces
+    a policy rejected at append (acks=all@lag excluded): how many had another partition writable then
+    (`reroutable_rejections`, whatever the topic's partitioning), their summed wait until their own partition
+    was writable again (`rejected_wait_ms`, and of the reroutable ones `reroutable_wait_ms`) and how many had
+    no such moment within the data (`never_writable_rejections`)."""
+    rejected = with_window(
+        replay.filter((F.col("outcome") == F.lit(REJECTED_AT_APPEND)) & ~F.col("policy").startswith(LAG_PREFIX)),
+        window,
+    ).select(*REJECTION_KEY, "window_start", F.unix_micros("t_local_done").alias("t_us"))
+    per = rejection_targets(rejected, writable_spans(segments, partitions))
+    reroutable = F.size("targets") > 0
+    return per.groupBy("cluster", "topic", "partition", "policy", "window_start").agg(
+        F.count_if(reroutable).cast("bigint").alias("reroutable_rejections"),
+        F.sum(wait_ms()).alias("rejected_wait_ms"),
+        F.sum(F.when(reroutable, wait_ms())).alias("reroutable_wait_ms"),
+        F.count_if(F.col("writable_again_us").isNull()).cast("bigint").alias("never_writable_rejections"),
+    )
+
+
+def target_latencies(per_rejection: DataFrame, replay: DataFrame) -> DataFrame:
+    """(REJECTION_KEY, fastest_ms, average_ms): for each rejection with `targets`, the replayed latency on each
+    target partition (the same policy's acked produce there nearest to `t_us` by its `t_start`, within
+    `NEAREST_WITHIN_US`), the least and the mean over the targets that have one."""
+    second = F.floor(F.col("t_us") / F.lit(1_000_000))
+    wanted = (
+        per_rejection.select(*REJECTION_KEY, "t_us", F.explode("targets").alias("target"))
+        # the produces within NEAREST_WITHIN_US lie in this second or the next or previous one
+        .withColumn("_second", F.explode(F.array(second - 1, second, second + 1)))
+    )
+    acked = replay.filter(F.col("outcome") == F.lit(ACKED)).select(
+        "cluster",
+        "topic",
+        F.col("partition").alias("target"),
+        "policy",
+        F.unix_micros("t_start").alias("_at_us"),
+        F.col("latency_ms").alias("_latency_ms"),
+    )
+    acked = acked.withColumn("_second", F.floor(F.col("_at_us") / F.lit(1_000_000)))
+    distance = F.abs(F.col("_at_us") - F.col("t_us"))
+    near = wanted.join(acked, ["cluster", "topic", "target", "policy", "_second"]).filter(
+        distance <= F.lit(NEAREST_WITHIN_US)
+    )
+    # the nearest produce; a tie of distances goes to the earlier one, then the lower latency
+    nearest = near.groupBy(*REJECTION_KEY, "target").agg(
+        F.min_by("_latency_ms", F.struct(distance, F.col("_at_us"), F.col("_latency_ms"))).alias("_latency_ms")
+    )
+    return nearest.groupBy(*REJECTION_KEY).agg(
+        F.min("_latency_ms").alias("fastest_ms"), F.avg("_latency_ms").alias("average_ms")
+    )
+
+
+def no_writable_time(segments: DataFrame, writable: DataFrame, window: str) -> DataFrame:
+    """(cluster, topic, window_start, isr_known_ms, no_writable_ms): per window, how long the topic's ISR was known
+    (from its first ISR state to the end of its data) and, of that, how long no partition of it was writable."""
+    topic = ["cluster", "topic"]
+    known = segments.groupBy(*topic).agg(F.min("from_us").alias("from_us"), F.max("to_us").alias("to_us"))
+    in_order = Window.partitionBy(*topic).orderBy("from_us", "to_us")
+    covered_until = F.max("to_us").over(in_order.rowsBetween(Window.unboundedPreceding, -1))
+    spans = writable.select(*topic, "from_us", "to_us")
+    # the gaps between writable spans (a span starting after every earlier one ended), and before the first
+    # and after the last within the known time; a topic never writable is one gap
+    inner = spans.withColumn("_covered_until", covered_until).filter(F.col("_covered_until") < F.col("from_us"))
+    inner = inner.select(*topic, F.col("_covered_until").alias("from_us"), F.col("from_us").alias("to_us"))
+    bounds = spans.groupBy(*topic).agg(F.min("from_us").alias("_first_us"), F.max("to_us").alias("_last_us"))
+    edges = known.join(bounds, topic, "left")
+    before = edges.select(*topic, "from_us", F.coalesce("_first_us", "to_us").alias("to_us"))
+    after = edges.filter(F.col("_last_us").isNotNull()).select(*topic, F.col("_last_us").alias("from_us"), "to_us")
+    gaps = inner.unionByName(before).unionByName(after)
+    known_time = split_by_window(known, window).groupBy(*topic, "window_us").agg(F.sum("overlap_us").alias("_known"))
+    gap_time = split_by_window(gaps, window).groupBy(*topic, "window_us").agg(F.sum("overlap_us").alias("_gap"))
+    return known_time.join(gap_time, [*topic, "window_us"], "left").select(
+        *topic,
+        F.timestamp_micros("window_us").alias("window_start"),
+        (F.col("_known") / F.lit(1000.0)).alias("isr_known_ms"),
+        (F.coalesce(F.col("_gap"), F.lit(0)) / F.lit(1000.0)).alias("no_writable_ms"),
+    )
+
+
+def routing(
+    replay: DataFrame,
+    produce_requests: DataFrame,
+    segments: DataFrame,
+    partitions: DataFrame,
+    keyless: Column,
+    window: str = "hour",
+) -> DataFrame:
+    """The gold `routing` rows: per (cluster, topic, policy of `ROUTED_POLICIES`, window) the rejections at
+    append and what a KIP-637 producer would have done with them (module docstring). `keyless`: a boolean
+    over `cluster` and `topic`, true where the topic's records have no key (conf `partitioning`).
+
+    Rows cover every window the replay or the topic's ISR states reach, with zeros where nothing was rejected."""
+    topic = ["cluster", "topic"]
+    keys = [*topic, "policy", "window_start"]
+    policies = replay.select(*topic, "policy").distinct().filter(F.col("policy").isin(*ROUTED_POLICIES))
+    replayed = replay.filter(
+        (F.col("outcome") == F.lit(REJECTED_AT_APPEND)) & F.col("policy").isin(*ROUTED_POLICIES)
+    ).select(*REJECTION_KEY, "t_start", "t_local_done", "bytes", F.lit(False).alias("recorded"))
+    recorded = (
+        produce_requests.filter(rejected_below_min_isr())
+        .join(policies, topic)
+        .select(
+            *REJECTION_KEY,
+            "t_start",
+            "t_local_done",
+            F.col("records_size_bytes").alias("bytes"),
+            F.lit(True).alias("recorded"),
+        )
+    )
+    rejections = with_window(replayed.unionByName(recorded), window).select(
+        *REJECTION_KEY, "window_start", "bytes", "recorded", F.unix_micros("t_local_done").alias("t_us")
+    )
+    writable = writable_spans(segments, partitions)
+    per = rejection_targets(rejections, writable).withColumn("_keyless", keyless)
+    rerouted = F.col("_keyless") & (F.size("targets") > 0)
+    per = per.join(target_latencies(per.filter(rerouted), replay), REJECTION_KEY, "left")
+    held = ~rerouted & F.col("writable_again_us").isNotNull()
+    held_wait = F.when(~rerouted, wait_ms())
+    byte_seconds = F.col("bytes").cast("double") / F.lit(1000.0)
+    average, fastest = F.when(rerouted, F.col("average_ms")), F.when(rerouted, F.col("fastest_ms"))
+    counts = per.groupBy(*keys).agg(
+        F.count("*").cast("bigint").alias("rejections"),
+        F.count_if("recorded").cast("bigint").alias("recorded_rejections"),
+        F.count_if(rerouted).cast("bigint").alias("rerouted"),
+        F.coalesce(F.sum(F.when(rerouted, F.col("bytes"))), F.lit(0)).cast("bigint").alias("rerouted_bytes"),
+        F.count_if(held).cast("bigint").alias("held"),
+        F.count_if(~rerouted & F.col("writable_again_us").isNull()).cast("bigint").alias("never_writable"),
+        F.coalesce(F.sum(wait_ms()), F.lit(0.0)).alias("wait_today_ms"),
+        F.coalesce(F.sum(held_wait), F.lit(0.0)).alias("wait_kip637_ms"),
+        F.coalesce(F.sum(wait_ms() * byte_seconds), F.lit(0.0)).alias("buffer_byte_s_today"),
+        F.coalesce(F.sum(held_wait * byte_seconds), F.lit(0.0)).alias("buffer_byte_s_kip637"),
+        F.count_if(average.isNotNull()).cast("bigint").alias("rerouted_latency_known"),
+        F.percentile(average, [0.5, 0.99]).alias("_average"),
+        F.max(average).alias("rerouted_max_ms"),
+        F.percentile(fastest, [0.5, 0.99]).alias("_fastest"),
+    )
+    isr_time = no_writable_time(segments, writable, window)
+    windows = (
+        with_window(replay.select(*topic, "t_start"), window)
+        .select(*topic, "window_start")
+        .unionByName(isr_time.select(*topic, "window_start"))
+        .distinct()
+    )
+    zero_counts = ["rejections", "recorded_rejections", "rerouted", "rerouted_bytes", "held", "never_writable",
+                   "rerouted_latency_known"]  # fmt: skip
+    zero_sums = ["wait_today_ms", "wait_kip637_ms", "buffer_byte_s_today", "buffer_byte_s_kip637"]
+    return (
+        windows.join(policies, topic)
+        .join(counts, keys, "left")
+        .join(isr_time, [*topic, "window_start"], "left")
+        .fillna(0, subset=zero_counts)
+        .fillna(0.0, subset=zero_sums)
+        .withColumns(
+            {
+                "window": F.lit(window),
+                "partitioning": F.when(keyless, F.lit(KEYLESS)).otherwise(F.lit(KEYED)),
+                "rerouted_p50_ms": F.col("_average")[0],
+                "rerouted_p99_ms": F.col("_average")[1],
+                "rerouted_fastest_p50_ms": F.col("_fastest")[0],
+                "rerouted_fastest_p99_ms": F.col("_fastest")[1],
+                "saved_wait_ms": F.col("wait_today_ms") - F.col("wait_kip637_ms"),
+            }
+        )
+        .drop("_average", "_fastest")
+    )
