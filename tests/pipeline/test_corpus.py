@@ -525,6 +525,61 @@ def test_acks_all_held_below_min_isr_is_acknowledged_when_the_isr_is_whole_again
     )
 
 
+# cluster -> acks=all's (rejections, of them real, rerouted had the records no key, no writable partition s)
+ROUTING_FIGURES = {
+    "lab-3.7.2": (0, 0, 0, 0.0),
+    "lab-4.0.2": (0, 0, 0, 0.0),
+    "lab-4.2.2": (1, 0, 1, 0.0),
+    "lab-4.4.0": (1, 0, 1, 0.0),
+    "lab-4.4.0-crash": (0, 0, 0, 0.0),
+    "lab-4.4.0-us": (0, 0, 0, 0.0),
+    "minisr3-4.4.0": (1_346, 0, 75, 28.3),
+    "pair-acks-1": (0, 0, 0, 0.0),
+    "pair-acks-all": (0, 0, 0, 0.0),
+    "perf-acks-1": (0, 0, 0, 0.0),
+    "perf-acks-all": (0, 0, 0, 0.0),
+}
+
+
+def test_routing_around_partitions_below_min_isr_on_every_corpus_trace(spark, corpus_run):
+    """KIP-637's what-if (gold `routing`, computed here from the module's tables with every topic taken as
+    keyless: keyed records would all be held). Only minisr3 (min ISR 3 = RF) has rejections: 1,346 batches
+    acks=all would have rejected, none a real NOT_ENOUGH_REPLICAS answer (the acks=all producer's requests were
+    held, README "Routing around partitions below min ISR"); 75 could have moved to a partition writable
+    then, saving 115 s of waiting, and for 28.3 s no partition was writable. The 4.2.2 and 4.4.0 traces have one
+    rejection each (an acks=1 produce appended while its ISR was short), which another partition could have
+    taken; the other traces reject nothing."""
+    from ackreplay.gold.stage import build_gold
+
+    lakehouse = corpus_run.lakehouse
+    frames = build_gold(
+        read_table(spark, lakehouse, "produce_replay"),
+        read_table(spark, lakehouse, "partitions"),
+        read_table(spark, lakehouse, "isr_changes"),
+        "minute",
+        "keyless",
+        produce_requests=read_table(spark, lakehouse, "produce_requests"),
+        keyless=F.lit(True),
+    )
+    totals = (
+        frames["routing"]
+        .filter("policy = 'acks=all'")
+        .groupBy("cluster")
+        .agg(
+            *[F.sum(c).alias(c) for c in ("rejections", "recorded_rejections", "rerouted", "held", "saved_wait_ms")],
+            (F.sum("no_writable_ms") / 1000).alias("no_writable_s"),
+        )
+        .collect()
+    )
+    figures = {
+        r["cluster"]: (r["rejections"], r["recorded_rejections"], r["rerouted"], round(r["no_writable_s"], 1))
+        for r in totals
+    }
+    assert figures == ROUTING_FIGURES
+    (minisr3,) = [r for r in totals if r["cluster"] == "minisr3-4.4.0"]
+    assert (minisr3["held"], round(minisr3["saved_wait_ms"] / 1000, 1)) == (1_271, 115.0)
+
+
 # cluster -> (commits whose printed eligible leader replicas Kafka's rule derives, commits that print them and
 # follow the partition's previous commit in the logs, those that follow a commit no line shows)
 PRINTED_ELR = {

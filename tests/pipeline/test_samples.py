@@ -78,6 +78,96 @@ def test_replay_covers_every_appended_produce_under_every_policy(spark, trace_ru
     assert out.count() == appended * len(POLICIES)
 
 
+# (rejections, of them real, no writable partition ms; keyless: rerouted, their bytes, saved wait ms, worst-window
+# P99 of the latency there averaged over the writable partitions and at the fastest one) per trace, acks=all
+ROUTING_FIGURES = {
+    "trace-3.9.1-utc": (0, 0, 0.0, 0, 0, 0.0, None, None),
+    "trace-4.1.1-berlin": (15, 10, 16.0, 15, 132_975, 1247.2, 1587.6, 150.7),
+}
+
+
+def test_routing_around_partitions_below_min_isr_on_the_real_rejections(spark, sample_run, trace_run):
+    """KIP-637's what-if (gold `routing`) on the real traces. The lab's producers draw keys (lab.record_trace
+    --keys), so with the default `partitioning: keyed` nothing moves: the 4.1.1 trace's 15 acks=all rejections
+    (the broker's 10 NOT_ENOUGH_REPLICAS answers, and 5 acks=1 produces acks=all would have rejected) are held
+    until their partitions are writable again, 1.25 s in all, as today. Had the records no key, each could have
+    gone to another partition, which was writable at every one of them; the latency there comes from the
+    replayed produces on those partitions within 1 s. The 3.9.1 trace rejects nothing: its rows are zeros."""
+    from ackreplay.gold.stage import build_gold
+
+    trace = trace_run[0]
+    run = sample_run(trace, gold=True)
+    rejections, real, no_writable, rerouted, rerouted_bytes, saved, p99, fastest = ROUTING_FIGURES[trace.name]
+    keyed = (
+        read_table(spark, run.lakehouse, "routing")
+        .groupBy("policy", "partitioning")
+        .agg(
+            *[
+                F.sum(c).alias(c)
+                for c in (
+                    "rejections",
+                    "recorded_rejections",
+                    "rerouted",
+                    "held",
+                    "wait_today_ms",
+                    "wait_kip637_ms",
+                    "no_writable_ms",
+                )
+            ]  # fmt: skip
+        )
+    )
+    held_ms = round(saved, 1)  # today's wait of every rejected batch, all of it saved when they can move
+    rows = {r["policy"]: r for r in keyed.collect()}
+    assert sorted(rows) == ["acks=all", "min.insync"]  # the policies that reject below min ISR, not the @lag ones
+    for row in rows.values():
+        assert (row["partitioning"], row["rejections"], row["recorded_rejections"], row["rerouted"], row["held"]) == (
+            "keyed",
+            rejections,
+            real,
+            0,
+            rejections,
+        )
+        assert round(row["wait_today_ms"], 1) == round(row["wait_kip637_ms"], 1) == held_ms
+        assert round(row["no_writable_ms"], 1) == no_writable
+
+    # the same rows had the records no key: computed from the tables gold read, not written
+    replay = read_table(spark, run.lakehouse, "produce_replay")
+    frames = build_gold(
+        replay,
+        read_table(spark, run.lakehouse, "partitions"),
+        read_table(spark, run.lakehouse, "isr_changes"),
+        "minute",
+        "keyless",
+        produce_requests=read_table(spark, run.lakehouse, "produce_requests"),
+        keyless=F.lit(True),
+    )
+    keyless = (
+        frames["routing"]
+        .filter("policy = 'acks=all'")
+        .agg(
+            F.sum("rerouted").alias("rerouted"),
+            F.sum("rerouted_bytes").alias("rerouted_bytes"),
+            F.sum("held").alias("held"),
+            F.sum("saved_wait_ms").alias("saved"),
+            F.max("rerouted_p99_ms").alias("p99"),
+            F.max("rerouted_fastest_p99_ms").alias("fastest"),
+            F.sum("rerouted_latency_known").alias("known"),
+        )
+        .first()
+    )
+    assert (keyless["rerouted"], keyless["rerouted_bytes"], keyless["held"], keyless["known"]) == (
+        rerouted,
+        rerouted_bytes,
+        rejections - rerouted,
+        rerouted,
+    )
+    assert round(keyless["saved"], 1) == saved
+    assert (keyless["p99"] and round(keyless["p99"], 1), keyless["fastest"] and round(keyless["fastest"], 1)) == (
+        p99,
+        fastest,
+    )
+
+
 def test_replayed_acks_all_matches_the_brokers_ack(trace_run):
     trace, _, _, _, replay = trace_run
     truth = replay.ground_truth
