@@ -155,6 +155,14 @@ ROUTING = _schema(
     ("rerouted_fastest_p99_ms", DoubleType(), True),
     ("isr_known_ms", DoubleType(), True),  # time of the window the topic's ISR was known (null: none)
     ("no_writable_ms", DoubleType(), True),  # of it, with no writable partition: routing cannot help
+    # today's cost as measured: the real rejections' batches, each linked to the retry that got it appended (its
+    # rejections one batch, in the window of the first), their summed wait from the first rejection to that
+    # retry's ack, and the model's wait of the same batches (until the partition was writable again); real
+    # rejections no retry was found for (expired, or no client id)
+    ("recorded_batches", LongType(), False),
+    ("recorded_wait_ms", DoubleType(), False),
+    ("recorded_model_wait_ms", DoubleType(), False),
+    ("recorded_unlinked", LongType(), False),
     ("gold_run_id", StringType(), False),
 )
 

@@ -54,6 +54,8 @@ NEAREST_WITHIN_US = 1_000_000
 # one rejection under one policy: a produce-request line names each (topic, partition) once
 REJECTION_KEY = ["cluster", "topic", "partition", "policy", "source_file", "line_number"]
 KEYED, KEYLESS = "keyed", "keyless"
+# a retry later than the producer's delivery.timeout.ms default (120 s) is another batch: the first one expired
+RETRY_WITHIN_US = 120_000_000
 
 
 def writable_spans(segments: DataFrame, partitions: DataFrame) -> DataFrame:
@@ -172,6 +174,37 @@ def no_writable_time(segments: DataFrame, writable: DataFrame, window: str) -> D
     )
 
 
+def linked_retries(produce_requests: DataFrame) -> DataFrame:
+    """Per real NOT_ENOUGH_REPLICAS rejection (cluster, topic, partition, source_file, line_number): the request
+    that got its batch appended, `retry_file`/`retry_line` and the broker's ack of it, `retry_ack_us` (its
+    `t_ack_observed`, else its `t_local_done`). A producer resends a rejected batch as it was (the same records,
+    so the same size) from the same client: the retry is that client's first later successful acks=all produce
+    to the partition with the same `records_size_bytes`, within `RETRY_WITHIN_US`. A rejection with no such
+    produce (the batch expired, or the client id is not logged) has none."""
+    link = ["cluster", "topic", "partition", "client_id", "records_size_bytes"]
+    rejected = produce_requests.filter(rejected_below_min_isr()).select(
+        *link, "source_file", "line_number", F.unix_micros("t_start").alias("_at_us")
+    )
+    appended = produce_requests.filter(
+        (F.col("acks") == -1) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0)
+    ).select(
+        *link,
+        F.col("source_file").alias("retry_file"),
+        F.col("line_number").alias("retry_line"),
+        F.unix_micros("t_start").alias("_retry_us"),
+        F.unix_micros(F.coalesce("t_ack_observed", "t_local_done")).alias("retry_ack_us"),
+    )
+    later = (F.col("_retry_us") > F.col("_at_us")) & (F.col("_retry_us") <= F.col("_at_us") + F.lit(RETRY_WITHIN_US))
+    first = F.min_by(F.struct("retry_file", "retry_line", "retry_ack_us"), F.struct("_retry_us", "retry_line"))
+    return (
+        rejected.join(appended, link)
+        .filter(later)
+        .groupBy("cluster", "topic", "partition", "source_file", "line_number")
+        .agg(first.alias("_retry"))
+        .select("cluster", "topic", "partition", "source_file", "line_number", "_retry.*")
+    )
+
+
 def routing(
     replay: DataFrame,
     produce_requests: DataFrame,
@@ -190,21 +223,35 @@ def routing(
     policies = replay.select(*topic, "policy").distinct().filter(F.col("policy").isin(*ROUTED_POLICIES))
     replayed = replay.filter(
         (F.col("outcome") == F.lit(REJECTED_AT_APPEND)) & F.col("policy").isin(*ROUTED_POLICIES)
-    ).select(*REJECTION_KEY, "t_start", "t_local_done", "bytes", F.lit(False).alias("recorded"))
+    ).select(
+        *REJECTION_KEY,
+        "t_start",
+        "t_local_done",
+        "bytes",
+        F.lit(False).alias("recorded"),
+        *[F.lit(None).cast(t).alias(c) for c, t in (("retry_file", "string"), ("retry_line", "bigint"),
+                                                    ("retry_ack_us", "bigint"))],
+    )  # fmt: skip
+    retry = ["cluster", "topic", "partition", "source_file", "line_number"]
     recorded = (
         produce_requests.filter(rejected_below_min_isr())
         .join(policies, topic)
+        .join(linked_retries(produce_requests), retry, "left")
         .select(
             *REJECTION_KEY,
             "t_start",
             "t_local_done",
             F.col("records_size_bytes").alias("bytes"),
             F.lit(True).alias("recorded"),
+            "retry_file",
+            "retry_line",
+            "retry_ack_us",
         )
     )
     rejections = with_window(replayed.unionByName(recorded), window).select(
-        *REJECTION_KEY, "window_start", "bytes", "recorded", F.unix_micros("t_local_done").alias("t_us")
-    )
+        *REJECTION_KEY, "window_start", "bytes", "recorded", F.unix_micros("t_local_done").alias("t_us"),
+        "retry_file", "retry_line", "retry_ack_us",
+    )  # fmt: skip
     writable = writable_spans(segments, partitions)
     per = rejection_targets(rejections, writable).withColumn("_keyless", keyless)
     rerouted = F.col("_keyless") & (F.size("targets") > 0)
@@ -229,6 +276,27 @@ def routing(
         F.max(average).alias("rerouted_max_ms"),
         F.percentile(fastest, [0.5, 0.99]).alias("_fastest"),
     )
+    # today's cost as measured: each real rejection's batch linked to the retry that got it appended (its
+    # rejections one batch, counted in the window of the first), from that first rejection to the retry's ack;
+    # next to it the model's wait of the same batches (until the partition was writable again)
+    batches = (
+        per.filter(F.col("retry_line").isNotNull())
+        .groupBy("cluster", "topic", "partition", "policy", "retry_file", "retry_line")
+        .agg(
+            F.min_by(F.struct("window_start", "t_us", "writable_again_us"), "t_us").alias("_first"),
+            F.max("retry_ack_us").alias("retry_ack_us"),
+        )
+        .select("cluster", "topic", "policy", "_first.*", "retry_ack_us")
+        .groupBy(*keys)
+        .agg(
+            F.count("*").cast("bigint").alias("recorded_batches"),
+            F.sum((F.col("retry_ack_us") - F.col("t_us")) / F.lit(1000.0)).alias("recorded_wait_ms"),
+            F.sum(wait_ms()).alias("recorded_model_wait_ms"),
+        )
+    )
+    unlinked = per.groupBy(*keys).agg(
+        F.count_if(F.col("recorded") & F.col("retry_line").isNull()).cast("bigint").alias("recorded_unlinked")
+    )
     isr_time = no_writable_time(segments, writable, window)
     windows = (
         with_window(replay.select(*topic, "t_start"), window)
@@ -237,11 +305,14 @@ def routing(
         .distinct()
     )
     zero_counts = ["rejections", "recorded_rejections", "rerouted", "rerouted_bytes", "held", "never_writable",
-                   "rerouted_latency_known"]  # fmt: skip
-    zero_sums = ["wait_today_ms", "wait_kip637_ms", "buffer_byte_s_today", "buffer_byte_s_kip637"]
+                   "rerouted_latency_known", "recorded_batches", "recorded_unlinked"]  # fmt: skip
+    zero_sums = ["wait_today_ms", "wait_kip637_ms", "buffer_byte_s_today", "buffer_byte_s_kip637", "recorded_wait_ms",
+                 "recorded_model_wait_ms"]  # fmt: skip
     return (
         windows.join(policies, topic)
         .join(counts, keys, "left")
+        .join(batches, keys, "left")
+        .join(unlinked, keys, "left")
         .join(isr_time, [*topic, "window_start"], "left")
         .fillna(0, subset=zero_counts)
         .fillna(0.0, subset=zero_sums)

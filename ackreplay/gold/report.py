@@ -232,7 +232,8 @@ def routing_totals(spark: SparkSession, lakehouse: str, clusters: list[str]) -> 
         return []
     sums = ["rejections", "recorded_rejections", "rerouted", "rerouted_bytes", "held", "never_writable",
             "wait_today_ms", "wait_kip637_ms", "saved_wait_ms", "buffer_byte_s_today", "buffer_byte_s_kip637",
-            "rerouted_latency_known", "isr_known_ms", "no_writable_ms"]  # fmt: skip
+            "rerouted_latency_known", "isr_known_ms", "no_writable_ms", "recorded_batches", "recorded_wait_ms",
+            "recorded_model_wait_ms", "recorded_unlinked"]  # fmt: skip
     rows = (
         read_table(spark, lakehouse, "routing")
         .filter(F.col("cluster").isin(clusters))
@@ -288,6 +289,21 @@ def _routing_section(rows: list[dict]) -> str:
                 latency, _seconds(r["no_writable_ms"]),
             ])  # fmt: skip
         body = _html_table(header, table)
+        measured = rows[0]  # the real rejections are the same under every policy
+        if measured["recorded_batches"] or measured["recorded_unlinked"]:
+            body += (
+                f"\n<p>Today's cost as measured: the real rejections belonged to {measured['recorded_batches']:,} "
+                f"batches, each appended by a later retry; from their first rejection to that retry's ack they "
+                f"waited {_seconds(measured['recorded_wait_ms'])} s in all, where the model's wait (until the "
+                f"partition was writable again) is {_seconds(measured['recorded_model_wait_ms'])} s"
+                + (
+                    f"; {measured['recorded_unlinked']:,} real rejections had no retry in the logs (expired, or no "
+                    "client id)."
+                    if measured["recorded_unlinked"]
+                    else "."
+                )
+                + "</p>"
+            )
     return (
         "<details><summary>Routing around partitions below min ISR (KIP-637)</summary>\n"
         + body

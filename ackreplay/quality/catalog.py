@@ -501,11 +501,14 @@ def _checks() -> list[Check]:
         ),
         c(
             "routing.adds_up",
-            "KIP-637: rerouted + held + never writable = rejections >= recorded ones; rerouted >= those with a "
-            "latency; today's wait >= KIP-637's >= 0; no writable partition <= ISR known",
+            "KIP-637: rerouted + held + never writable = rejections >= recorded ones >= their linked batches and "
+            "unlinked ones; rerouted >= those with a latency; today's wait >= KIP-637's >= 0; no writable partition "
+            "<= ISR known",
             (
                 _equal("rejections", "routing_total"),
                 _ge("rejections", "recorded_rejections"),
+                _ge("recorded_rejections", "recorded_batches"),
+                _ge("recorded_rejections", "recorded_unlinked"),
                 _ge("rerouted", "rerouted_latency_known"),
                 _ge("wait_today_ms", "wait_kip637_ms"),
                 _between("wait_kip637_ms", 0),
