@@ -383,9 +383,16 @@ def _isr_source(policy: Column) -> Column:
     return F.when(policy.startswith(LAG_PREFIX), F.lit(ISR_NOT_STORED)).otherwise(F.lit(ISR_FROM_CHANGES))
 
 
-def availability(replay: DataFrame, isr_changes: DataFrame, partitions: DataFrame, window: str = "hour") -> DataFrame:
+def availability(
+    replay: DataFrame,
+    isr_changes: DataFrame,
+    partitions: DataFrame,
+    window: str = "hour",
+    segments: DataFrame | None = None,
+) -> DataFrame:
     """One row per (cluster, topic, partition, policy, window): produces and how many failed, by error,
     and the time the partition's ISR was below min.insync.replicas (see the module docstring).
+    `segments`: :func:`isr_segments` of `isr_changes` when the caller has them already.
 
     Windows without produces but with a known ISR are kept (0 produces), for every policy replayed on
     the topic; topics without replayed produces are not covered.
@@ -396,7 +403,8 @@ def availability(replay: DataFrame, isr_changes: DataFrame, partitions: DataFram
         .groupBy(*keys)
         .agg(F.count("*").cast("bigint").alias("produces"), _count_if(_acked()).alias("acked"), *_failure_aggs())
     )
-    segments = isr_segments(isr_changes, observed_until(replay, isr_changes))
+    if segments is None:
+        segments = isr_segments(isr_changes, observed_until(replay, isr_changes))
     isr_time = isr_time_by_window(segments, partitions, window)
     topic_policies = replay.select("cluster", "topic", "policy").distinct()
     isr_rows = isr_time.join(topic_policies, ["cluster", "topic"], how="inner")

@@ -38,6 +38,8 @@ The re-simulated ISR of `acks=all@lag=<ms>` is not stored, so those policies hav
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -75,7 +77,7 @@ def rejection_targets(rejections: DataFrame, writable: DataFrame) -> DataFrame:
     `t_us`, the rejection's time in µs): `targets`, the other partitions of the topic writable at `t_us`
     (sorted), and `writable_again_us`, when its own partition was next writable (null: not within the data).
     Rejections are rare: a join of them with the topic's writable spans."""
-    r, w = rejections.alias("r"), writable.alias("w")
+    r, w = rejections.alias("r"), F.broadcast(writable).alias("w")  # a few rows per ISR change
     other = (F.col("w.partition") != F.col("r.partition")) & (F.col("w.from_us") <= F.col("r.t_us"))
     other = other & (F.col("r.t_us") < F.col("w.to_us"))
     own = (F.col("w.partition") == F.col("r.partition")) & (F.col("w.to_us") > F.col("r.t_us"))
@@ -135,7 +137,8 @@ def target_latencies(per_rejection: DataFrame, replay: DataFrame) -> DataFrame:
     )
     acked = acked.withColumn("_second", F.floor(F.col("_at_us") / F.lit(1_000_000)))
     distance = F.abs(F.col("_at_us") - F.col("t_us"))
-    near = wanted.join(acked, ["cluster", "topic", "target", "policy", "_second"]).filter(
+    # the rejections' side is small: broadcast, so the produces are read once and not shuffled
+    near = acked.join(F.broadcast(wanted), ["cluster", "topic", "target", "policy", "_second"]).filter(
         distance <= F.lit(NEAREST_WITHIN_US)
     )
     # the nearest produce; a tie of distances goes to the earlier one, then the lower latency
@@ -197,7 +200,7 @@ def linked_retries(produce_requests: DataFrame) -> DataFrame:
     later = (F.col("_retry_us") > F.col("_at_us")) & (F.col("_retry_us") <= F.col("_at_us") + F.lit(RETRY_WITHIN_US))
     first = F.min_by(F.struct("retry_file", "retry_line", "retry_ack_us"), F.struct("_retry_us", "retry_line"))
     return (
-        rejected.join(appended, link)
+        appended.join(F.broadcast(rejected), link)  # the rejections are few: the produces are read once
         .filter(later)
         .groupBy("cluster", "topic", "partition", "source_file", "line_number")
         .agg(first.alias("_retry"))
@@ -212,15 +215,20 @@ def routing(
     partitions: DataFrame,
     keyless: Column,
     window: str = "hour",
+    materialize: Callable[[DataFrame], DataFrame] = lambda df: df,
 ) -> DataFrame:
     """The gold `routing` rows: per (cluster, topic, policy of `ROUTED_POLICIES`, window) the rejections at
     append and what a KIP-637 producer would have done with them (module docstring). `keyless`: a boolean
     over `cluster` and `topic`, true where the topic's records have no key (conf `partitioning`).
 
-    Rows cover every window the replay or the topic's ISR states reach, with zeros where nothing was rejected."""
+    Rows cover every window the replay or the topic's ISR states reach, with zeros where nothing was rejected.
+    `materialize`: applied to the per-rejection rows, which three aggregates read (the gold stage computes
+    them once: `DataFrame.localCheckpoint`)."""
     topic = ["cluster", "topic"]
     keys = [*topic, "policy", "window_start"]
-    policies = replay.select(*topic, "policy").distinct().filter(F.col("policy").isin(*ROUTED_POLICIES))
+    # the replay's (topic, policy, window)s, read once for the routed policies and the windows they cover
+    replayed_windows = with_window(replay.select(*topic, "policy", "t_start"), window).groupBy(*keys).count()
+    policies = replayed_windows.filter(F.col("policy").isin(*ROUTED_POLICIES)).select(*topic, "policy").distinct()
     replayed = replay.filter(
         (F.col("outcome") == F.lit(REJECTED_AT_APPEND)) & F.col("policy").isin(*ROUTED_POLICIES)
     ).select(
@@ -255,7 +263,7 @@ def routing(
     writable = writable_spans(segments, partitions)
     per = rejection_targets(rejections, writable).withColumn("_keyless", keyless)
     rerouted = F.col("_keyless") & (F.size("targets") > 0)
-    per = per.join(target_latencies(per.filter(rerouted), replay), REJECTION_KEY, "left")
+    per = materialize(per.join(target_latencies(per.filter(rerouted), replay), REJECTION_KEY, "left"))
     held = ~rerouted & F.col("writable_again_us").isNotNull()
     held_wait = F.when(~rerouted, wait_ms())
     byte_seconds = F.col("bytes").cast("double") / F.lit(1000.0)
@@ -275,6 +283,7 @@ def routing(
         F.percentile(average, [0.5, 0.99]).alias("_average"),
         F.max(average).alias("rerouted_max_ms"),
         F.percentile(fastest, [0.5, 0.99]).alias("_fastest"),
+        F.count_if(F.col("recorded") & F.col("retry_line").isNull()).cast("bigint").alias("recorded_unlinked"),
     )
     # today's cost as measured: each real rejection's batch linked to the retry that got it appended (its
     # rejections one batch, counted in the window of the first), from that first rejection to the retry's ack;
@@ -294,15 +303,9 @@ def routing(
             F.sum(wait_ms()).alias("recorded_model_wait_ms"),
         )
     )
-    unlinked = per.groupBy(*keys).agg(
-        F.count_if(F.col("recorded") & F.col("retry_line").isNull()).cast("bigint").alias("recorded_unlinked")
-    )
     isr_time = no_writable_time(segments, writable, window)
     windows = (
-        with_window(replay.select(*topic, "t_start"), window)
-        .select(*topic, "window_start")
-        .unionByName(isr_time.select(*topic, "window_start"))
-        .distinct()
+        replayed_windows.select(*topic, "window_start").unionByName(isr_time.select(*topic, "window_start")).distinct()
     )
     zero_counts = ["rejections", "recorded_rejections", "rerouted", "rerouted_bytes", "held", "never_writable",
                    "rerouted_latency_known", "recorded_batches", "recorded_unlinked"]  # fmt: skip
@@ -312,7 +315,6 @@ def routing(
         windows.join(policies, topic)
         .join(counts, keys, "left")
         .join(batches, keys, "left")
-        .join(unlinked, keys, "left")
         .join(isr_time, [*topic, "window_start"], "left")
         .fillna(0, subset=zero_counts)
         .fillna(0.0, subset=zero_sums)

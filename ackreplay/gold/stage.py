@@ -213,15 +213,22 @@ def build_gold(
     rejections) and which topics are keyless (:func:`keyless_topics`; None: all keyed); policy_summary is built
     from the availability rows once written (:func:`summary_frame`)."""
     run = F.lit(run_id)
-    segments = isr_segments(isr_changes, observed_until(replay, isr_changes))
+    # one row per committed ISR state, read by availability and routing several times: computed once
+    segments = isr_segments(isr_changes, observed_until(replay, isr_changes)).localCheckpoint()
     if produce_requests is None:
         produce_requests = replay.sparkSession.createDataFrame([], PRODUCE_REQUESTS)
     frames = {
         "latency_percentiles": latency_percentiles(replay, window, record_sends),
         "risk_exposure": risk_exposure(replay, partitions, window),
-        "availability": availability(replay, isr_changes, partitions, window),
+        "availability": availability(replay, isr_changes, partitions, window, segments),
         "routing": routing(
-            replay, produce_requests, segments, partitions, F.lit(False) if keyless is None else keyless, window
+            replay,
+            produce_requests,
+            segments,
+            partitions,
+            F.lit(False) if keyless is None else keyless,
+            window,
+            materialize=lambda rejections: rejections.localCheckpoint(),
         ),
     }
     return {name: conform(df.withColumn("gold_run_id", run), GOLD_CONTRACTS[name]) for name, df in frames.items()}
