@@ -230,10 +230,11 @@ def routing_totals(spark: SparkSession, lakehouse: str, clusters: list[str]) -> 
     batches' P99 latency as the worst window's: percentiles do not add up across windows)."""
     if not clusters or not table_exists(spark, lakehouse, "routing"):
         return []
-    sums = ["rejections", "recorded_rejections", "rerouted", "rerouted_bytes", "held", "never_writable",
-            "wait_today_ms", "wait_kip637_ms", "saved_wait_ms", "buffer_byte_s_today", "buffer_byte_s_kip637",
-            "rerouted_latency_known", "isr_known_ms", "no_writable_ms", "recorded_batches", "recorded_wait_ms",
-            "recorded_model_wait_ms", "recorded_unlinked"]  # fmt: skip
+    # what the section shows
+    sums = ["rejections", "recorded_rejections", "rerouted", "held", "never_writable", "wait_today_ms",
+            "wait_kip637_ms", "buffer_byte_s_today", "buffer_byte_s_kip637", "rerouted_latency_known",
+            "no_writable_ms", "recorded_batches", "recorded_wait_ms", "recorded_model_wait_ms",
+            "recorded_unlinked"]  # fmt: skip
     rows = (
         read_table(spark, lakehouse, "routing")
         .filter(F.col("cluster").isin(clusters))
