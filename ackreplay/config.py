@@ -167,8 +167,10 @@ class ReplaySettings(_Strict):
     # cluster's own value, as its brokers logged it at start (silver broker_configs); the self-check then
     # checks the re-simulation there against the recorded ISR's acks (README "The replay checks itself").
     lag_ms: list[int | Literal["own"]] = Field(default_factory=lambda: list(DEFAULT_LAG_MS))
-    # Kafka >= 3.7: the HW does not advance while the ISR is below min ISR (KIP-966 part 1)
-    strict_min_isr: bool = True
+    # Kafka >= 3.7: the HW does not advance while the ISR is below min ISR (KIP-966 part 1); <= 3.6 it does, and
+    # the waiting produce completes with NOT_ENOUGH_REPLICAS_AFTER_APPEND. auto: each cluster's release, as its
+    # brokers logged it (ackreplay/replay/kafka_release.py)
+    strict_min_isr: bool | Literal["auto"] = "auto"
     # One group (a task's unit of work) is one bucket of one leader broker's produces.
     bucket_seconds: int = Field(default=120, ge=1)
     # Who writes produce_replay's data files. arrow: the replay's Python workers, with pyarrow, and the

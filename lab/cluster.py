@@ -475,7 +475,10 @@ class LabCluster:
     # -- tools ----------------------------------------------------------------------------
     def topics(self, *args: str, timeout: float = 120) -> str:
         return self.run_tool(
-            "org.apache.kafka.tools.TopicCommand", ["--bootstrap-server", self.bootstrap, *args], timeout=timeout
+            # kafka-topics: Scala kafka.admin.TopicCommand until 3.6, Java in kafka-tools from 3.7
+            jars.main_class(self.libs, "org.apache.kafka.tools.TopicCommand", "kafka.admin.TopicCommand"),
+            ["--bootstrap-server", self.bootstrap, *args],
+            timeout=timeout,
         )
 
     def create_topic(self, topic: str, partitions: int, rf: int, configs: dict) -> str:

@@ -11,6 +11,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -146,3 +147,15 @@ if __name__ == "__main__":  # python -m lab.jars 3.9.1 4.1.1
 
     for v in sys.argv[1:]:
         print(resolve_kafka(v))
+
+
+def main_class(libs: Path, *names: str) -> str:
+    """The first of ``names`` (a tool's main class under the names Kafka releases gave it, as a Scala tool
+    moved to Java) that the Kafka jars in ``libs`` hold."""
+    for name in names:
+        entry = name.replace(".", "/") + ".class"
+        for jar in sorted(Path(libs).glob("kafka*.jar")):
+            with zipfile.ZipFile(jar) as zf:
+                if entry in zf.namelist():
+                    return name
+    raise RuntimeError(f"none of {', '.join(names)} in the Kafka jars of {libs}")

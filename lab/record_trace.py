@@ -35,7 +35,6 @@ import tempfile
 import threading
 import time
 import urllib.request
-import zipfile
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -361,13 +360,7 @@ def capture_logs(cluster: LabCluster, cdir: Path, request_log_from: float | None
 def dump_log_class(libs: Path) -> str:
     """kafka-dump-log's main class in these jars: the Scala ``kafka.tools.DumpLogSegments`` (kafka_2.13) or,
     once it was ported to Java, ``org.apache.kafka.tools.DumpLogSegments`` (kafka-tools; 4.3.1 has only that)."""
-    for name in ("kafka.tools.DumpLogSegments", "org.apache.kafka.tools.DumpLogSegments"):
-        entry = name.replace(".", "/") + ".class"
-        for jar in sorted(Path(libs).glob("kafka*.jar")):
-            with zipfile.ZipFile(jar) as zf:
-                if entry in zf.namelist():
-                    return name
-    raise LabError(f"no DumpLogSegments class in the Kafka jars of {libs}")
+    return jars.main_class(libs, "kafka.tools.DumpLogSegments", "org.apache.kafka.tools.DumpLogSegments")
 
 
 def capture_create_times(cluster: LabCluster, cdir: Path, topic: str) -> list[dict]:
@@ -432,7 +425,12 @@ def parse_args(argv=None):
         "drawing the same keys (a what-if pair: the same --seed once with each)",
     )
     p.add_argument("--size", type=int, default=512, help="mean value size in bytes (uniform size/2..3size/2)")
-    p.add_argument("--keys", type=int, default=1000)
+    p.add_argument(
+        "--keys",
+        type=int,
+        default=1000,
+        help="distinct record keys of the lab client (0: keyless records, placed by the client's partitioner)",
+    )
     p.add_argument("--linger-ms", type=int, default=5)
     p.add_argument(
         "--compression",
@@ -449,6 +447,14 @@ def parse_args(argv=None):
         help="the lab topic's and the brokers' min.insync.replicas",
     )
     p.add_argument("--partitions", type=int, default=6)
+    p.add_argument(
+        "--replication-factor",
+        type=int,
+        default=3,
+        choices=(2, 3),
+        help="the lab topic's replication factor (2: the partitions' replica sets differ, so a paused broker "
+        "takes some partitions below min ISR and leaves the others writable)",
+    )
     p.add_argument("--no-consumer", action="store_true")
     p.add_argument(
         "--client",
@@ -496,6 +502,8 @@ def parse_args(argv=None):
         check_log_stamp(a.kafka_version, a.log_stamp)
     except LabError as exc:
         p.error(str(exc))
+    if a.min_insync_replicas > a.replication_factor:
+        p.error("--min-insync-replicas above --replication-factor: every acks=all produce would be rejected")
     if a.crashes and a.crash_followers_stall_ms >= a.replica_lag_ms:
         p.error("--crash-followers-stall-ms must be below --replica-lag-ms (the followers must stay in the ISR)")
     if a.long_stall_ms is None:
@@ -562,7 +570,9 @@ def run(args) -> dict:
         log(f"work dir {work}; ports {cluster.controller_port}..{max(cluster.metrics_ports.values())}")
         cluster.start()
         log("cluster started")
-        cluster.create_topic(TOPIC, args.partitions, 3, {"min.insync.replicas": args.min_insync_replicas})
+        cluster.create_topic(
+            TOPIC, args.partitions, args.replication_factor, {"min.insync.replicas": args.min_insync_replicas}
+        )
         desc_start = cluster.describe()
         if not args.no_metrics:
             scraper = Scraper(cluster, cdir / "metrics", args.scrape_interval_s)
@@ -840,7 +850,7 @@ def build_manifest(
             "topic": {
                 "name": TOPIC,
                 "partitions": args.partitions,
-                "replication_factor": 3,
+                "replication_factor": args.replication_factor,
                 "min.insync.replicas": args.min_insync_replicas,
             },
             "broker_properties_broker_1": {k: str(v) for k, v in cluster.broker_props(1).items()},

@@ -59,6 +59,7 @@ SERVER_LOG, STATE_CHANGE_LOG = "server_log", "state_change_log"
 ISR_SHRINK, ISR_UPDATE, LEADER_START, LEADER_SKIP = "isr_shrink", "isr_update", "leader_start", "leader_skip"
 FOLLOWER_START = "follower_start"
 CONFIG_DUMP, BROKER_SETTING = "config_dump", "broker_setting"
+APP_VERSION, APP_START_TIME = "app_version", "app_start_time"
 
 # The broker settings the replay's rules rest on, from the dump KafkaConfig's constructor logs at every
 # broker start (`AbstractConfig.logAll`): a "KafkaConfig values: " line, then one "\t<name> = <value>" line per
@@ -69,6 +70,15 @@ CONFIG_DUMP, BROKER_SETTING = "config_dump", "broker_setting"
 BROKER_SETTINGS = ("replica.lag.time.max.ms", "replica.fetch.wait.max.ms")
 _SETTING_NAMES = "|".join(re.escape(name) for name in BROKER_SETTINGS)
 _CONFIG_DUMP = r"^\[[^\]]*\] [A-Z]+ KafkaConfig values: ?$"
+
+# AppInfoParser.AppInfo logs the release and the start's epoch time when the broker (and any client in its
+# JVM) starts: "Kafka version: 3.6.2", "Kafka startTimeMs: 1795464599951". Kept in `broker_configs` as the
+# settings below: the release decides rules that changed (Partition.maybeIncrementLeaderHW holds the HW
+# below min ISR from 3.7), and the epoch time next to the line's local stamp shows the JVM's time zone.
+KAFKA_VERSION_MAJOR, KAFKA_VERSION_MINOR = "kafka.version.major", "kafka.version.minor"
+KAFKA_START_TIME_MS = "kafka.start_time_ms"
+_APP_VERSION = r"^Kafka version: (\d{1,4})\.(\d{1,4})(?:\.\d{1,4})?(\S*)$"
+_APP_START_TIME = r"^Kafka startTimeMs: (\d{1,18})$"
 
 # The message between `[time] LEVEL ` and ` (logger)`; a line cut short has no logger suffix.
 _MESSAGE = r"^\[[^\]]*\] [A-Z]+ (.*) \([\w.$]+\)$"
@@ -169,6 +179,8 @@ _PATTERNS = {
     LEADER_START: _LEADER,
     LEADER_SKIP: _SKIP,
     FOLLOWER_START: _FOLLOWER,
+    APP_VERSION: _APP_VERSION,
+    APP_START_TIME: _APP_START_TIME,
 }
 # Kinds whose whole line is matched: a config dump's first line has no logger suffix, its settings no prefix.
 _LINE_PATTERNS = {CONFIG_DUMP: _CONFIG_DUMP, BROKER_SETTING: _SETTING}
@@ -180,6 +192,8 @@ _LABELS = {
     LEADER_START: "Leader ... starts at leader epoch",
     LEADER_SKIP: "Skipped the become-leader",
     FOLLOWER_START: "Follower ... starts at leader epoch",
+    APP_VERSION: "Kafka version:",
+    APP_START_TIME: "Kafka startTimeMs:",
 }
 # "Skipped the become-leader" lines that change nothing (stale partition epoch, already a local leader,
 # storage error): known messages, not a commit.
@@ -215,6 +229,8 @@ def _line_kind(stage: Column, line: Column) -> Column:
         )
         .when((stage == SERVER_LOG) & line.rlike(r"KafkaConfig values: ?$"), F.lit(CONFIG_DUMP))
         .when((stage == SERVER_LOG) & line.rlike(rf"^\t({_SETTING_NAMES}) = "), F.lit(BROKER_SETTING))
+        .when((stage == SERVER_LOG) & line.contains("] INFO Kafka version: "), F.lit(APP_VERSION))
+        .when((stage == SERVER_LOG) & line.contains("] INFO Kafka startTimeMs: "), F.lit(APP_START_TIME))
     )
 
 
@@ -423,10 +439,52 @@ def broker_setting_rows(lines_df: DataFrame) -> DataFrame:
     )
 
 
+def kafka_release(major: Column, minor: Column, suffix: Column) -> tuple[Column, Column]:
+    """The Apache Kafka release (major, minor) of a logged version: Confluent Platform's builds log their own
+    number with a `-ccs` or `-ce` suffix: 5.x is Apache Kafka 2.x, 6.0-6.2 are 2.6-2.8, 7.x is 3.x, 8.x is 4.x."""
+    confluent = suffix.rlike(r"^-(ccs|ce)\b") & (major >= 5)
+    return (
+        F.when(confluent & (major <= 6), F.lit(2)).when(confluent, major - 4).otherwise(major),
+        F.when(confluent & (major == 6), minor + 6).otherwise(minor),
+    )
+
+
+def app_info_rows(lines_df: DataFrame) -> DataFrame:
+    """Classified server.log lines -> `broker_configs` rows of each AppInfoParser line: the Kafka release
+    (`kafka.version.major`, `kafka.version.minor`) and the start's epoch time (`kafka.start_time_ms`), at the
+    line's own time."""
+    message = F.col("message")
+    version = _groups(message, _APP_VERSION, ("major", "minor", "suffix"))
+    major, minor = kafka_release(version["major"].cast("bigint"), version["minor"].cast("bigint"), version["suffix"])
+    versions = _parsed(lines_df, APP_VERSION).select(
+        "cluster",
+        "broker_id",
+        F.explode(
+            F.array(
+                F.struct(F.lit(KAFKA_VERSION_MAJOR).alias("setting"), major.alias("value")),
+                F.struct(F.lit(KAFKA_VERSION_MINOR).alias("setting"), minor.alias("value")),
+            )
+        ).alias("kv"),
+        *_ORIGIN,
+    )
+    start_times = _parsed(lines_df, APP_START_TIME).select(
+        "cluster",
+        "broker_id",
+        F.struct(
+            F.lit(KAFKA_START_TIME_MS).alias("setting"),
+            F.regexp_extract(message, _APP_START_TIME, 1).cast("bigint").alias("value"),
+        ).alias("kv"),
+        *_ORIGIN,
+    )
+    return versions.unionByName(start_times).select("cluster", "broker_id", "kv.setting", "kv.value", *_ORIGIN)
+
+
 def build_broker_configs(lines_df: DataFrame) -> DataFrame:
     """Classified server.log lines -> the brokers' settings as logged at their starts (`broker_configs`
-    contract); a setting line without its dump's first line in the same file is left out (counted by the stage)."""
-    return conform(broker_setting_rows(lines_df).filter(F.col("t_log").isNotNull()), BROKER_CONFIGS)
+    contract): the KafkaConfig dump's settings the replay reads (a setting line without its dump's first
+    line in the same file is left out, counted by the stage) and the AppInfoParser lines (`app_info_rows`)."""
+    settings = broker_setting_rows(lines_df).filter(F.col("t_log").isNotNull())
+    return conform(settings.unionByName(app_info_rows(lines_df), allowMissingColumns=True), BROKER_CONFIGS)
 
 
 def _shrink_proposals(lines_df: DataFrame) -> DataFrame:

@@ -6,7 +6,10 @@ lose under Kafka's election (`loss_kafka_election`, the most of the least–most
 the ISR was below min.insync.replicas (`under_min_isr_acks`), and produces rejected with
 NotEnoughReplicas (`not_enough_replicas`). Lower is better on all four. The frontier is the policies no
 other policy beats on one without being worse on another (Pareto); a policy whose P999 rests on fewer
-than 1,000 records is not judged on latency and stays off it.
+than 1,000 records is not judged on latency and stays off it. A policy under which no produce of the
+topic was acknowledged is no candidate at all: KIP-250's quorum=<Q> is no setting of a topic whose
+replication factor is Q or less (every produce unreplayable), and zero acks would otherwise beat every
+policy on every risk.
 
 With a target in the conf (`report.target`: `p999_ms`, `max_lost_acks`, `max_under_min_isr_acks`,
 `max_rejections`, any of them), a topic's recommendation is the policy meeting every bound with the
@@ -45,6 +48,7 @@ class TopicDecision:
     misses: dict[str, str] = field(default_factory=dict)  # policy -> which bounds it misses, as text
     refused: str | None = None  # why no decision (the self-check failed)
     send_time_share: float | None = None  # acked produces with a send time, of all acked (None: no acks)
+    no_acks: list[str] = field(default_factory=list)  # no produce acked: not a candidate
 
     @property
     def label(self) -> str:
@@ -68,24 +72,26 @@ def _decide_topic(cluster: str, topic: str, rows: list[dict], target: DecisionTa
     if verdict.startswith("FAILED"):
         return TopicDecision(cluster, topic, refused=f"the replay's self-check failed ({verdict})")
     share = send_time_share(rows)
+    no_acks = [r["policy"] for r in rows if r.get("n") == 0]
+    rows = [r for r in rows if r["policy"] not in no_acks]
     judged = [r for r in rows if r.get("p999_ms") is not None]
     frontier = [r["policy"] for r in judged if not any(_dominates(o, r) for o in judged if o is not r)]
     unjudged = [r["policy"] for r in rows if r.get("p999_ms") is None]
     if target is None:
-        return TopicDecision(cluster, topic, frontier, unjudged, send_time_share=share)
+        return TopicDecision(cluster, topic, frontier, unjudged, no_acks=no_acks, send_time_share=share)
     misses = {r["policy"]: _misses(r, target) for r in rows}
     meeting = sorted(
         (r for r in rows if not misses[r["policy"]]),
         key=lambda r: (r.get("p999_ms") is None, r.get("p999_ms") or 0.0, *(r[k] for k, _, _ in RISKS)),
     )
     closest = None
-    if not meeting:
+    if not meeting and rows:
         closest = min(rows, key=lambda r: (_excess(r, target), r.get("p999_ms") is None, r.get("p999_ms") or 0.0))[
             "policy"
         ]
     return TopicDecision(
         cluster, topic, frontier, unjudged, [r["policy"] for r in meeting], closest,
-        {p: "; ".join(m) for p, m in misses.items() if m}, send_time_share=share,
+        {p: "; ".join(m) for p, m in misses.items() if m}, no_acks=no_acks, send_time_share=share,
     )  # fmt: skip
 
 
@@ -178,6 +184,8 @@ def decision_lines(decisions: Sequence[TopicDecision], target: DecisionTarget | 
         line = f"  {d.label}: frontier {', '.join(d.frontier) or '-'}"
         if d.unjudged:
             line += f" (P999 from too few records: {', '.join(d.unjudged)})"
+        if d.no_acks:
+            line += f" (no produce acked, not a candidate: {', '.join(d.no_acks)})"
         if target is not None:
             if d.meeting:
                 line += f"; meets the target: {', '.join(d.meeting)}; recommended: {d.recommended}"

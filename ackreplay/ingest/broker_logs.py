@@ -9,8 +9,10 @@ came from the files it read, so reruns are idempotent and a grown file is replac
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from dataclasses import dataclass, field
+from zoneinfo import ZoneInfo, available_timezones
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -29,16 +31,20 @@ from ackreplay.storage.line_reader import read_lines
 from schemas import tables
 from schemas.broker_logs import BROKER_CONFIGS, FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
 from transforms.broker_logs import (
+    APP_START_TIME,
+    APP_VERSION,
     BROKER_SETTING,
     CONFIG_DUMP,
     FOLLOWER_START,
     ISR_SHRINK,
     ISR_UPDATE,
+    KAFKA_START_TIME_MS,
     LEADER_SKIP,
     LEADER_START,
     SERVER_LOG,
     STATE_CHANGE_LOG,
     UNKNOWN_FORMAT,
+    app_info_rows,
     broker_setting_rows,
     build_broker_configs,
     build_follower_starts,
@@ -62,7 +68,7 @@ BROKER_LOG_TABLES = (
 STAGES = (SERVER_LOG, STATE_CHANGE_LOG)
 _STAGE_NAMES = {SERVER_LOG: "server.log", STATE_CHANGE_LOG: "state-change.log"}
 _KINDS_OF_STAGE = {
-    SERVER_LOG: (ISR_SHRINK, ISR_UPDATE, CONFIG_DUMP, BROKER_SETTING),
+    SERVER_LOG: (ISR_SHRINK, ISR_UPDATE, CONFIG_DUMP, BROKER_SETTING, APP_VERSION, APP_START_TIME),
     STATE_CHANGE_LOG: (LEADER_START, LEADER_SKIP, FOLLOWER_START),
 }
 
@@ -73,6 +79,16 @@ class BrokerLogReconciliationError(RuntimeError):
 
 class BrokerLogFormatError(ValueError):
     """A line of a kind the replay reads (an ISR change, a leadership) in a format the parser does not know."""
+
+
+class LogTimeZoneError(ValueError):
+    """The brokers' log times, read in the conf's zone, disagree by minutes or more with the epoch times the
+    same brokers printed: the conf's `log_timezone` is not the zone their JVMs ran in."""
+
+
+# A broker start's log stamp and the epoch time AppInfoParser prints with it come from the same clock
+# milliseconds apart; a zone's offset is 30 minutes or more. Anything in between is neither.
+ZONE_MISMATCH_MS = 10 * 60 * 1000
 
 
 @dataclass
@@ -233,6 +249,8 @@ def ingest_broker_logs(
         by_status = classified.groupBy("stage", "status", "detail").count().collect()
         if any(r["status"] == "quarantined" and r["detail"].endswith(UNKNOWN_FORMAT) for r in by_status):
             _check_unknown_formats(classified, lines, config)
+        if any(r["status"] == "parsed" and r["detail"] == APP_START_TIME for r in by_status):
+            check_log_time_zone(classified, config)
         predicate = source_files_predicate(files)
         quarantine = classified.filter(F.col("status") == "quarantined").withColumn("reason", F.col("detail"))
         stage_list = ", ".join(map(sql_string, STAGES))
@@ -333,6 +351,63 @@ def _check_unknown_formats(classified: DataFrame, lines: DataFrame, config: AppC
     log.warning("%s", "\n".join(out))
 
 
+def check_log_time_zone(classified: DataFrame, config: AppConfig) -> None:
+    """Raise LogTimeZoneError when a cluster's broker starts, their log stamps read in the conf's
+    `log_timezone`, are minutes or more away from the epoch time AppInfoParser logged with them
+    ("Kafka startTimeMs: <ms>"): every time of that cluster would be off by it, and the producers' send
+    times (epoch) would put hours into every latency."""
+    starts = app_info_rows(classified).filter(F.col("setting") == KAFKA_START_TIME_MS)
+    lead_ms = (F.unix_micros("t_log") / 1000 - F.col("value")).alias("lead_ms")
+    rows = (
+        starts.groupBy("cluster")
+        .agg(
+            F.percentile_approx(lead_ms, 0.5).alias("lead_ms"),
+            F.min_by(F.struct("broker_id", "source_file", "line_number", "t_log", "value"), "t_log").alias("example"),
+        )
+        .filter(F.abs("lead_ms") >= ZONE_MISMATCH_MS)
+        .collect()  # one row per cluster
+    )
+    if not rows:
+        return
+    out = []
+    for r in sorted(rows, key=lambda r: r["cluster"]):
+        zone = config.cluster(r["cluster"]).log_timezone
+        started = dt.datetime.fromtimestamp(r["example"]["value"] / 1000, dt.UTC)
+        configured = ZoneInfo(zone).utcoffset(started) or dt.timedelta(0)
+        offset = configured + dt.timedelta(minutes=round(r["lead_ms"] / 60_000))
+        zones = _zones_at(offset, started)
+        out.append(
+            f"{r['cluster']}: its brokers' log times, read in {zone} (log_timezone), are {_hours(r['lead_ms'])} "
+            f"{'ahead of' if r['lead_ms'] > 0 else 'behind'} the epoch times they logged with them (AppInfoParser's"
+            f" 'Kafka startTimeMs'; e.g. {r['example']['source_file']} line {r['example']['line_number']}: started"
+            f" {started:%Y-%m-%d %H:%M:%S} UTC): their JVMs ran at UTC{_signed_hours(offset)}. Set"
+            f" clusters.{r['cluster']}.log_timezone in the conf to their zone"
+            + (
+                f" (at UTC{_signed_hours(offset)} then: {', '.join(zones)})"
+                if (zones := _zones_at(offset, started))
+                else ""
+            )
+            + "."
+        )
+    raise LogTimeZoneError("\n".join(out))
+
+
+def _hours(ms: float) -> str:
+    minutes = round(abs(ms) / 60_000)
+    return f"{minutes // 60}:{minutes % 60:02d} h"
+
+
+def _signed_hours(offset: dt.timedelta) -> str:
+    minutes = round(offset.total_seconds() / 60)
+    return f"{'+' if minutes >= 0 else '-'}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+def _zones_at(offset: dt.timedelta, at: dt.datetime, shown: int = 3) -> list[str]:
+    """A few IANA zones (Area/City) at `offset` from UTC at `at`: examples for the message."""
+    zones = sorted(z for z in available_timezones() if "/" in z and not z.startswith(("Etc/", "SystemV/")))
+    return [z for z in zones if ZoneInfo(z).utcoffset(at) == offset][:shown]
+
+
 def _reconcile(report: BrokerLogReport, incomplete_files: list, commit_lines: int) -> None:
     problems = [
         f"{r['source_file']}: {r['lines']} lines read but the last line is number {r['last']}" for r in incomplete_files
@@ -345,7 +420,10 @@ def _reconcile(report: BrokerLogReport, incomplete_files: list, commit_lines: in
         "isr_changes": commit_lines - report.duplicate_commits,
         "leader_epochs": parsed.get(LEADER_START, 0),
         "follower_starts": parsed.get(FOLLOWER_START, 0),
-        "broker_configs": parsed.get(BROKER_SETTING, 0) - report.settings_without_dump,
+        "broker_configs": parsed.get(BROKER_SETTING, 0)
+        - report.settings_without_dump
+        + 2 * parsed.get(APP_VERSION, 0)  # major and minor
+        + parsed.get(APP_START_TIME, 0),
     }
     for table, n in expected.items():
         if report.rows_written.get(table) != n:

@@ -191,7 +191,7 @@ class ReplayContext:
 
     quorum_sizes: tuple[int, ...]
     lag_ms: tuple[float, ...]  # the lags of every cluster (replay.lag_ms's numbers)
-    strict_min_isr: bool
+    strict_min_isr: Mapping[str, bool]  # cluster -> Kafka 3.7+'s rule below min ISR (kafka_release.py)
     run_id: str
     partitions: Mapping[int, PartitionEpochs]  # pkey -> the partition's epochs
     # (pkey, leader_epoch) -> (commit times, ISRs, whether the controller alone made the change)
@@ -321,7 +321,6 @@ class _Replayed:
 
 def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replayed | None:
     """The kernel over every (partition, leader epoch) of the group (one cluster's); None when nothing is replayed."""
-    options = ReplayOptions(strict_min_isr=ctx.strict_min_isr)
     order, epoch = _place_in_epochs(ctx, _np(produces, "pkey"), _np(produces, "broker_id"), _np(produces, "t_us"))
     placed = epoch >= 0
     if not placed.any():
@@ -329,6 +328,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     rows = order[placed]
     group_cluster = ctx.partitions[int(_np(produces, "pkey")[rows[0]])].cluster
     lags, policies = ctx.lags_of(group_cluster), ctx.policies_of(group_cluster)
+    options = ReplayOptions(strict_min_isr=ctx.strict_min_isr.get(group_cluster, True))
     produce = {name: _np(produces, name)[rows] for name in (
         "pkey", "broker_id", "t_us", "offset", "timeout_ms", "acks", "bytes", "t_start_us", "client_side_ms",
         "source_file_id", "line_number", "event_day",

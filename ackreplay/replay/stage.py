@@ -34,6 +34,7 @@ from ackreplay.config import AppConfig
 from ackreplay.kafka_lines import DEFAULT_REQUEST_TIMEOUT_MS
 from ackreplay.replay.elr import ElrSetting, announced_levels, elr_settings, partition_elr_rows
 from ackreplay.replay.groups import PRODUCE_REPLAY_ARROW, PartitionEpochs, ReplayContext, replay_group
+from ackreplay.replay.kafka_release import MinIsrRule, logged_releases, min_isr_rules
 from ackreplay.replay.own_lag import OwnLag, own_lags
 from ackreplay.replay.self_check import SelfCheck, ack_truth_columns, check_replay
 from ackreplay.storage.arrow_delta import ArrowFileWriter, arrow_writable, commit_files, local_path
@@ -91,6 +92,7 @@ class ReplayReport:
     failovers: list[dict] = field(default_factory=list)  # transforms.failovers rows: leader changes that cut acks
     elr: dict[str, ElrSetting] = field(default_factory=dict)  # cluster -> keeps eligible leader replicas (elr.py)
     own_lags: dict[str, OwnLag] = field(default_factory=dict)  # cluster -> its own replica.lag.time.max.ms (`own`)
+    min_isr_rules: dict[str, MinIsrRule] = field(default_factory=dict)  # cluster -> HW below min ISR (release)
 
     def summary_lines(self, detail: bool = True) -> list[str]:
         """The replay's counts, ground truth and self-check; `detail`: with each cluster's eligible leader
@@ -117,6 +119,9 @@ class ReplayReport:
                         f"eligible replicas a registration line printed on {s.derived_equal:,} of {s.printed:,} commits"
                         f"{gaps}"
                     )
+        if detail and self.min_isr_rules:
+            out.append("  below min ISR (replay.strict_min_isr, by Kafka release):")
+            out += [f"    {rule.line()}" for _, rule in sorted(self.min_isr_rules.items())]
         if detail and self.own_lags:
             out.append(
                 "  own lag (replay.lag_ms `own`: the ISR re-simulated at each cluster's replica.lag.time.max.ms):"
@@ -533,12 +538,11 @@ def run_replay(
     leader_epochs = _read_or_empty(spark, lakehouse, "leader_epochs", LEADER_EPOCHS).filter(in_scope_clusters)
     isr_changes = _read_or_empty(spark, lakehouse, "isr_changes", ISR_CHANGES).filter(in_scope_clusters)
     follower_starts = _read_or_empty(spark, lakehouse, "follower_starts", FOLLOWER_STARTS).filter(in_scope_clusters)
+    broker_configs = _read_or_empty(spark, lakehouse, "broker_configs", BROKER_CONFIGS)
     if settings.own_lag:
-        report.own_lags = own_lags(
-            _read_or_empty(spark, lakehouse, "broker_configs", BROKER_CONFIGS),
-            clusters,
-            config.configured_lags(clusters),
-        )
+        report.own_lags = own_lags(broker_configs, clusters, config.configured_lags(clusters))
+    releases = logged_releases(broker_configs, clusters) if settings.strict_min_isr == "auto" else {}
+    report.min_isr_rules = min_isr_rules(releases, clusters, settings.strict_min_isr)
     own_lag_ms = {c: own.lag_ms for c, own in report.own_lags.items() if own.lag_ms is not None}
     writer_kind = choose_writer(settings.writer, lakehouse)
     phases: dict[str, float] = {}
@@ -599,7 +603,7 @@ def run_replay(
     context = ReplayContext(
         quorum_sizes=tuple(settings.quorum_sizes),
         lag_ms=lag_ms,
-        strict_min_isr=settings.strict_min_isr,
+        strict_min_isr={c: rule.strict for c, rule in report.min_isr_rules.items()},
         linger_us=round(settings.producer.linger_ms * 1000),
         blocked_gap_us=round(settings.producer.blocked_gap_ms * 1000),
         max_in_flight=settings.producer.max_in_flight,

@@ -1,7 +1,8 @@
 // Workload for the ackreplay Kafka lab: real Apache Kafka Java clients (same version as the brokers).
 //
 // * one producer per acks setting (acks=all with idempotence, acks=1 without), each rate-limited,
-//   keyed records (hash partitioning, so one produce request usually carries several partitions),
+//   keyed records (hash partitioning, so one produce request usually carries several partitions; --keys 0:
+//   keyless records, placed by the client's built-in partitioner),
 //   value sizes uniform in [size/2, 3*size/2], incompressible payload, --compression (default none);
 // * one consumer in a group, reading the topic (real consumer FETCH traffic in the request logs);
 // * per acknowledged *batch* a CSV row with the batch's base offset, taken from the client's own
@@ -144,7 +145,8 @@ public class LabWorkload {
                     int sz = Math.max(1, size / 2 + rnd.nextInt(size + 1));
                     byte[] value = new byte[sz];
                     rnd.nextBytes(value);
-                    byte[] key = ("k" + rnd.nextInt(keys)).getBytes(StandardCharsets.UTF_8);
+                    // --keys 0: no key, so the producer's partitioner picks the partition (sticky, adaptive)
+                    byte[] key = keys > 0 ? ("k" + rnd.nextInt(keys)).getBytes(StandardCharsets.UTF_8) : null;
                     Pending pe = new Pending(nowMicros(), done);
                     sizes.put(pe, sz);
                     pe.future = producer.send(new ProducerRecord<>(topic, key, value), pe);

@@ -129,8 +129,12 @@ EXPECTED = {
 def _independent_counts(trace: Path) -> dict[str, int]:
     """Lines and marker counts of the brokers' logs, read with gzip (the pipeline's reader is not used)."""
     out = dict.fromkeys(
-        ("server_lines", "state_lines", "shrink", "updated", "leader", "skipped", "follower", "dumps", "settings"), 0
-    )
+        (
+            "server_lines", "state_lines", "shrink", "updated", "leader", "skipped", "follower", "dumps", "settings",
+            "versions", "start_times",
+        ),
+        0,
+    )  # fmt: skip
     for path in sorted(trace.glob("*/broker-*/*.log*")):
         name = path.name.split(".log")[0]
         if name not in ("server", "state-change"):
@@ -146,6 +150,8 @@ def _independent_counts(trace: Path) -> dict[str, int]:
             out["settings"] += text.count("\n\treplica.lag.time.max.ms = ") + text.count(
                 "\n\treplica.fetch.wait.max.ms = "
             )
+            out["versions"] += text.count("] INFO Kafka version: ")
+            out["start_times"] += text.count("] INFO Kafka startTimeMs: ")
         else:
             out["state_lines"] += n
             out["leader"] += text.count("] Leader ")
@@ -185,12 +191,16 @@ def test_every_broker_log_line_is_accounted_for(ingested, name):
         "follower_start": counts["follower"],
         "config_dump": counts["dumps"],
         "broker_setting": counts["settings"],
+        "app_version": counts["versions"],
+        "app_start_time": counts["start_times"],
     }
     # a config dump per broker start (3.9.1: broker 3 restarted; 4.1.1 prints the dump twice per start),
     # with the two settings kept of each
     assert (counts["dumps"], counts["settings"]) == {"trace-3.9.1-utc": (4, 8), "trace-4.1.1-berlin": (8, 16)}[
         trace.name
     ]
+    # AppInfoParser's release and start time at each broker start (the release as two rows: major, minor)
+    assert counts["versions"] == counts["start_times"] == {"trace-3.9.1-utc": 4, "trace-4.1.1-berlin": 4}[trace.name]
     assert counts["shrink"] == manifest["counts"]["isr"]["shrink_lines"]
     assert counts["updated"] == manifest["counts"]["isr"]["updated_lines"]
     by_kind, duplicates = EXPECTED[name]["totals"]
@@ -202,7 +212,7 @@ def test_every_broker_log_line_is_accounted_for(ingested, name):
         "isr_changes": counts["updated"] + counts["skipped"] + counts["leader"] - duplicates,
         "leader_epochs": counts["leader"],
         "follower_starts": counts["follower"],
-        "broker_configs": counts["settings"],
+        "broker_configs": counts["settings"] + 2 * counts["versions"] + counts["start_times"],
     }
     assert report.settings_without_dump == 0
 

@@ -1071,3 +1071,38 @@ def test_broker_settings_come_from_the_config_dump_of_each_start(spark):
     )
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
     assert broker_setting_rows(kept).filter(F.col("t_log").isNull()).select("line_number").collect() == [(1,)]
+
+
+def test_the_release_and_start_time_come_from_app_info_parser_lines(spark):
+    """AppInfoParser's lines at a broker start, as the 3.6.2 corpus trace's broker 1 printed them (its JVM in
+    Asia/Kolkata), then a start of a Confluent Platform build (7.7.1-ccs is Apache Kafka 3.7) and one cut
+    short: the release as (major, minor) and the start's epoch time, at each line's own time."""
+    server = [
+        "[2026-11-29 17:40:37,932] INFO Kafka version: 3.6.2 (org.apache.kafka.common.utils.AppInfoParser)",  # 1
+        "[2026-11-29 17:40:37,932] INFO Kafka commitId: c4deed513057c94e (org.apache.kafka.common.utils.AppInfoParser)",
+        "[2026-11-29 17:40:37,932] INFO Kafka startTimeMs: 1795954237932 (org.apache.kafka.common.utils.AppInfoParser)",
+        "[2026-11-29 18:00:00,000] INFO Kafka version: 7.7.1-ccs (org.apache.kafka.common.utils.AppInfoParser)",  # 4
+        "[2026-11-29 18:00:00,001] INFO Kafka startTimeMs: 17959 (org.apache.kafka.commo",  # 5 cut short
+    ]
+    classified = classify(log_frame(spark, server, "server_log"), {"c1": "Asia/Kolkata"})
+    statuses = [(r["line_number"], r["status"], r["detail"]) for r in classified.orderBy("line_number").collect()]
+    assert statuses == [
+        (1, "parsed", "app_version"),
+        (2, "unused", "other message"),
+        (3, "parsed", "app_start_time"),
+        (4, "parsed", "app_version"),
+        (5, "quarantined", "'Kafka startTimeMs:' line in no known format (cut short?)"),
+    ]
+    kept = classified.withColumn("ingest_run_id", F.lit("r1")).withColumn("cluster", F.lit("c1"))
+    actual = build_broker_configs(kept).select("broker_id", "setting", "value", "t_log", "line_number")
+    expected = spark.createDataFrame(
+        [
+            (1, "kafka.version.major", 3, ts("2026-11-29 12:10:37.932"), 1),
+            (1, "kafka.version.minor", 6, ts("2026-11-29 12:10:37.932"), 1),
+            (1, "kafka.start_time_ms", 1795954237932, ts("2026-11-29 12:10:37.932"), 3),
+            (1, "kafka.version.major", 3, ts("2026-11-29 12:30:00.000"), 4),
+            (1, "kafka.version.minor", 7, ts("2026-11-29 12:30:00.000"), 4),
+        ],
+        "broker_id int, setting string, value bigint, t_log timestamp, line_number bigint",
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)

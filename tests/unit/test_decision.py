@@ -74,6 +74,23 @@ def test_a_p999_from_too_few_records_is_not_judged_on_latency():
     assert t.meeting == ["quorum=2", "acks=all"]
 
 
+def test_a_policy_that_acked_nothing_is_no_candidate():
+    # quorum=2 on an RF 2 topic (KIP-250: 1 < Q < RF) acks nothing: zero risk, no P999
+    rows = [
+        {**_row("t", "acks=all", 16_543.4, rejected=577), "n": 13_461},
+        {**_row("t", "quorum=2", None), "n": 0},
+        {**_row("t", "acks=1", 16_536.6, lost=362), "n": 14_038},
+    ]
+    target = DecisionTarget(p999_ms=1000, max_lost_acks=0)
+    [t] = decide(rows, target)
+    assert t.no_acks == ["quorum=2"] and t.unjudged == [] and t.frontier == ["acks=all", "acks=1"]
+    assert t.meeting == [] and t.closest == "acks=all"
+    assert decision_lines([t], target)[1] == (
+        "  c1 / t: frontier acks=all, acks=1 (no produce acked, not a candidate: quorum=2); nothing meets the target;"
+        " closest: acks=all (P999 16,543.4 ms > 1,000 ms)"
+    )
+
+
 def test_no_decision_on_a_cluster_whose_replay_failed_its_self_check():
     rows = [_row("t", "acks=all", 10.0, cluster="bad", self_check="FAILED, accepted untrusted: P999 -15%")]
     target = DecisionTarget(p999_ms=300, max_lost_acks=0)

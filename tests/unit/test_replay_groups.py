@@ -48,7 +48,7 @@ def partition(
 
 def context(partitions: list[PartitionEpochs], isr_changes=None, writer=None) -> ReplayContext:
     return ReplayContext(
-        quorum_sizes=(2, 3), lag_ms=(), strict_min_isr=True, run_id="run-1",
+        quorum_sizes=(2, 3), lag_ms=(), strict_min_isr={"c": True}, run_id="run-1",
         partitions={100 + p.partition: p for p in partitions}, isr_changes=isr_changes or {},
         source_files={SOURCE: "c/broker-1/kafka-request.log"}, writer=writer,
     )  # fmt: skip
