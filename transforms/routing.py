@@ -30,8 +30,9 @@ The ground truth behind it: under the recorded policy, every real NOT_ENOUGH_REP
 request logs is a rejection the replay must give (`ackreplay.replay.self_check`, the rejection truth). Those
 produces have no offset and are not in `produce_replay`; the `routing` table counts them from
 `produce_requests` (`recorded_rejections`) next to the replayed ones, under acks=all and min.insync, which
-reject at append under the same rule. Each attempt counts: a producer's retries of one rejected batch are
-several rejections (request logs do not link them).
+reject at append under the same rule. Each attempt counts as a rejection, but a producer's retries of one
+rejected batch (linked by `linked_retries`) wait once: the waits and buffer byte-seconds count a batch's
+first attempt only.
 
 The re-simulated ISR of `acks=all@lag=<ms>` is not stored, so those policies have no routing figures.
 """
@@ -265,7 +266,15 @@ def routing(
     rerouted = F.col("_keyless") & (F.size("targets") > 0)
     per = materialize(per.join(target_latencies(per.filter(rerouted), replay), REJECTION_KEY, "left"))
     held = ~rerouted & F.col("writable_again_us").isNotNull()
-    held_wait = F.when(~rerouted, wait_ms())
+    # a batch's wait counts once: the later attempts of a linked batch (its retries, rejected again) wait
+    # within its first attempt's wait, and a KIP-637 producer would not have made them
+    attempts = Window.partitionBy("cluster", "topic", "partition", "policy", "retry_file", "retry_line").orderBy(
+        "t_us", "source_file", "line_number"
+    )
+    first_attempt = F.col("retry_line").isNull() | (F.row_number().over(attempts) == 1)
+    per = per.withColumn("_first_attempt", first_attempt)
+    own_wait = F.when(F.col("_first_attempt"), wait_ms())
+    held_wait = F.when(~rerouted, own_wait)
     byte_seconds = F.col("bytes").cast("double") / F.lit(1000.0)
     average, fastest = F.when(rerouted, F.col("average_ms")), F.when(rerouted, F.col("fastest_ms"))
     counts = per.groupBy(*keys).agg(
@@ -275,9 +284,9 @@ def routing(
         F.coalesce(F.sum(F.when(rerouted, F.col("bytes"))), F.lit(0)).cast("bigint").alias("rerouted_bytes"),
         F.count_if(held).cast("bigint").alias("held"),
         F.count_if(~rerouted & F.col("writable_again_us").isNull()).cast("bigint").alias("never_writable"),
-        F.coalesce(F.sum(wait_ms()), F.lit(0.0)).alias("wait_today_ms"),
+        F.coalesce(F.sum(own_wait), F.lit(0.0)).alias("wait_today_ms"),
         F.coalesce(F.sum(held_wait), F.lit(0.0)).alias("wait_kip637_ms"),
-        F.coalesce(F.sum(wait_ms() * byte_seconds), F.lit(0.0)).alias("buffer_byte_s_today"),
+        F.coalesce(F.sum(own_wait * byte_seconds), F.lit(0.0)).alias("buffer_byte_s_today"),
         F.coalesce(F.sum(held_wait * byte_seconds), F.lit(0.0)).alias("buffer_byte_s_kip637"),
         F.count_if(average.isNotNull()).cast("bigint").alias("rerouted_latency_known"),
         F.percentile(average, [0.5, 0.99]).alias("_average"),

@@ -175,6 +175,7 @@ def _create_times(trace: Path) -> dict[tuple[int, int], int]:
 
 PERF_TEST = {"acks=all": REPO / "data/corpus/perf-4.3.1-acks-all", "acks=1": REPO / "data/corpus/perf-4.3.1-acks-1"}
 VERSION_TRACES = {
+    "lab-3.6.2": REPO / "data/corpus/keyless-rf2-3.6.2-kolkata",
     "lab-3.7.2": REPO / "data/corpus/trace-3.7.2-utc",
     "lab-4.0.2": REPO / "data/corpus/trace-4.0.2-saopaulo",
     "lab-4.2.2": REPO / "data/corpus/trace-4.2.2-tokyo",
@@ -337,6 +338,7 @@ def test_every_kafka_version_trace_passes_the_replays_ground_truth(spark, corpus
 
 # (n, within 2 ms, P999 of ack wait replayed and observed in ms, passed) per cluster, measured 2026-11-25
 EXPECTED_VERSION_FIGURES = {
+    "lab-3.6.2": (10_122, 0.9982, 18.2, 17.6, True),  # measured 2026-11-29
     "lab-3.7.2": (17_843, 0.9981, 47.0, 47.6, True),  # measured 2026-11-26
     "lab-4.0.2": (11_029, 0.9979, 568.9, 569.0, True),  # measured 2026-11-26
     "lab-4.2.2": (24_682, 0.9973, 121.2, 120.5, True),
@@ -349,6 +351,7 @@ EXPECTED_VERSION_FIGURES = {
 CLIENT_TRACES = {
     "pair-acks-all": PAIR["acks=all"],
     "pair-acks-1": PAIR["acks=1"],
+    "lab-3.6.2": VERSION_TRACES["lab-3.6.2"],
     "lab-3.7.2": VERSION_TRACES["lab-3.7.2"],
     "lab-4.2.2": VERSION_TRACES["lab-4.2.2"],
     "lab-4.4.0": VERSION_TRACES["lab-4.4.0"],
@@ -473,14 +476,15 @@ def test_every_trace_loses_the_acknowledged_batches_its_logs_say_within_the_repl
     "Follower ... starts" line (Partition.makeFollower): placed by the new leader's line they fell
     outside every epoch and the brokers' logs gave 69 of the 4.0.2 trace's 71."""
     traces = {
-        "pair-acks-1": PAIR["acks=1"], "pair-acks-all": PAIR["acks=all"], "lab-3.7.2": VERSION_TRACES["lab-3.7.2"],
+        "pair-acks-1": PAIR["acks=1"], "pair-acks-all": PAIR["acks=all"], "lab-3.6.2": VERSION_TRACES["lab-3.6.2"],
+        "lab-3.7.2": VERSION_TRACES["lab-3.7.2"],
         "lab-4.0.2": VERSION_TRACES["lab-4.0.2"], "lab-4.2.2": VERSION_TRACES["lab-4.2.2"],
         "lab-4.4.0": VERSION_TRACES["lab-4.4.0"], "lab-4.4.0-us": VERSION_TRACES["lab-4.4.0-us"],
         "lab-4.4.0-crash": CRASH_TRACE,
     }  # fmt: skip
     lost = {cluster: _client_batches_missing_from_the_log(trace) for cluster, trace in traces.items()}
     assert lost == {
-        "pair-acks-1": 1, "pair-acks-all": 0, "lab-3.7.2": 0, "lab-4.0.2": 71, "lab-4.2.2": 0, "lab-4.4.0": 3,
+        "pair-acks-1": 1, "pair-acks-all": 0, "lab-3.6.2": 0, "lab-3.7.2": 0, "lab-4.0.2": 71, "lab-4.2.2": 0, "lab-4.4.0": 3,
         "lab-4.4.0-us": 0, "lab-4.4.0-crash": 162,
     }  # fmt: skip
     from_logs = {cluster: 0 for cluster in traces}
@@ -516,7 +520,8 @@ def test_acks_all_held_below_min_isr_is_acknowledged_when_the_isr_is_whole_again
     assert len(held) == 3 and all(28_400 < r["observed_wait_ms"] < 28_500 and r["err_ms"] <= 0.3 for r in held)
     produce = read_table(spark, corpus_run.lakehouse, "produce_requests").where("cluster = 'minisr3-4.4.0'")
     assert produce.where("error_code = 19").count() == 0
-    assert corpus_run.rejections == {"rejected": 0, "rejected_replayed": 0}  # none in the whole corpus either
+    # the corpus's real rejections are the 3.6.2 trace's (test_real_rejections_of_keyless_producers_...)
+    assert corpus_run.rejections == {"rejected": 682, "rejected_replayed": 681}
     replay = read_table(spark, corpus_run.lakehouse, "produce_replay").where("cluster = 'minisr3-4.4.0'")
     assert replay.where("policy = 'acks=all' AND recorded_acks = -1 AND outcome = 'not_enough_replicas'").count() == 0
     # what the acks=1 producer appended while the ISR was short, acks=all would have rejected
@@ -527,6 +532,7 @@ def test_acks_all_held_below_min_isr_is_acknowledged_when_the_isr_is_whole_again
 
 # cluster -> acks=all's (rejections, of them real, rerouted had the records no key, no writable partition s)
 ROUTING_FIGURES = {
+    "lab-3.6.2": (1_171, 682, 1_171, 0.0),
     "lab-3.7.2": (0, 0, 0, 0.0),
     "lab-4.0.2": (0, 0, 0, 0.0),
     "lab-4.2.2": (1, 0, 1, 0.0),
@@ -543,7 +549,8 @@ ROUTING_FIGURES = {
 
 def test_routing_around_partitions_below_min_isr_on_every_corpus_trace(spark, corpus_run):
     """KIP-637's what-if (gold `routing`, computed here from the module's tables with every topic taken as
-    keyless: keyed records would all be held). Only minisr3 (min ISR 3 = RF) has rejections: 1,346 batches
+    keyless: keyed records would all be held). The keyless 3.6.2 trace's are checked in
+    test_real_rejections_of_keyless_producers_and_what_kip_637_would_have_done. minisr3 (min ISR 3 = RF): 1,346 batches
     acks=all would have rejected, none a real NOT_ENOUGH_REPLICAS answer (the acks=all producer's requests were
     held, README "Routing around partitions below min ISR"); 75 could have moved to a partition writable
     then, saving 115 s of waiting, and for 28.3 s no partition was writable. The 4.2.2 and 4.4.0 traces have one
@@ -580,6 +587,71 @@ def test_routing_around_partitions_below_min_isr_on_every_corpus_trace(spark, co
     assert (minisr3["held"], round(minisr3["saved_wait_ms"] / 1000, 1)) == (1_271, 115.0)
 
 
+# policy -> (rejections, real ones, rerouted, held, never writable, real rejected batches, real rejections with
+# no retry in the logs, wait saved s, the real batches' wait as measured s and as modelled s, no writable s)
+KEYLESS_TRACE_ROUTING = {
+    "acks=all": (1_171, 682, 1_171, 0, 0, 17, 0, 4_498.45, 159.08, 157.13, 0.0),
+    "min.insync": (1_171, 682, 1_171, 0, 0, 17, 0, 4_498.45, 159.08, 157.13, 0.0),
+}
+
+
+def test_real_rejections_of_keyless_producers_and_what_kip_637_would_have_done(spark, corpus_run):
+    """Kafka 3.6.2, RF 2 and min.insync.replicas 2, keyless lab producers (data/corpus/keyless-rf2-3.6.2-kolkata,
+    manifest.json has the command): a broker paused past the lag limit, and later shut down and restarted,
+    took the partitions it replicates below min ISR while the others stayed writable, and the brokers
+    answered 682 acks=all requests NOT_ENOUGH_REPLICAS. The replay rejects 681 of them, and no appended
+    acks=all produce (the self-check's "0 not acked"). The one it misses was dequeued at 12:13:36.8397 and
+    answered at .8556 (16 ms of local time); partition 1's expansion was committed in between, at .848
+    (Partition.appendRecordsToLeader checks the ISR when the append starts; the replay checks it when the
+    local handling ended). Three releases' rule: up to 3.6 the HW advances below min ISR
+    (replay.strict_min_isr auto, from the brokers' "Kafka version: 3.6.2").
+
+    Gold routing with the conf's `partitioning: keyless` for this cluster: the rejected batches that could
+    have gone to a partition writable then, what they waited, and the producers' retries as measured. Every one
+    of the 1,171 rejections (the 682 real ones, and 489 acks=1 batches acks=all would have rejected) had another
+    partition writable (RF 2: the partitions the paused broker does not replicate), 1.66 MB in all. The 682
+    real answers were 17 batches, each retried every retry.backoff.ms until its partition was writable again
+    and then appended: 159.08 s from their first rejections to the retries' acks, where the model says 157.13 s
+    (until writable again); a KIP-637 producer would have sent them, and the acks=1 producer's 489, elsewhere,
+    saving 4,498 s of waiting in the producers' buffers."""
+    from ackreplay.gold.stage import build_gold
+
+    check = corpus_run.self_check["lab-3.6.2"]
+    assert (check.n, check.not_acked, check.passed) == (10_122, 0, True)
+    lakehouse = corpus_run.lakehouse
+    in_trace = F.col("cluster") == "lab-3.6.2"
+    frames = build_gold(
+        read_table(spark, lakehouse, "produce_replay").where(in_trace),
+        read_table(spark, lakehouse, "partitions").where(in_trace),
+        read_table(spark, lakehouse, "isr_changes").where(in_trace),
+        "minute",
+        "keyless",
+        produce_requests=read_table(spark, lakehouse, "produce_requests").where(in_trace),
+        keyless=F.lit(True),
+    )
+    columns = ("rejections", "recorded_rejections", "rerouted", "held", "never_writable", "recorded_batches",
+               "recorded_unlinked")  # fmt: skip
+    totals = {
+        r["policy"]: (
+            *(r[c] for c in columns),
+            round(r["saved_wait_ms"] / 1000, 2),
+            round(r["recorded_wait_ms"] / 1000, 2),
+            round(r["recorded_model_wait_ms"] / 1000, 2),
+            round(r["no_writable_ms"] / 1000, 1),
+        )
+        for r in frames["routing"]
+        .groupBy("policy")
+        .agg(
+            *[
+                F.sum(c).alias(c)
+                for c in (*columns, "saved_wait_ms", "recorded_wait_ms", "recorded_model_wait_ms", "no_writable_ms")
+            ]
+        )  # fmt: skip
+        .collect()
+    }
+    assert totals == KEYLESS_TRACE_ROUTING
+
+
 # cluster -> (commits whose printed eligible leader replicas Kafka's rule derives, commits that print them and
 # follow the partition's previous commit in the logs, those that follow a commit no line shows)
 PRINTED_ELR = {
@@ -599,7 +671,7 @@ def test_eligible_leader_replicas_where_the_cluster_keeps_them(corpus_run):
     the rule, seeing the two as one, differs on 4 of them (the lab stopping brokers 1 and 2 at the end;
     README, "Loss as a range")."""
     settings = corpus_run.elr
-    assert sorted(c for c, s in settings.items() if not s.enabled) == ["lab-3.7.2", "lab-4.0.2"]
+    assert sorted(c for c, s in settings.items() if not s.enabled) == ["lab-3.6.2", "lab-3.7.2", "lab-4.0.2"]
     assert settings["minisr3-4.4.0"].evidence == "state-change.log registrations list eligible leader replicas"
     assert (
         settings["lab-3.7.2"].evidence
@@ -628,6 +700,9 @@ def test_the_ground_truth_by_window_of_every_corpus_trace(spark, corpus_run):
 # (n, within 2 ms) per corpus trace and window of the self-check, measured 2026-11-27 (the module's corpus run
 # inside make test). n counts the recorded acks=all produces with the broker's ack in that window.
 EXPECTED_WINDOW_FIGURES = {
+    ("lab-3.6.2", "after an ISR expansion"): (1_827, 0.9984),
+    ("lab-3.6.2", "after an ISR shrink"): (1, 1.0),
+    ("lab-3.6.2", "quiet"): (8_294, 0.9982),
     ("lab-3.7.2", "after a leader change"): (1_223, 0.9959),
     ("lab-3.7.2", "after an ISR expansion"): (4_642, 0.9985),
     ("lab-3.7.2", "after an ISR shrink"): (3_141, 0.9990),
@@ -688,6 +763,7 @@ def test_the_isr_resimulated_at_each_traces_own_lag_acks_as_its_recorded_isr(cor
 # failed here (P999 88.1 vs 78.4 ms, 61.0 vs 50.9 ms): their leaders logged only empty incremental FETCHes
 # while the acks=all producer was held by the stalled follower, looked paused, and checked 98 ms late.
 EXPECTED_ISR_FIGURES = {
+    "lab-3.6.2": (3000.0, 13_461, 1.0, 241.5, 241.5, True),
     "lab-3.7.2": (10000.0, 21_619, 0.986, 12865.8, 12894.2, True),
     "lab-4.0.2": (30000.0, 22_433, 1.0, 3067.7, 3067.7, True),
     "lab-4.2.2": (5000.0, 29_941, 0.9946, 4606.7, 4606.4, True),

@@ -145,7 +145,9 @@ def test_a_real_rejection_is_linked_to_the_retry_that_got_its_batch_appended(spa
     batch is rejected at 10:10:05 and again 0.1 s later, and appended by the request at 10:10:30.5,
     acknowledged at 10:10:31: one batch, 26 s from its first rejection to its ack, where the model says 25 s (its
     partition writable again at 10:10:30). The 300-byte successes of client b at 10:10:10 and of client a at
-    10:09 (before) are other batches; a's 999-byte batch rejected at 10:10:15 was never appended (no retry)."""
+    10:09 (before) are other batches; a's 999-byte batch rejected at 10:10:15 was never appended (no retry).
+    Each batch waits once: 25 s from the first batch's first rejection and 15 s from the other's, 40 s in all
+    (the retry rejected at 10:10:05.1 waits within its batch's wait: summed per attempt it was 64.9 s)."""
     at = T10 + 10 * MINUTE
     recorded = [
         {"topic": "orders", "partition": 0, "t": at + 5 * SECOND, "line": 11, "nbytes": 300},
@@ -162,8 +164,10 @@ def test_a_real_rejection_is_linked_to_the_retry_that_got_its_batch_appended(spa
     replay_rows = [_acked("orders", 0, T10 + 50 * MINUTE, 1, 1.0)]
     actual = _routing(spark, replay_rows, isr_rows, [("c1", "orders", 0, 2)], recorded)
     columns = ["rejections", "recorded_rejections", "recorded_batches", "recorded_wait_ms", "recorded_model_wait_ms",
-               "recorded_unlinked", "held"]  # fmt: skip
-    assert [tuple(r) for r in actual.select(*columns).collect()] == [(3, 3, 1, 26_000.0, 25_000.0, 1, 3)]
+               "recorded_unlinked", "held", "wait_today_ms", "wait_kip637_ms"]  # fmt: skip
+    assert [tuple(r) for r in actual.select(*columns).collect()] == [
+        (3, 3, 1, 26_000.0, 25_000.0, 1, 3, 40_000.0, 40_000.0)
+    ]
 
 
 def test_keyless_topics_from_the_conf(spark):
