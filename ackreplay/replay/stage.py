@@ -321,13 +321,17 @@ class _ProduceSummary:
 
 
 def _summarize_produces(produce: DataFrame) -> _ProduceSummary:
+    with_offset = F.coalesce(F.col("base_offset"), F.lit(-1)) >= 0
     rows = (
         produce.groupBy("source_file")
         .agg(
             F.first(source_file_id()).alias("source_file_id"),
             F.count("*").alias("rows"),
             F.count_if(F.col("acks") == 0).alias("acks0"),
-            F.count_if((F.col("acks") != 0) & ~appended()).alias("failed"),
+            F.count_if((F.col("acks") != 0) & ~appended() & ~with_offset).alias("failed"),
+            # an error with an offset: appended, then answered with an error while it waited (NOT_LEADER when the
+            # leadership moved, NOT_ENOUGH_REPLICAS_AFTER_APPEND up to Kafka 3.6): in the log, not replayed
+            F.count_if((F.col("acks") != 0) & ~appended() & with_offset).alias("answered_error"),
             F.max("timeout_ms").alias("max_timeout_ms"),
         )
         .collect()  # one row per source file
@@ -338,6 +342,7 @@ def _summarize_produces(produce: DataFrame) -> _ProduceSummary:
     skipped = {
         "acks=0 (no offset)": sum(r["acks0"] for r in rows),
         "not appended (error response)": sum(r["failed"] for r in rows),
+        "appended but answered with an error (not replayed)": sum(r["answered_error"] for r in rows),
     }
     total = sum(r["rows"] for r in rows)
     return _ProduceSummary(

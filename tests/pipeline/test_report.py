@@ -105,7 +105,8 @@ def test_gold_tables_and_report(spark, lakehouse, tmp_path):
     assert report.summary[2]["p999_ms"] < report.summary[0]["p999_ms"]
     decision = [
         "decision for the target P999 <= 2,000 ms, lost acks <= 0: quorum=2 meets it on 1 of 1 topic",
-        "  c1 / orders: frontier quorum=2 (P999 from too few records: min.insync, acks=1);"
+        "  c1 / orders: frontier quorum=2 (P999 from too few records: acks=1) (no produce acked, not a candidate:"
+        " min.insync);"
         " meets the target: quorum=2, acks=all; recommended: quorum=2; caution: only 0.0% of the acked produces"
         " had a send time, so P999 is mostly the broker's view and producers saw more (give the records'"
         ' CreateTime: README "What the producer sees")',

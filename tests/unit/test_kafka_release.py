@@ -87,3 +87,24 @@ def test_a_log_timezone_that_is_not_the_brokers_zone_stops_the_ingest(spark):
     )
     kolkata = parse_config({"clusters": {"c1": {"log_timezone": "Asia/Kolkata"}}})
     assert check_log_time_zone(_classified(spark, "Asia/Kolkata"), kolkata) is None
+
+
+def test_the_replay_counts_appended_batches_answered_with_an_error_apart(spark):
+    """The replay's candidates are the appended batches acknowledged without error. A produce answered with an
+    error and an offset was appended first (NOT_ENOUGH_REPLICAS_AFTER_APPEND, 20, on the 3.6.2 corpus trace;
+    NOT_LEADER_OR_FOLLOWER, 6, when the leadership moved while it waited): in the log, not replayed, and
+    counted apart from the errors that appended nothing (NOT_ENOUGH_REPLICAS, 19, has no offset)."""
+    from ackreplay.replay.stage import _summarize_produces
+
+    rows = [(0, 0, 10), (-1, 0, 11), (1, 0, 12), (-1, 19, -1), (-1, 20, 13), (-1, 6, 14), (1, 6, -1), (-1, 6, None)]
+    produce = spark.createDataFrame(
+        [(acks, error, offset, "c1/broker-1/kafka-request.log", 100) for acks, error, offset in rows],
+        "acks int, error_code int, base_offset bigint, source_file string, timeout_ms int",
+    )
+    summary = _summarize_produces(produce)
+    assert (summary.total, summary.appended) == (8, 2)
+    assert summary.skipped == {
+        "acks=0 (no offset)": 1,
+        "appended but answered with an error (not replayed)": 2,
+        "not appended (error response)": 3,
+    }
