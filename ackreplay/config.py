@@ -133,6 +133,10 @@ class SelfCheckSettings(_Strict):
     # recorded ISR (`acks=all`), on the same produces: acks within 2 ms of each other, P999 of ack wait.
     isr_min_within_2ms: float = Field(default=0.98, ge=0.0, le=1.0)
     isr_max_p999_error: float = Field(default=0.10, ge=0.0)
+    # The brokers' NOT_ENOUGH_REPLICAS answers (recorded acks=all): at least this share rejected by the replayed
+    # acks=all, on a cluster with min_rejections of them or more (fewer: reported, not judged)
+    min_rejected: float = Field(default=0.99, ge=0.0, le=1.0)
+    min_rejections: int = Field(default=200, ge=1)
 
 
 class ProducerSettings(_Strict):

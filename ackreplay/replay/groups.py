@@ -442,7 +442,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         produce["has_send"] &= ~other
         produce["records_known"] &= ~other
     rejected = produce["offset"] < 0  # the recorded NOT_ENOUGH_REPLICAS (stage: appended or rejected)
-    rejections = rejection_truth(ctx, result["outcome"][:, rejected])
+    rejections = rejection_truth(ctx, result["outcome"][:, rejected], group_cluster)
     if rejections:
         produce = {k: v[~rejected] for k, v in produce.items()}
         result = {k: v[:, ~rejected] for k, v in result.items()}
@@ -454,16 +454,26 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     return _Replayed(produce, result, list(cluster_of), list(topic_of), policies, rejections)
 
 
-def rejection_truth(ctx: ReplayContext, outcome: np.ndarray) -> dict[str, int]:
+REJECTED, REJECTED_REPLAYED = "rejected", "rejected_replayed"
+
+
+def rejection_truth(ctx: ReplayContext, outcome: np.ndarray, cluster: str) -> dict[str, int]:
     """The rejection ground truth over the produces the broker rejected with NOT_ENOUGH_REPLICAS (recorded
     acks=all: replay_inputs.rejected_below_min_isr; `outcome`: theirs, per policy): how many there are, and
     how many of them the replayed acks=all rejects too (the committed ISR below min.insync.replicas at the
-    produce, as `Partition.appendRecordsToLeader` checks it). Empty when there are none. They are not
+    produce, as `Partition.appendRecordsToLeader` checks it), in all and for the group's `cluster`
+    (`rejected|<cluster>`: the self-check judges each cluster). Empty when there are none. They are not
     written to produce_replay: without an offset their ack under another policy is not known."""
     if not outcome.shape[1]:
         return {}
-    replayed = outcome[ctx.policies.index(ACKS_ALL.id)] == Outcome.NOT_ENOUGH_REPLICAS
-    return {"rejected": int(outcome.shape[1]), "rejected_replayed": int(replayed.sum())}
+    n = int(outcome.shape[1])
+    replayed = int((outcome[ctx.policies.index(ACKS_ALL.id)] == Outcome.NOT_ENOUGH_REPLICAS).sum())
+    return {
+        REJECTED: n,
+        REJECTED_REPLAYED: replayed,
+        f"{REJECTED}|{cluster}": n,
+        f"{REJECTED_REPLAYED}|{cluster}": replayed,
+    }
 
 
 def _recorded_policy(ctx: ReplayContext, acks: np.ndarray) -> np.ndarray:

@@ -18,6 +18,11 @@ those of the replayed `acks=all` under the recorded ISR on the same produces: at
 `isr_min_within_2ms` of them within 2 ms, and the P999 of ack wait within `isr_max_p999_error` (or 2 ms).
 Otherwise the cluster fails: the lag what-ifs rest on a re-simulation its own recording contradicts.
 
+And the rejections: of the brokers' NOT_ENOUGH_REPLICAS answers to acks=all produces, at least
+`min_rejected` must be rejected by the replayed acks=all (the committed ISR below min ISR at the produce), on
+a cluster with `min_rejections` of them or more; the other direction (an appended produce replayed as
+rejected) is a miss of `within_2ms` above.
+
 Where the misses fall is shown per window: the 15 s after an event of the produce's partition in
 `isr_changes` (a new leader, an ISR expansion, an ISR shrink: a stalled follower, a controlled
 shutdown or a fenced broker) or none of them ("quiet"). The windows group the misses for a reader;
@@ -68,6 +73,8 @@ class ClusterTruth:
     judged: str  # "judged" | "too few produces" | "JMX timeline"
     failures: tuple[str, ...] = ()
     isr: dict | None = None  # check_isr_resimulation's figures; None: the cluster's own lag was not replayed
+    # the brokers' NOT_ENOUGH_REPLICAS answers and how many of them the replayed acks=all rejects (None: not counted)
+    rejections: tuple[int, int] | None = None
 
     @property
     def passed(self) -> bool:
@@ -112,6 +119,13 @@ class SelfCheck:
                 )
             else:
                 out.append(f"    {c.cluster}: {c.judged}  {verdict}")
+            if c.rejections and c.rejections[0]:
+                rejected, replayed = c.rejections
+                judged = "" if rejected >= s.min_rejections else f" (fewer than {s.min_rejections:,}: not judged)"
+                out.append(
+                    f"      NOT_ENOUGH_REPLICAS answers: {rejected:,}, rejected by the replayed acks=all: {replayed:,}"
+                    f" ({replayed / rejected:.2%}; >= {s.min_rejected:.0%}){judged}"
+                )
             if c.isr is not None:
                 i = c.isr
                 out.append(
@@ -324,15 +338,28 @@ def _isr_failures(isr: dict | None, settings: SelfCheckSettings) -> list[str]:
     return failures
 
 
+def _rejection_failures(rejections: tuple[int, int] | None, settings: SelfCheckSettings) -> list[str]:
+    if rejections is None or rejections[0] < settings.min_rejections:
+        return []
+    rejected, replayed = rejections
+    if replayed / rejected >= settings.min_rejected:
+        return []
+    return [
+        f"{replayed:,} of {rejected:,} NOT_ENOUGH_REPLICAS answers rejected by the replay < {settings.min_rejected:.0%}"
+    ]
+
+
 def check_replay(
     result: DataFrame,
     isr_changes: DataFrame,
     settings: SelfCheckSettings,
     metric_clusters: list[str],
     own_lag_ms: dict[str, float] | None = None,
+    rejections: dict[str, tuple[int, int]] | None = None,
 ) -> SelfCheck:
     """The self-check of one replay run's clusters (`result`: produce_replay rows of the run's scope);
-    `own_lag_ms`: the clusters whose own lag was replayed (check_isr_resimulation)."""
+    `own_lag_ms`: the clusters whose own lag was replayed (check_isr_resimulation); `rejections`: per cluster,
+    the brokers' NOT_ENOUGH_REPLICAS answers and how many of them the replay rejects (None: not counted)."""
     check = SelfCheck(settings)
     isr = check_isr_resimulation(result, {c: v for c, v in (own_lag_ms or {}).items() if c not in metric_clusters})
     # _figures persists the columns it reads; the window breakdown of a refused cluster reads `truth` again
@@ -350,13 +377,17 @@ def check_replay(
             if _p999_off(row["p999_replayed_ms"], row["p999_observed_ms"], settings.max_p999_error):
                 failures.append(f"P999 off by more than {settings.max_p999_error:.0%}")
         figures = isr.pop(row["cluster"], None)
+        rejected = None if rejections is None else rejections.get(row["cluster"], (0, 0))
+        failures += _isr_failures(figures, settings) + _rejection_failures(rejected, settings)
         check.clusters.append(ClusterTruth(
             row["cluster"], row["n"], row["not_acked"], row["within_2ms"], row["p999_replayed_ms"],
-            row["p999_observed_ms"], judged, tuple(failures + _isr_failures(figures, settings)), figures,
+            row["p999_observed_ms"], judged, tuple(failures), figures, rejected,
         ))  # fmt: skip
     for cluster, figures in sorted(isr.items()):  # no recorded acks=all produce to judge the acks on
+        rejected = None if rejections is None else rejections.get(cluster, (0, 0))
+        failures = _isr_failures(figures, settings) + _rejection_failures(rejected, settings)
         check.clusters.append(
-            ClusterTruth(cluster, 0, 0, None, None, None, NO_TRUTH, tuple(_isr_failures(figures, settings)), figures)
+            ClusterTruth(cluster, 0, 0, None, None, None, NO_TRUTH, tuple(failures), figures, rejected)
         )
     failed = [c.cluster for c in check.failed if c.n]
     if failed:

@@ -33,7 +33,14 @@ from pyspark.sql import functions as F
 from ackreplay.config import AppConfig
 from ackreplay.kafka_lines import DEFAULT_REQUEST_TIMEOUT_MS
 from ackreplay.replay.elr import ElrSetting, announced_levels, elr_settings, partition_elr_rows
-from ackreplay.replay.groups import PRODUCE_REPLAY_ARROW, PartitionEpochs, ReplayContext, replay_group
+from ackreplay.replay.groups import (
+    PRODUCE_REPLAY_ARROW,
+    REJECTED,
+    REJECTED_REPLAYED,
+    PartitionEpochs,
+    ReplayContext,
+    replay_group,
+)
 from ackreplay.replay.kafka_release import MinIsrRule, logged_releases, min_isr_rules
 from ackreplay.replay.own_lag import OwnLag, own_lags
 from ackreplay.replay.self_check import SelfCheck, ack_truth_columns, check_replay
@@ -86,6 +93,9 @@ class ReplayReport:
     # recorded acks=all produces the broker rejected with NOT_ENOUGH_REPLICAS, and how many of them the
     # replayed acks=all rejects (groups.rejection_truth); None: not counted (Spark's writer)
     rejections: dict[str, int] | None = field(default_factory=dict)
+    # cluster -> (recorded NOT_ENOUGH_REPLICAS produces, of them rejected by the replayed acks=all): judged by the
+    # self-check; None: not counted
+    rejections_by_cluster: dict[str, tuple[int, int]] | None = field(default_factory=dict)
     self_check: SelfCheck | None = None
     metric_clusters: list[str] = field(default_factory=list)  # replayed from JMX LEO scrapes (no FETCH lines)
     blind_clusters: list[str] = field(default_factory=list)  # produces, no follower evidence at all (warning mode)
@@ -670,11 +680,16 @@ def run_replay(
                 for key, count in json.loads(f["ground_truth"]).items():
                     truth_counts[key] += count
             report.outcomes = dict(outcomes)
-            report.rejections = {k: truth_counts[k] for k in ("rejected", "rejected_replayed")}
+            report.rejections = {k: truth_counts[k] for k in (REJECTED, REJECTED_REPLAYED)}
+            report.rejections_by_cluster = {
+                key.split("|", 1)[1]: (n, truth_counts[f"{REJECTED_REPLAYED}|{key.split('|', 1)[1]}"])
+                for key, n in truth_counts.items()
+                if key.startswith(f"{REJECTED}|")
+            }
             phases["commit"] = time.monotonic() - mark
         else:
             replace_rows(conform(replayed, PRODUCE_REPLAY), lakehouse, "produce_replay", scope.sql(), run_id)
-            report.rejections = None
+            report.rejections = report.rejections_by_cluster = None
             phases["groups and Spark's write"] = time.monotonic() - mark
     mark = time.monotonic()
     epochs.unpersist()
@@ -692,7 +707,9 @@ def run_replay(
     if unplaced:
         report.skipped["outside any known leader epoch or partition"] = unplaced
     report.ground_truth = _ground_truth(result, dict(truth_counts) if writer_kind == "arrow" else None)
-    report.self_check = check_replay(result, isr_changes, settings.self_check, metric_clusters, own_lag_ms)
+    report.self_check = check_replay(
+        result, isr_changes, settings.self_check, metric_clusters, own_lag_ms, report.rejections_by_cluster
+    )
     # Leader changes are rare events: with none in scope (most small inputs) nothing was cut, and the query
     # that scans produce_replay and the fetches several times is not planned at all.
     if leader_changes(leader_epochs).isEmpty():

@@ -89,6 +89,26 @@ def test_thresholds_come_from_the_conf(replay):
     assert "self-check off" in "\n".join(off.summary_lines())
 
 
+def test_the_brokers_rejections_must_be_the_replays(replay):
+    """Of a cluster's NOT_ENOUGH_REPLICAS answers (200 or more), at least 99% must be rejected by the replayed
+    acks=all: "good" 681 of 682 (the keyless 3.6.2 corpus trace's figure) passes, 300 of 320 fails a cluster
+    whose acks are right, 5 of 10 is too few to judge; a run whose rejections were not counted judges none."""
+    lenient = SelfCheckSettings(min_within_2ms=0.9, max_p999_error=20.0)  # the acks pass everywhere
+    rejections = {"good": (682, 681), "bad": (320, 300), "small": (10, 5)}
+    check = check_replay(*replay, lenient, metric_clusters=[], rejections=rejections)
+    by = {c.cluster: c for c in check.clusters}
+    assert {c: by[c].rejections for c in by} == rejections
+    assert [c.cluster for c in check.failed] == ["bad"]
+    assert by["bad"].failures == ("300 of 320 NOT_ENOUGH_REPLICAS answers rejected by the replay < 99%",)
+    lines = check.summary_lines()
+    assert "      NOT_ENOUGH_REPLICAS answers: 682, rejected by the replayed acks=all: 681 (99.85%; >= 99%)" in lines
+    assert (
+        "      NOT_ENOUGH_REPLICAS answers: 10, rejected by the replayed acks=all: 5 (50.00%; >= 99%) (fewer than 200:"
+        " not judged)" in lines
+    )
+    assert not check_replay(*replay, lenient, metric_clusters=[], rejections=None).failed
+
+
 def test_a_window_where_nothing_replayed_as_acked_prints_a_dash():
     from ackreplay.replay.self_check import ClusterTruth, SelfCheck
 
