@@ -7,6 +7,7 @@ The jars land in a cache dir (``~/.cache/ackreplay-lab/kafka-<version>/libs`` by
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -142,13 +143,7 @@ def compile_workload(version: str, libs: Path, log=print) -> Path:
     return out
 
 
-if __name__ == "__main__":  # python -m lab.jars 3.9.1 4.1.1
-    import sys
-
-    for v in sys.argv[1:]:
-        print(resolve_kafka(v))
-
-
+@functools.cache
 def main_class(libs: Path, *names: str) -> str:
     """The first of ``names`` (a tool's main class under the names Kafka releases gave it, as a Scala tool
     moved to Java) that the Kafka jars in ``libs`` hold."""
@@ -159,3 +154,10 @@ def main_class(libs: Path, *names: str) -> str:
                 if entry in zf.namelist():
                     return name
     raise RuntimeError(f"none of {', '.join(names)} in the Kafka jars of {libs}")
+
+
+if __name__ == "__main__":  # python -m lab.jars 3.9.1 4.1.1
+    import sys
+
+    for v in sys.argv[1:]:
+        print(resolve_kafka(v))

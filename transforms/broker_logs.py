@@ -229,7 +229,8 @@ def _line_kind(stage: Column, line: Column) -> Column:
         )
         .when((stage == SERVER_LOG) & line.rlike(r"KafkaConfig values: ?$"), F.lit(CONFIG_DUMP))
         .when((stage == SERVER_LOG) & line.rlike(rf"^\t({_SETTING_NAMES}) = "), F.lit(BROKER_SETTING))
-        .when((stage == SERVER_LOG) & line.contains("] INFO Kafka version: "), F.lit(APP_VERSION))
+        # AppInfoParser prints "unknown" when its jar has no version resource (a build from source): not used
+        .when((stage == SERVER_LOG) & line.rlike(r"\] INFO Kafka version: \d"), F.lit(APP_VERSION))
         .when((stage == SERVER_LOG) & line.contains("] INFO Kafka startTimeMs: "), F.lit(APP_START_TIME))
     )
 

@@ -382,11 +382,7 @@ def check_log_time_zone(classified: DataFrame, config: AppConfig) -> None:
             f" 'Kafka startTimeMs'; e.g. {r['example']['source_file']} line {r['example']['line_number']}: started"
             f" {started:%Y-%m-%d %H:%M:%S} UTC): their JVMs ran at UTC{_signed_hours(offset)}. Set"
             f" clusters.{r['cluster']}.log_timezone in the conf to their zone"
-            + (
-                f" (at UTC{_signed_hours(offset)} then: {', '.join(zones)})"
-                if (zones := _zones_at(offset, started))
-                else ""
-            )
+            + (f" (at UTC{_signed_hours(offset)} then: {', '.join(zones)})" if zones else "")
             + "."
         )
     raise LogTimeZoneError("\n".join(out))

@@ -603,7 +603,7 @@ def test_real_rejections_of_keyless_producers_and_what_kip_637_would_have_done(s
     acks=all produce (the self-check's "0 not acked"). The one it misses was dequeued at 12:13:36.8397 and
     answered at .8556 (16 ms of local time); partition 1's expansion was committed in between, at .848
     (Partition.appendRecordsToLeader checks the ISR when the append starts; the replay checks it when the
-    local handling ended). Three releases' rule: up to 3.6 the HW advances below min ISR
+    local handling ended). The replay applies Kafka 3.6's rule, under which the HW advances below min ISR
     (replay.strict_min_isr auto, from the brokers' "Kafka version: 3.6.2").
 
     Gold routing with the conf's `partitioning: keyless` for this cluster: the rejected batches that could

@@ -1075,14 +1075,16 @@ def test_broker_settings_come_from_the_config_dump_of_each_start(spark):
 
 def test_the_release_and_start_time_come_from_app_info_parser_lines(spark):
     """AppInfoParser's lines at a broker start, as the 3.6.2 corpus trace's broker 1 printed them (its JVM in
-    Asia/Kolkata), then a start of a Confluent Platform build (7.7.1-ccs is Apache Kafka 3.7) and one cut
-    short: the release as (major, minor) and the start's epoch time, at each line's own time."""
+    Asia/Kolkata), then a start of a Confluent Platform build (7.7.1-ccs is Apache Kafka 3.7), one cut short
+    and one of a build that does not know its version: the release as (major, minor) and the start's epoch
+    time, at each line's own time."""
     server = [
         "[2026-11-29 17:40:37,932] INFO Kafka version: 3.6.2 (org.apache.kafka.common.utils.AppInfoParser)",  # 1
         "[2026-11-29 17:40:37,932] INFO Kafka commitId: c4deed513057c94e (org.apache.kafka.common.utils.AppInfoParser)",
         "[2026-11-29 17:40:37,932] INFO Kafka startTimeMs: 1795954237932 (org.apache.kafka.common.utils.AppInfoParser)",
         "[2026-11-29 18:00:00,000] INFO Kafka version: 7.7.1-ccs (org.apache.kafka.common.utils.AppInfoParser)",  # 4
         "[2026-11-29 18:00:00,001] INFO Kafka startTimeMs: 17959 (org.apache.kafka.commo",  # 5 cut short
+        "[2026-11-29 18:10:00,000] INFO Kafka version: unknown (org.apache.kafka.common.utils.AppInfoParser)",  # 6
     ]
     classified = classify(log_frame(spark, server, "server_log"), {"c1": "Asia/Kolkata"})
     statuses = [(r["line_number"], r["status"], r["detail"]) for r in classified.orderBy("line_number").collect()]
@@ -1092,6 +1094,7 @@ def test_the_release_and_start_time_come_from_app_info_parser_lines(spark):
         (3, "parsed", "app_start_time"),
         (4, "parsed", "app_version"),
         (5, "quarantined", "'Kafka startTimeMs:' line in no known format (cut short?)"),
+        (6, "unused", "other message"),  # a build without a version resource: nothing to read
     ]
     kept = classified.withColumn("ingest_run_id", F.lit("r1")).withColumn("cluster", F.lit("c1"))
     actual = build_broker_configs(kept).select("broker_id", "setting", "value", "t_log", "line_number")
