@@ -80,7 +80,7 @@ def min_isr_rules(
             out[cluster] = MinIsrRule(
                 cluster, True, "no 'Kafka version:' line in its server.log files: Kafka 3.7+'s rule assumed"
             )
-        elif len(set(logged.values())) > 1 and len({v >= STRICT_MIN_ISR_SINCE for v in logged.values()}) > 1:
+        elif len({v >= STRICT_MIN_ISR_SINCE for v in logged.values()}) > 1:
             out[cluster] = MinIsrRule(
                 cluster, True, f"its brokers logged releases on both sides of 3.7 ({shown}): 3.7+'s rule assumed"
             )

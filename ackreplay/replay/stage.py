@@ -681,10 +681,9 @@ def run_replay(
                     truth_counts[key] += count
             report.outcomes = dict(outcomes)
             report.rejections = {k: truth_counts[k] for k in (REJECTED, REJECTED_REPLAYED)}
+            per_cluster = [key.removeprefix(f"{REJECTED}|") for key in truth_counts if key.startswith(f"{REJECTED}|")]
             report.rejections_by_cluster = {
-                key.split("|", 1)[1]: (n, truth_counts[f"{REJECTED_REPLAYED}|{key.split('|', 1)[1]}"])
-                for key, n in truth_counts.items()
-                if key.startswith(f"{REJECTED}|")
+                c: (truth_counts[f"{REJECTED}|{c}"], truth_counts[f"{REJECTED_REPLAYED}|{c}"]) for c in per_cluster
             }
             phases["commit"] = time.monotonic() - mark
         else:
