@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "gold":
             pipeline.gold(spark, config, lakehouse, dates, full, args.cluster, echo=echo, steps=steps, detail=detail)
         elif args.command == "report":
-            echo(f"report: {pipeline.report(spark, lakehouse, args.out, config.report.target)}")
+            html = pipeline.report(spark, lakehouse, args.out, config.report.target, config.replay.producer.linger_ms)
+            echo(f"report: {html}")
         elif args.command == "export":
             from ackreplay.export import export_table
 

@@ -190,13 +190,18 @@ def gold(
 
 
 def report(
-    spark: SparkSession, lakehouse: str, out_dir: str | Path | None = None, target: DecisionTarget | None = None
+    spark: SparkSession,
+    lakehouse: str,
+    out_dir: str | Path | None = None,
+    target: DecisionTarget | None = None,
+    linger_ms: float = 0.0,
 ) -> Path:
     """Charts and report.html from the gold tables (default folder: <lakehouse>/report), opening with the
-    decision for `target` (the conf's `report.target`); the html's path."""
+    decision for `target` (the conf's `report.target`); the html's path. `linger_ms`: the conf's
+    `replay.producer.linger_ms`."""
     from ackreplay.gold.report import build_report
 
-    return build_report(spark, lakehouse, out_dir, target)
+    return build_report(spark, lakehouse, out_dir, target, linger_ms)
 
 
 def run(
@@ -222,7 +227,9 @@ def run(
         echo("report: unchanged (no gold table was rebuilt)")
         return result
     with steps.timed("report"):
-        result.report_html = report(spark, lakehouse, target=config.report.target)
+        result.report_html = report(
+            spark, lakehouse, target=config.report.target, linger_ms=config.replay.producer.linger_ms
+        )
     echo(f"report: {result.report_html}")
     assert result.gold.run_id is not None  # a gold stage with clusters in scope has a run id
     mark_done(spark, lakehouse, result.gold.scope, result.gold.run_id)  # after the report: a retry rebuilds it

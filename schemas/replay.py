@@ -34,7 +34,8 @@ _VALUES = [
     # producer-visible, send() to ack (ackreplay/replay/connections.py): the request replayed on its
     # connection's chain, from t_send (from the request's estimated arrival when t_send is unknown)
     StructField("latency_ms", DoubleType(), False),
-    # the broker's view of the request: t_response - t_start + response queue + send
+    # the broker's view of the request that carried the batch under the policy, from its replayed start to its
+    # response sent: t_response - t_start + response queue + send where the request kept its recorded start
     StructField("broker_latency_ms", DoubleType(), False),
     # of latency_ms, the time spent in the socket behind the connection's previous responses
     StructField("hol_wait_ms", DoubleType(), False),

@@ -120,10 +120,29 @@ def record_sends_by_batch(send_times: DataFrame) -> DataFrame:
     )
 
 
-def record_latencies(replay: DataFrame, record_sends: DataFrame | None = None) -> DataFrame:
+def _record_latency(linger_ms: float) -> Column:
+    """A record's latency: its batch's less how long after the batch's first record it was sent.
+
+    Every record existed when its batch's request left the producer, except where a policy sent the batch
+    earlier than recorded (ackreplay/replay/groups._early_batches: a batch held behind a retried one, which
+    then gathered records until it was sent): a record sent after that went in a later batch, which left
+    at the next multiple of `linger.ms` after the early one (the producer keeps sending that partition's
+    batches as each lingers) and took as long at the broker (`broker_latency_ms`)."""
+    after = F.coalesce(F.col("_send.after_ms"), F.lit(0.0))
+    late = after - (F.col("latency_ms") - F.col("broker_latency_ms"))  # sent that long after its batch left
+    lingered = F.pmod(-late, F.lit(float(linger_ms))) if linger_ms > 0 else F.lit(0.0)
+    return F.when(late > LATE_RECORD_MS, F.col("broker_latency_ms") + lingered).otherwise(F.col("latency_ms") - after)
+
+
+# sent after its batch left: beyond float rounding (the times are whole µs)
+LATE_RECORD_MS = 0.001
+
+
+def record_latencies(replay: DataFrame, record_sends: DataFrame | None = None, linger_ms: float = 0.0) -> DataFrame:
     """The acked produces' records (see the module docstring): their keys, partition and `t_start`, with
     `record_latency_ms` and `records`, how many records share that latency (rows of one batch differ by
-    their send time). `record_sends`: the output of :func:`record_sends_by_batch`, None when there is none."""
+    their send time). `record_sends`: the output of :func:`record_sends_by_batch`, None when there is none.
+    `linger_ms`: the producers' `linger.ms` (conf `replay.producer.linger_ms`, :func:`_record_latency`)."""
     acked = replay.where(_acked())
     if record_sends is not None:
         # a listing of another epoch's batch at this offset (reused after a truncation) is not this one's
@@ -142,12 +161,13 @@ def record_latencies(replay: DataFrame, record_sends: DataFrame | None = None) -
         "policy",
         "t_start",
         "latency_ms",
+        "broker_latency_ms",
         "records",
         F.posexplode_outer("record_sends").alias("_position", "_send"),
     )
     return sends.select(
         "cluster", "topic", "partition", "policy", "t_start",
-        (F.col("latency_ms") - F.coalesce(F.col("_send.after_ms"), F.lit(0))).alias("record_latency_ms"),
+        _record_latency(linger_ms).alias("record_latency_ms"),
         F.coalesce(F.col("_send.records"), F.col("records"), F.lit(1)).cast("bigint").alias("records"),
         # one row of each batch whose records each have a send time (for counting those batches)
         (F.col("_position") == 0).alias("_batch_with_sends"),
@@ -188,14 +208,17 @@ def _percentile_columns() -> dict[str, Column]:
     }
 
 
-def latency_percentiles(replay: DataFrame, window: str = "hour", record_sends: DataFrame | None = None) -> DataFrame:
+def latency_percentiles(
+    replay: DataFrame, window: str = "hour", record_sends: DataFrame | None = None, linger_ms: float = 0.0
+) -> DataFrame:
     """One row per (cluster, topic, policy, window): produces, n, acked_records, p50/p99/p999/p9999 and
     max of the records' latency (module docstring; `record_sends` as for :func:`record_latencies`).
 
     A window whose produces were all rejected has n = 0 and null percentiles.
     """
     keys = ["cluster", "topic", "policy", "window", "window_start"]
-    records = with_window(record_latencies(replay, record_sends), window).groupBy(*keys).agg(*_record_latency_aggs())
+    records = with_window(record_latencies(replay, record_sends, linger_ms), window)
+    records = records.groupBy(*keys).agg(*_record_latency_aggs())
     return (
         with_window(replay, window)
         .groupBy(*keys)
@@ -447,7 +470,11 @@ def _isr_time_by_policy(availability_df: DataFrame) -> DataFrame:
 
 
 def policy_summary(
-    replay: DataFrame, partitions: DataFrame, availability_df: DataFrame, record_sends: DataFrame | None = None
+    replay: DataFrame,
+    partitions: DataFrame,
+    availability_df: DataFrame,
+    record_sends: DataFrame | None = None,
+    linger_ms: float = 0.0,
 ) -> DataFrame:
     """One row per (cluster, topic, policy) over all the data: the decision table.
 
@@ -458,7 +485,7 @@ def policy_summary(
     """
     keys = ["cluster", "topic", "policy"]
     records = (
-        record_latencies(replay, record_sends)
+        record_latencies(replay, record_sends, linger_ms)
         .groupBy(*keys)
         .agg(
             *_record_latency_aggs(),
@@ -510,13 +537,13 @@ def cdf_probabilities(points: int = 200) -> list[float]:
 
 
 def latency_quantiles(
-    replay: DataFrame, probabilities: list[float], record_sends: DataFrame | None = None
+    replay: DataFrame, probabilities: list[float], record_sends: DataFrame | None = None, linger_ms: float = 0.0
 ) -> DataFrame:
     """Exact quantiles of the records' latency per (cluster, topic, policy) (module docstring; `record_sends`
     as for :func:`record_latencies`): one row per fraction q."""
     probs = list(probabilities)
     return (
-        record_latencies(replay, record_sends)
+        record_latencies(replay, record_sends, linger_ms)
         .groupBy("cluster", "topic", "policy")
         .agg(F.percentile("record_latency_ms", probs, F.col("records")).alias("_v"))
         .select(

@@ -51,6 +51,117 @@ def rejected_below_min_isr() -> F.Column:
     return (F.col("acks") == -1) & (F.col("error_code") == NOT_ENOUGH_REPLICAS)
 
 
+# a retry later than the producer's delivery.timeout.ms default (120 s) is another batch: the first one expired
+RETRY_WITHIN_US = 120_000_000
+
+
+def linked_retries(produce_requests: DataFrame) -> DataFrame:
+    """Per real NOT_ENOUGH_REPLICAS rejection (cluster, topic, partition, source_file, line_number): the request
+    that got its batch appended, `retry_file`/`retry_line` and the broker's ack of it, `retry_ack_us` (its
+    `t_ack_observed`, else its `t_local_done`). A producer resends a rejected batch as it was (the same records,
+    so the same size) from the same client: the retry is that client's first later successful acks=all produce
+    to the partition with the same `records_size_bytes`, within `RETRY_WITHIN_US`. A rejection with no such
+    produce (the batch expired, or the client id is not logged) has none."""
+    link = ["cluster", "topic", "partition", "client_id", "records_size_bytes"]
+    rejected = produce_requests.filter(rejected_below_min_isr()).select(
+        *link, "source_file", "line_number", F.unix_micros("t_start").alias("_at_us")
+    )
+    appended = produce_requests.filter(
+        (F.col("acks") == -1) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0)
+    ).select(
+        *link,
+        F.col("source_file").alias("retry_file"),
+        F.col("line_number").alias("retry_line"),
+        F.unix_micros("t_start").alias("_retry_us"),
+        F.unix_micros(F.coalesce("t_ack_observed", "t_local_done")).alias("retry_ack_us"),
+    )
+    later = (F.col("_retry_us") > F.col("_at_us")) & (F.col("_retry_us") <= F.col("_at_us") + F.lit(RETRY_WITHIN_US))
+    first = F.min_by(F.struct("retry_file", "retry_line", "retry_ack_us"), F.struct("_retry_us", "retry_line"))
+    return (
+        appended.join(F.broadcast(rejected), link)  # the rejections are few: the produces are read once
+        .filter(later)
+        .groupBy("cluster", "topic", "partition", "source_file", "line_number")
+        .agg(first.alias("_retry"))
+        .select("cluster", "topic", "partition", "source_file", "line_number", "_retry.*")
+    )
+
+
+EPISODE_COLUMNS = ("held", "episode_start_us", "episode_done_us")
+
+
+def retry_episodes(produces_df: DataFrame) -> DataFrame:
+    """The appended produces whose producer-visible latency depends on a rejected batch's retries, with the
+    attempts that a policy admitting them earlier would have appended instead (`groups._admitted_attempts`):
+
+    * the retry that got a rejected batch appended (`linked_retries`, same leader broker as its rejections):
+      `held` false;
+    * a batch of the same producer and partition created before that retry was sent and sent after it:
+      the producer held it behind the retried batch (`RecordAccumulator.reenqueue` puts a retried batch
+      back at the head of its partition's queue, and `drainBatchesForOneNode` drains only a queue's head,
+      so nothing behind it is sent until it is): `held` true. Needs `t_send` (`with_send_times`); the
+      latest such retry holds it. A retry behind another retried batch keeps its own episode.
+
+    Columns: the produce's key (cluster, topic, partition, source_file, line_number), `held`, and
+    `episode_start_us` / `episode_done_us`: the rejected attempts' `t_start` / `t_local_done` in time order,
+    then the retry's own (µs). Few rows (one per retried or held batch): the replay joins them by broadcast.
+    """
+    key = ["cluster", "topic", "partition"]
+    links = linked_retries(produces_df)
+    attempts = produces_df.filter(rejected_below_min_isr()).select(
+        *key, "source_file", "line_number", "broker_id", _micros("t_start").alias("_start"),
+        _micros("t_local_done").alias("_done"),
+    )  # fmt: skip
+    has_send = "t_send" in produces_df.columns
+    retries = produces_df.filter(appended()).select(
+        *key,
+        F.col("source_file").alias("retry_file"),
+        F.col("line_number").alias("retry_line"),
+        F.col("broker_id").alias("_retry_broker"),
+        "client_id",
+        "base_offset",
+        (F.col("t_send") if has_send else F.lit(None).cast("timestamp")).alias("_retry_send"),
+        F.struct(_micros("t_start").alias("_start"), _micros("t_local_done").alias("_done")).alias("_retry"),
+    )
+    episodes = (
+        attempts.join(links, [*key, "source_file", "line_number"])
+        .join(retries, [*key, "retry_file", "retry_line"])
+        .filter(F.col("broker_id") == F.col("_retry_broker"))
+        .groupBy(*key, "retry_file", "retry_line", "client_id", "base_offset", "_retry_send", "_retry")
+        .agg(F.array_sort(F.collect_list(F.struct("_start", "_done"))).alias("_attempts"))
+        .select(
+            *key,
+            "client_id",
+            "base_offset",
+            "_retry_send",
+            F.col("_retry._start").alias("_retry_start"),
+            F.col("retry_file").alias("source_file"),
+            F.col("retry_line").alias("line_number"),
+            F.concat("_attempts", F.array("_retry")).alias("_episode"),
+        )  # fmt: skip
+    )
+    out = episodes.select(*key, "source_file", "line_number", F.lit(False).alias("held"), "_episode")
+    if has_send:
+        e = F.broadcast(episodes).alias("e")
+        b = produces_df.filter(appended() & F.col("t_send").isNotNull()).alias("b")
+        behind = (
+            (F.col("b.base_offset") > F.col("e.base_offset"))
+            & (F.unix_micros(F.col("b.t_send")) < F.col("e._retry_start"))
+            & (F.unix_micros(F.col("b.t_start")) >= F.col("e._retry_start"))
+        )
+        held = (
+            b.join(e, [F.col(f"b.{c}") == F.col(f"e.{c}") for c in (*key, "client_id")]).filter(behind)
+            .groupBy(*[F.col(f"b.{c}").alias(c) for c in (*key, "source_file", "line_number")])
+            .agg(F.max_by("e._episode", "e._retry_start").alias("_episode"))
+            .select(*key, "source_file", "line_number", F.lit(True).alias("held"), "_episode")
+        )  # fmt: skip
+        # a retry behind another retried batch is that retry's final attempt: its own episode
+        out = out.unionByName(held.join(out, [*key, "source_file", "line_number"], "left_anti"))
+    return out.select(
+        *key, "source_file", "line_number", "held",
+        F.col("_episode._start").alias("episode_start_us"), F.col("_episode._done").alias("episode_done_us"),
+    )  # fmt: skip
+
+
 def by_controller() -> F.Column:
     """An `isr_changes` row the controller made alone: a shrink no leader proposed. KRaft's controller
     takes a broker out of every ISR when it starts a controlled shutdown or is fenced
@@ -271,7 +382,7 @@ def produce_side(produces_df: DataFrame, bucket_us: int) -> DataFrame:
     """Left side of the replay cogroup: appended produces (error 0, base offset known) as numeric rows.
 
     `connection` becomes a 64-bit key (0: none logged); `t_send` (the batch's send time, from
-    `with_send_times`) is used when the frame has it.
+    `with_send_times`) and a retry episode's columns (`retry_episodes`) are used when the frame has them.
     """
     t_us = _micros("t_local_done")
     t_send = _micros("t_send") if "t_send" in produces_df.columns else F.lit(None).cast("long")
@@ -304,6 +415,7 @@ def produce_side(produces_df: DataFrame, bucket_us: int) -> DataFrame:
         (F.col("send_leader_epoch") if "send_leader_epoch" in produces_df.columns else F.lit(None))
         .cast("int")
         .alias("send_leader_epoch"),
+        *[c for c in EPISODE_COLUMNS if c in produces_df.columns],
     )
 
 

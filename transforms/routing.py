@@ -45,7 +45,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from schemas.vocabulary import ACKS_ALL, LAG_PREFIX, MIN_INSYNC, Outcome
-from transforms.replay_inputs import rejected_below_min_isr
+from transforms.replay_inputs import linked_retries, rejected_below_min_isr
 from transforms.windows import split_by_window, with_window
 
 REJECTED_AT_APPEND = Outcome.NOT_ENOUGH_REPLICAS.label
@@ -57,8 +57,6 @@ NEAREST_WITHIN_US = 1_000_000
 # one rejection under one policy: a produce-request line names each (topic, partition) once
 REJECTION_KEY = ["cluster", "topic", "partition", "policy", "source_file", "line_number"]
 KEYED, KEYLESS = "keyed", "keyless"
-# a retry later than the producer's delivery.timeout.ms default (120 s) is another batch: the first one expired
-RETRY_WITHIN_US = 120_000_000
 
 
 def writable_spans(segments: DataFrame, partitions: DataFrame) -> DataFrame:
@@ -175,37 +173,6 @@ def no_writable_time(segments: DataFrame, writable: DataFrame, window: str) -> D
         F.timestamp_micros("window_us").alias("window_start"),
         (F.col("_known") / F.lit(1000.0)).alias("isr_known_ms"),
         (F.coalesce(F.col("_gap"), F.lit(0)) / F.lit(1000.0)).alias("no_writable_ms"),
-    )
-
-
-def linked_retries(produce_requests: DataFrame) -> DataFrame:
-    """Per real NOT_ENOUGH_REPLICAS rejection (cluster, topic, partition, source_file, line_number): the request
-    that got its batch appended, `retry_file`/`retry_line` and the broker's ack of it, `retry_ack_us` (its
-    `t_ack_observed`, else its `t_local_done`). A producer resends a rejected batch as it was (the same records,
-    so the same size) from the same client: the retry is that client's first later successful acks=all produce
-    to the partition with the same `records_size_bytes`, within `RETRY_WITHIN_US`. A rejection with no such
-    produce (the batch expired, or the client id is not logged) has none."""
-    link = ["cluster", "topic", "partition", "client_id", "records_size_bytes"]
-    rejected = produce_requests.filter(rejected_below_min_isr()).select(
-        *link, "source_file", "line_number", F.unix_micros("t_start").alias("_at_us")
-    )
-    appended = produce_requests.filter(
-        (F.col("acks") == -1) & (F.col("error_code") == 0) & (F.col("base_offset") >= 0)
-    ).select(
-        *link,
-        F.col("source_file").alias("retry_file"),
-        F.col("line_number").alias("retry_line"),
-        F.unix_micros("t_start").alias("_retry_us"),
-        F.unix_micros(F.coalesce("t_ack_observed", "t_local_done")).alias("retry_ack_us"),
-    )
-    later = (F.col("_retry_us") > F.col("_at_us")) & (F.col("_retry_us") <= F.col("_at_us") + F.lit(RETRY_WITHIN_US))
-    first = F.min_by(F.struct("retry_file", "retry_line", "retry_ack_us"), F.struct("_retry_us", "retry_line"))
-    return (
-        appended.join(F.broadcast(rejected), link)  # the rejections are few: the produces are read once
-        .filter(later)
-        .groupBy("cluster", "topic", "partition", "source_file", "line_number")
-        .agg(first.alias("_retry"))
-        .select("cluster", "topic", "partition", "source_file", "line_number", "_retry.*")
     )
 
 

@@ -139,7 +139,11 @@ def slot_seconds(span_s: float) -> int:
 
 
 def latency_over_time(
-    spark: SparkSession, replay: DataFrame, record_sends: DataFrame | None, slots: dict[tuple[str, str], int]
+    spark: SparkSession,
+    replay: DataFrame,
+    record_sends: DataFrame | None,
+    slots: dict[tuple[str, str], int],
+    linger_ms: float = 0.0,
 ) -> list[dict]:
     """P99 and P999 of the records' latency per (cluster, topic, policy, slot of `slots[(cluster, topic)]`
     seconds, by the produce's `t_start`), each only where the slot holds enough records for it (100, 1000): a
@@ -149,7 +153,7 @@ def latency_over_time(
     )
     slot_us = F.col("slot_us")
     records = (
-        record_latencies(replay, record_sends)
+        record_latencies(replay, record_sends, linger_ms)
         .join(F.broadcast(lengths), ["cluster", "topic"])
         .withColumn("slot_start", F.timestamp_micros(F.floor(F.unix_micros("t_start") / slot_us) * slot_us))
     )
@@ -178,10 +182,10 @@ def _tails(records: DataFrame, keys: list[str]) -> list[dict]:
     ]
 
 
-def latency_by_partition(replay: DataFrame, record_sends: DataFrame | None) -> list[dict]:
+def latency_by_partition(replay: DataFrame, record_sends: DataFrame | None, linger_ms: float = 0.0) -> list[dict]:
     """Per (cluster, topic, partition, policy): acked records and their P99 / P999 (`_tails`), for the report's
     drill-down: which partitions make a topic's tail."""
-    return _tails(record_latencies(replay, record_sends), ["cluster", "topic", "partition", "policy"])
+    return _tails(record_latencies(replay, record_sends, linger_ms), ["cluster", "topic", "partition", "policy"])
 
 
 def _partition_section(
@@ -746,10 +750,15 @@ def _provenance_section(spark: SparkSession, lakehouse: str, clusters: list[str]
 
 
 def build_report(
-    spark: SparkSession, lakehouse: str, out_dir: str | Path | None = None, target: DecisionTarget | None = None
+    spark: SparkSession,
+    lakehouse: str,
+    out_dir: str | Path | None = None,
+    target: DecisionTarget | None = None,
+    linger_ms: float = 0.0,
 ) -> Path:
     """Write the charts and report.html for every (cluster, topic) of the gold tables, opening with the
-    decision for `target` (ackreplay/gold/decision.py); return the html path."""
+    decision for `target` (ackreplay/gold/decision.py); return the html path. `linger_ms`: the producers'
+    linger.ms (`transforms.gold.record_latencies`)."""
     out = Path(out_dir) if out_dir is not None else Path(lakehouse.rstrip("/")) / "report"
     out.mkdir(parents=True, exist_ok=True)
     summary = summary_rows(read_table(spark, lakehouse, "policy_summary"))
@@ -774,17 +783,17 @@ def build_report(
         replay = replay.filter(F.col("cluster").isin(sorted({c for c, _ in topics})))
     in_scope = F.col("cluster").isin(sorted({c for c, _ in topics}))
     record_sends = read_record_sends(spark, lakehouse, in_scope)
-    cdf = [r.asDict() for r in latency_quantiles(replay, cdf_probabilities(200), record_sends).collect()]
+    cdf = [r.asDict() for r in latency_quantiles(replay, cdf_probabilities(200), record_sends, linger_ms).collect()]
     ranges = {
         (r["cluster"], r["topic"]): (r["first"], r["last"])
         for r in replay.groupBy("cluster", "topic").agg(F.min("t_start").alias("first"), F.max("t_start").alias("last"))
         .collect()
     }  # fmt: skip
     slots = {key: slot_seconds((last - first).total_seconds()) for key, (first, last) in ranges.items()}
-    over_time = latency_over_time(spark, replay, record_sends, slots)
+    over_time = latency_over_time(spark, replay, record_sends, slots, linger_ms)
     clusters = sorted({c for c, _ in topics})
     spans, leaders = fault_marks(spark, lakehouse, replay, clusters)
-    per_partition = latency_by_partition(replay, record_sends)
+    per_partition = latency_by_partition(replay, record_sends, linger_ms)
     routed = routing_totals(spark, lakehouse, clusters)
 
     sections = []

@@ -207,18 +207,20 @@ def build_gold(
     record_sends: DataFrame | None = None,
     produce_requests: DataFrame | None = None,
     keyless: Column | None = None,
+    linger_ms: float = 0.0,
 ) -> dict[str, DataFrame]:
     """The four per-window gold frames (conformed to their contracts) from produce_replay, partitions,
     isr_changes, the records' send times (:func:`read_record_sends`), produce_requests (the recorded
     rejections) and which topics are keyless (:func:`keyless_topics`; None: all keyed); policy_summary is built
-    from the availability rows once written (:func:`summary_frame`)."""
+    from the availability rows once written (:func:`summary_frame`). `linger_ms`: the producers' linger.ms
+    (`transforms.gold.record_latencies`)."""
     run = F.lit(run_id)
     # one row per committed ISR state, read by availability and routing several times: computed once
     segments = isr_segments(isr_changes, observed_until(replay, isr_changes)).localCheckpoint()
     if produce_requests is None:
         produce_requests = replay.sparkSession.createDataFrame([], PRODUCE_REQUESTS)
     frames = {
-        "latency_percentiles": latency_percentiles(replay, window, record_sends),
+        "latency_percentiles": latency_percentiles(replay, window, record_sends, linger_ms),
         "risk_exposure": risk_exposure(replay, partitions, window),
         "availability": availability(replay, isr_changes, partitions, window, segments),
         "routing": routing(
@@ -257,9 +259,10 @@ def summary_frame(
     run_id: str,
     record_sends: DataFrame | None = None,
     self_checks: dict[str, str] | None = None,
+    linger_ms: float = 0.0,
 ) -> DataFrame:
     """policy_summary conformed to its contract, from `available`: the availability rows this run wrote."""
-    summary = policy_summary(replay, partitions, available, record_sends).withColumn(
+    summary = policy_summary(replay, partitions, available, record_sends, linger_ms).withColumn(
         "self_check", _verdict_of(self_checks)
     )
     return conform(summary.withColumn("gold_run_id", F.lit(run_id)), POLICY_SUMMARY)
@@ -367,14 +370,16 @@ def run_gold(
         if table_exists(spark, lakehouse, "produce_requests")
         else None
     )
+    linger_ms = config.replay.producer.linger_ms
     frames = build_gold(
-        replay, partitions, isr_changes, window, run_id, record_sends, produce_requests, keyless_topics(config)
-    )
+        replay, partitions, isr_changes, window, run_id, record_sends, produce_requests, keyless_topics(config),
+        linger_ms,
+    )  # fmt: skip
     for name, df in frames.items():
         write(name, df)
     # from the availability rows just written: planning and computing them again inside the summary's plan
     # cost as much as writing them (the two frames share no Spark work)
     written = read_table(spark, lakehouse, "availability").filter(in_scope)
-    write("policy_summary", summary_frame(replay, partitions, written, run_id, record_sends, self_checks))
+    write("policy_summary", summary_frame(replay, partitions, written, run_id, record_sends, self_checks, linger_ms))
     report.summary = summary_rows(read_table(spark, lakehouse, "policy_summary").filter(in_scope))
     return report

@@ -73,6 +73,8 @@ class ChainedRequests:
     response: np.ndarray  # int64 (policies, n): replayed response sent
     floor: np.ndarray  # int64 (n,): earliest start had nothing held it on the broker
     blocked: np.ndarray  # bool (n,): the recorded request waited behind the previous response
+    # int64 (policies, n): `floor` per policy (`ready_by_policy`, `vanished_at`)
+    policy_floor: np.ndarray
     merged: int = 0  # (request, policy) pairs the producer would have sent inside an earlier request
 
 
@@ -90,6 +92,8 @@ def chain_requests(
     max_in_flight: int = 5,
     moved_response: Callable[[int, np.ndarray, np.ndarray, int], int] | None = None,
     recorded_policy: np.ndarray | None = None,
+    ready_by_policy: np.ndarray | None = None,
+    vanished_at: np.ndarray | None = None,
 ) -> ChainedRequests:
     """Replay the requests (one entry each, any order) of one group as per-connection chains.
 
@@ -100,6 +104,10 @@ def chain_requests(
     into these arrays), sent together and started at `start`, are answered under the policy; None: a
     moved request keeps its service time. `recorded_policy`: per request, the index of the policy it was
     recorded with (-1: none of them); a connection recorded with one policy is not re-chained under it.
+    `ready_by_policy` (policies, n): where not -NEVER, when the request's batches were ready under the
+    policy, in place of `send_first`/`send_last` (some of its batches went out earlier under it).
+    `vanished_at` (policies, n): where not -NEVER, every batch of the request went out earlier under the
+    policy, from then on: the request holds no later one and takes no time.
     """
     n = t_start.size
     p = service.shape[0]
@@ -113,13 +121,22 @@ def chain_requests(
     blocked = same & (gap <= blocked_gap_us)
     ready = np.maximum(send_last[order], send_first[order] + linger_us)
     floor = np.where(blocked & has_send[order], np.minimum(start, ready), start)
+    pfloor = np.repeat(floor[None, :], p, axis=0)
+    if ready_by_policy is not None:
+        ready_p = ready_by_policy[:, order]
+        pfloor = np.where((ready_p != -NEVER) & blocked & has_send[order], np.minimum(start, ready_p), pfloor)
+    if vanished_at is not None:
+        gone_at = vanished_at[:, order]
+        gone = gone_at != -NEVER
+        pfloor = np.where(gone, np.minimum(start, gone_at), pfloor)
+        svc = np.where(gone, 0, svc)
     # c(k): what the previous request adds on its connection (0 at a chain's first request).
     c = np.zeros((p, n), np.int64)
     # a turnaround the ms log stamps show as negative counts as 0: a request never starts before the
     # previous response on its connection was sent
     c[:, 1:] = svc[:, :-1] + np.where(blocked[1:], np.maximum(gap[1:], 0), 0)
     c[:, ~same] = 0
-    x = np.repeat(floor[None, :], p, axis=0)
+    x = pfloor.copy()
     response = x + svc
     turnaround = np.where(blocked, np.maximum(gap, 0), 0)
     # a later request can go out inside an earlier one only once every batch of it exists
@@ -130,13 +147,13 @@ def chain_requests(
         if e - s == 1:  # a chain of one request starts at its floor
             continue
         cum = np.cumsum(c[:, s:e], axis=1)
-        x[:, s:e] = cum + np.maximum.accumulate(floor[s:e] - cum, axis=1)
+        x[:, s:e] = cum + np.maximum.accumulate(pfloor[:, s:e] - cum, axis=1)
         response[:, s:e] = x[:, s:e] + svc[:, s:e]
         # Where a later request's batches all existed before this one could be sent (its in-flight slot
         # freed), the producer would have drained it into this request: replay that connection round by round.
-        sent_at = np.maximum(floor[s:e], _shifted(response[:, s:e], max_in_flight))
-        mergeable = np.where(blocked[s:e], last_send[s:e], np.maximum(last_send[s:e], floor[s:e]))
-        merges = np.any(mergeable[1:] <= sent_at[:, :-1], axis=1)
+        sent_at = np.maximum(pfloor[:, s:e], _shifted(response[:, s:e], max_in_flight))
+        mergeable = np.where(blocked[s:e], last_send[s:e], np.maximum(last_send[s:e], pfloor[:, s:e]))
+        merges = np.any(mergeable[:, 1:] <= sent_at[:, :-1], axis=1)
         moved = np.any(x[:, s:e] != start[s:e], axis=1)
         recorded = np.unique(recorded_policy[order[s:e]]) if recorded_policy is not None else np.empty(0, int)
         if len(recorded) == 1 and 0 <= recorded[0] < p:
@@ -147,7 +164,7 @@ def chain_requests(
             merges[own] = moved[own] = False
         for i in np.flatnonzero(merges | (moved if moved_response is not None else False)).tolist():
             x[i, s:e], response[i, s:e], rounds = _rounds(
-                floor[s:e], start[s:e], svc[i, s:e], turnaround[s:e], mergeable, max_in_flight,
+                pfloor[i, s:e], start[s:e], svc[i, s:e], turnaround[s:e], mergeable[i], max_in_flight,
                 None if moved_response is None else partial(moved_response, i, order[s:e]),
             )  # fmt: skip
             merged += (e - s) - rounds
@@ -157,7 +174,9 @@ def chain_requests(
     out_floor[order] = floor
     out_blocked = np.empty_like(blocked)
     out_blocked[order] = blocked
-    return ChainedRequests(out_start, out_response, out_floor, out_blocked, merged)
+    out_pfloor = np.empty_like(pfloor)
+    out_pfloor[:, order] = pfloor
+    return ChainedRequests(out_start, out_response, out_floor, out_blocked, out_pfloor, merged)
 
 
 def _shifted(values: np.ndarray, k: int) -> np.ndarray:

@@ -351,6 +351,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     produce["t_ack_observed_us"] = observed.fill_null(0).to_numpy()[rows]
     produce["observed_valid"] = observed.is_valid().to_numpy(zero_copy_only=False)[rows]
     produce["epoch_index"] = epoch[placed]
+    episodes = _episodes(produces, rows, produce)
     pkey, epoch_index, t_us = produce["pkey"], produce["epoch_index"], produce["t_us"]
 
     event_order, event_epoch = _place_in_epochs(ctx, _np(events, "pkey"), _np(events, "broker_id"), _np(events, "t_us"))
@@ -432,6 +433,9 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         result["isr_source"][:, s:e] = np.where(
             lag_policy, ISR_SOURCES.index("simulated"), ISR_SOURCES.index(isr_source)
         )[:, None]
+        if episodes:
+            m_eff = min(inputs.min_insync_replicas, inputs.replication_factor)
+            _admitted_attempts(episodes, produce["episode"], s, e, policies, outcomes, m_eff, result)
     produce.update(leader_epoch=leader_epoch, cluster=cluster, topic=topic, partition=partition)
     if "send_leader_epoch" in produces.column_names:
         # A send time listed for another epoch's batch at this offset (offsets are reused after a
@@ -450,8 +454,76 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             return _Replayed(produce, result, list(cluster_of), list(topic_of), policies, rejections)
     # The broker answers a request when all its partitions are done: the client sees the latest t_ack.
     result["t_response"] = _request_max(result["t_ack"], produce["source_file_id"], produce["line_number"])
-    result.update(_producer_view(ctx, produce, result["t_response"], result["t_ack"]))
+    result.update(_producer_view(ctx, produce, result["t_response"], result["t_ack"], _early_times(result)))
     return _Replayed(produce, result, list(cluster_of), list(topic_of), policies, rejections)
+
+
+def _episodes(
+    produces: pa.Table, rows: np.ndarray, produce: dict[str, np.ndarray]
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The group's retry episodes (`replay_inputs.retry_episodes`): a list of (attempt starts, attempt local
+    done) in µs, the recorded append last; sets `produce["episode"]` (index into it, -1: none) and
+    `produce["held"]` (the row was held behind the episode's batch; false: the row is its final retry)."""
+    n = rows.size
+    produce["episode"] = np.full(n, -1, np.int64)
+    produce["held"] = np.zeros(n, bool)
+    if "episode_start_us" not in produces.column_names:
+        return []
+    starts = produces.column("episode_start_us").combine_chunks()
+    linked = np.flatnonzero(starts.is_valid().to_numpy(zero_copy_only=False)[rows])
+    if not linked.size:
+        return []
+    dones = produces.column("episode_done_us").combine_chunks()
+    held = produces.column("held").combine_chunks().fill_null(False).to_numpy(zero_copy_only=False)
+    episodes = []
+    for k, row in enumerate(linked.tolist()):
+        source = int(rows[row])
+        episodes.append((np.asarray(starts[source].values, np.int64), np.asarray(dones[source].values, np.int64)))
+        produce["episode"][row] = k
+        produce["held"][row] = held[source]
+    return episodes
+
+
+def _admitted_attempts(
+    episodes: list[tuple[np.ndarray, np.ndarray]],
+    episode: np.ndarray,
+    s: int,
+    e: int,
+    policies: Sequence[str],
+    outcomes: Mapping,
+    m_eff: int,
+    result: dict[str, np.ndarray],
+) -> None:
+    """Per policy, for the rows [s, e) of one epoch that end or wait behind a retried batch: the attempt the
+    policy would have appended the batch at (`early_start_us` / `early_done_us`; NEVER: as recorded).
+
+    The recorded rejections came from `Partition.appendRecordsToLeader`'s check of the committed ISR against
+    min.insync.replicas. acks=1 and quorum=Q (KIP-250) make no such check: they take the first attempt.
+    acks=all and min.insync make it on the committed ISR the brokers checked, so the brokers' answers stand.
+    acks=all@lag makes it on its re-simulated ISR: the first attempt at which that ISR was not below min ISR."""
+    rows = s + np.flatnonzero(episode[s:e] >= 0)
+    if not rows.size:
+        return
+    if "early_start_us" not in result:
+        shape = result["t_ack"].shape
+        result["early_start_us"] = np.full(shape, NEVER, np.int64)
+        result["early_done_us"] = np.full(shape, NEVER, np.int64)
+    for i, policy in enumerate(policies):
+        kind = Policy.parse(policy).kind
+        if kind in (PolicyKind.ACKS_ALL, PolicyKind.MIN_INSYNC):
+            continue
+        isr = outcomes[policy].isr if kind is PolicyKind.ACKS_ALL_AT_LAG else None
+        for row in rows.tolist():
+            starts, dones = episodes[int(episode[row])]
+            earlier = dones[:-1]
+            if isr is None or m_eff <= 1:
+                k = 0 if earlier.size else -1
+            else:
+                admitted = np.flatnonzero(isr.isr_size_at(earlier) >= m_eff)
+                k = int(admitted[0]) if admitted.size else -1
+            if k >= 0:
+                result["early_start_us"][i, row] = starts[k]
+                result["early_done_us"][i, row] = dones[k]
 
 
 REJECTED, REJECTED_REPLAYED = "rejected", "rejected_replayed"
@@ -519,11 +591,15 @@ class _AckProfiles:
 
 
 def _producer_view(
-    ctx: ReplayContext, produce: dict[str, np.ndarray], t_response: np.ndarray, t_ack: np.ndarray
+    ctx: ReplayContext,
+    produce: dict[str, np.ndarray],
+    t_response: np.ndarray,
+    t_ack: np.ndarray,
+    early_times: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Per (policy, row): the broker's latency of the row's request (`broker_latency_ms`), its wait behind the
-    connection's previous responses (`hol_wait_us`) and the producer-visible latency (`latency_ms`,
-    connections.py)."""
+    """Per (policy, row): the broker's latency of the row's request as replayed (`broker_latency_ms`: from its
+    replayed start to its response), its wait behind the connection's previous responses (`hol_wait_us`) and
+    the producer-visible latency (`latency_ms`, connections.py). `early_times`: `_admitted_attempts`'s."""
     order = np.lexsort((produce["line_number"], produce["source_file_id"]))
     starts, ends = _runs(produce["source_file_id"][order], produce["line_number"][order])
     request_of_row = np.empty(order.size, np.int64)
@@ -540,9 +616,14 @@ def _producer_view(
     rows_by_request = np.split(order, ends[:-1])
     client_side_of_row = client_side_us[request_of_row]
     t_start_of_row = t_start[request_of_row]
+    early = _early_batches(produce, early_times, order, starts, ctx.linger_us)
 
     def moved_response(policy: int, requests: np.ndarray, members: np.ndarray, begin: int) -> int:
         rows = np.concatenate([rows_by_request[r] for r in requests[members]])
+        if early is not None:  # a batch that went out earlier under the policy is not in this request
+            rows = rows[early.out_at[policy, rows] == NEVER]
+            if not rows.size:
+                return begin
         appended_at = produce["t_us"][rows] + (begin - t_start_of_row[rows])
         return int(np.max(profiles.ack_at(policy, rows, appended_at) + client_side_of_row[rows]))
 
@@ -559,20 +640,87 @@ def _producer_view(
         max_in_flight=ctx.max_in_flight,
         moved_response=moved_response,
         recorded_policy=_recorded_policy(ctx, produce["acks"][first]),
+        ready_by_policy=None if early is None else early.ready,
+        vanished_at=None if early is None else early.vanished_at,
     )
-    floor = chained.floor[request_of_row]
+    floor = chained.policy_floor[:, request_of_row]
     since = np.where(produce["has_send"], produce["t_send_us"], floor)
     # the broker's view as the request log gives it (ms fields added as they are); the producer's adds the
     # time before the request's arrival, the wait behind earlier responses and what moving it changed
-    broker_latency_ms = (t_response - produce["t_start_us"]) / 1000.0 + produce["client_side_ms"]
+    # the time a moved request took (chained), so that no record of it counts less than that (gold)
     moved_us = (chained.response - chained.start - service)[:, request_of_row]
+    broker_latency_ms = (t_response - produce["t_start_us"] + moved_us) / 1000.0 + produce["client_side_ms"]
     start = chained.start[:, request_of_row]
-    return {
-        "broker_latency_ms": broker_latency_ms,
-        # a request the producer would have sent inside an earlier one can start before its own floor
-        "hol_wait_us": np.maximum(start - floor, 0),
-        "latency_ms": broker_latency_ms + (moved_us + (start - floor) + (floor - since)) / 1000.0,
-    }
+    # a request the producer would have sent inside an earlier one can start before its own floor
+    hol_wait_us = np.maximum(start - floor, 0)
+    latency_ms = broker_latency_ms + ((start - floor) + (floor - since)) / 1000.0
+    if early is not None:
+        # A batch that left its recorded request under a policy went out alone (the connection's other requests
+        # are not replayed around it): acknowledged as a batch appended then on its partition (_AckProfiles),
+        # answered with its request's response overheads, from its send time (else from when it went out).
+        for policy, row in zip(*np.nonzero(early.out_at != NEVER), strict=True):
+            out_at = int(early.out_at[policy, row])
+            appended_at = int(early.appended_at[policy, row])
+            ack = int(profiles.ack_at(policy, np.array([row]), np.array([appended_at]))[0])
+            from_us = produce["t_send_us"][row] if produce["has_send"][row] else out_at
+            latency_ms[policy, row] = (ack + client_side_of_row[row] - from_us) / 1000.0
+            broker_latency_ms[policy, row] = (ack + client_side_of_row[row] - out_at) / 1000.0
+            hol_wait_us[policy, row] = 0
+    return {"broker_latency_ms": broker_latency_ms, "hol_wait_us": hol_wait_us, "latency_ms": latency_ms}
+
+
+@dataclass(frozen=True)
+class _EarlyBatches:
+    """The batches that leave their recorded request under a policy (`_admitted_attempts`), and what stays."""
+
+    out_at: np.ndarray  # int64 (policies, rows): when the batch went out under the policy (NEVER: as recorded)
+    appended_at: np.ndarray  # int64 (policies, rows): when the leader would have appended it then
+    ready: np.ndarray  # int64 (policies, requests): the staying batches' ready time (-NEVER: none left or as recorded)
+    vanished_at: np.ndarray  # int64 (policies, requests): every batch left, the first then (-NEVER: not all)
+
+
+def _early_times(result: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(early_start_us, early_done_us) of `_admitted_attempts`, or None: no row of the group is in an episode."""
+    if "early_start_us" not in result:
+        return None
+    return result["early_start_us"], result["early_done_us"]
+
+
+def _early_batches(
+    produce: dict[str, np.ndarray],
+    early: tuple[np.ndarray, np.ndarray] | None,
+    order: np.ndarray,
+    starts: np.ndarray,
+    linger_us: int,
+) -> _EarlyBatches | None:
+    """Per policy: a retried batch it admitted at an earlier attempt went out with that attempt (appended at its
+    `t_local_done`); a batch held behind one went out once ready (its send time plus linger) and the retried
+    batch had left (the attempt's start), never later than recorded. Per request (rows grouped by `order`, runs
+    `starts`): the ready time of the batches that stay, or when all left, the first of them."""
+    if early is None:
+        return None
+    early_start, early_done = early
+    is_early = early_start != NEVER
+    held = produce["held"]
+    t_send, has_send = produce["t_send_us"], produce["has_send"]
+    t_start = produce["t_start_us"]
+    # a held batch goes out once ready and released, never later than its recorded request (without a send time:
+    # as recorded)
+    released = np.minimum(np.maximum(t_send + linger_us, early_start), t_start)
+    leaves = is_early & (~held | has_send)
+    out_at = np.where(leaves, np.where(held, released, early_start), NEVER)
+    appended_at = np.where(held, produce["t_us"] + (released - t_start), early_done)
+    appended_at = np.where(leaves, appended_at, NEVER)
+    stays = ~leaves[:, order]
+    send = np.where(has_send, t_send, 0)[order]
+    last = np.maximum.reduceat(np.where(stays & has_send[order], send, -NEVER), starts, axis=1)
+    first = np.minimum.reduceat(np.where(stays & has_send[order], send, NEVER), starts, axis=1)
+    any_left = np.logical_or.reduceat(leaves[:, order], starts, axis=1)
+    some_stay = np.logical_or.reduceat(stays & has_send[order], starts, axis=1)
+    ready = np.where(any_left & some_stay, np.maximum(last, first + linger_us), -NEVER)
+    all_left = ~np.logical_or.reduceat(stays, starts, axis=1)
+    vanished_at = np.where(all_left, np.minimum.reduceat(out_at[:, order], starts, axis=1), -NEVER)
+    return _EarlyBatches(out_at, appended_at, ready, vanished_at)
 
 
 def _long_table(ctx: ReplayContext, replayed: _Replayed, columns: Sequence[str]) -> pa.Table:

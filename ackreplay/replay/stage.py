@@ -68,6 +68,7 @@ from transforms.replay_inputs import (
     partition_key,
     produce_side,
     rejected_below_min_isr,
+    retry_episodes,
     source_file_id,
     with_leader_epoch,
     with_send_times,
@@ -328,6 +329,7 @@ class _ProduceSummary:
     total: int
     skipped: dict[str, int]
     appended: int
+    rejected: int  # acks=all produces the brokers rejected with NOT_ENOUGH_REPLICAS
 
 
 def _summarize_produces(produce: DataFrame) -> _ProduceSummary:
@@ -343,6 +345,7 @@ def _summarize_produces(produce: DataFrame) -> _ProduceSummary:
             # leadership moved, NOT_ENOUGH_REPLICAS_AFTER_APPEND up to Kafka 3.6): in the log, not replayed
             F.count_if((F.col("acks") != 0) & ~appended() & with_offset).alias("answered_error"),
             F.max("timeout_ms").alias("max_timeout_ms"),
+            F.count_if(rejected_below_min_isr()).alias("rejected"),
         )
         .collect()  # one row per source file
     )
@@ -362,6 +365,7 @@ def _summarize_produces(produce: DataFrame) -> _ProduceSummary:
         total=total,
         skipped={k: v for k, v in skipped.items() if v},
         appended=total - sum(skipped.values()),
+        rejected=sum(r["rejected"] for r in rows),
     )
 
 
@@ -653,6 +657,11 @@ def run_replay(
     appended_produces = produce.filter(appended() | rejected_below_min_isr())
     if not send_times.isEmpty():
         appended_produces = with_send_times(appended_produces, send_times)
+    if summary.rejected:
+        # the batches whose latency a policy admitting a rejected attempt changes: few, joined by broadcast
+        row_key = ["cluster", "topic", "partition", "source_file", "line_number"]
+        episodes = retry_episodes(appended_produces).localCheckpoint()
+        appended_produces = appended_produces.join(F.broadcast(episodes), row_key, "left")
     replayed = (
         produce_side(appended_produces, bucket_us)
         .groupBy("gid")

@@ -706,7 +706,8 @@ def test_latency_is_counted_per_record_from_each_records_own_send(spark):
     # first send). batch 2: size unknown: one record at 5 ms. Records sorted: 5, 10, 20, 20, 20, 60, 60, 100;
     # p90: h = 7 * 0.9 = 6.3 -> 60 + 0.3 * 40 = 72.
     rows = [
-        {**_row(latency=100.0), "base_offset": 0, "records": 4},
+        # its request left 90 ms after the first record (every record existed then) and took 10 ms
+        {**_row(latency=100.0), "base_offset": 0, "records": 4, "broker_latency_ms": 10.0},
         {**_row(latency=20.0), "base_offset": 4, "records": 3},
         {**_row(latency=5.0), "base_offset": 7},
         {**_row(outcome="timeout"), "base_offset": 8, "records": 9},
@@ -740,6 +741,41 @@ def test_latency_is_counted_per_record_from_each_records_own_send(spark):
         "n", "acked_records", "record_count_known", "record_sends_known", "send_time_known"
     )
     assert [tuple(r) for r in summary.collect()] == [(3, 8, 2, 1, 0)]
+
+
+def test_a_record_sent_after_its_batch_left_early_counts_a_later_batchs_wait(spark):
+    # Under a policy the batch left 10 ms after its first record (ackreplay/replay/groups._early_batches: it
+    # was held behind a retried batch, gathering records) and took 2 ms at the broker: 12 ms from its first
+    # record. Records sent 0 and 4 ms after the first: 12 and 8 ms. Those sent 13 and 27 ms after went in later
+    # batches, leaving at the next multiple of linger.ms (5) after the early one (at 15 and 30 ms), with the
+    # same 2 ms: 4 and 5 ms. Without a linger: 2 and 2 ms.
+    rows = [{**_row(latency=12.0), "base_offset": 0, "records": 4, "broker_latency_ms": 2.0}]
+    replay = replay_frame(spark, rows)
+    sends = spark.createDataFrame(
+        [
+            (
+                "c1",
+                "orders",
+                None,
+                0,
+                0,
+                4,
+                0,
+                T10,
+                "create_time",
+                [(0, 1), (4, 1), (13, 1), (27, 1)],
+                "d1",
+                1,
+                None,
+                "i",
+            )
+        ],
+        BATCH_SEND_TIMES,
+    )
+    record_sends = record_sends_by_batch(sends)
+    for linger_ms, expected in ((5.0, [4.0, 5.0, 8.0, 12.0]), (0.0, [2.0, 2.0, 8.0, 12.0])):
+        actual = latency_quantiles(replay, [0.0, 1 / 3, 2 / 3, 1.0], record_sends, linger_ms)
+        assert [r["latency_ms"] for r in actual.orderBy("q").collect()] == pytest.approx(expected)
 
 
 def test_reduced_isr_spans_run_from_the_first_reduced_isr_to_the_next_full_one(spark):

@@ -302,6 +302,55 @@ def test_produces_the_broker_rejected_are_checked_against_the_replayed_rejection
     assert replay_group(context([partition(102, isr=(1,))]), only_rejected, events).num_rows == 0
 
 
+def test_a_policy_that_admits_a_rejected_attempt_acks_the_batch_then_and_sends_what_waited_behind_it():
+    """Partition 101 (RF 3, min ISR 2): ISR {1} from 5 ms to 300 ms. A producer's batch (sent at 9 ms) was
+    rejected at 10, 110 and 210 ms and appended at 310 ms (line 5); its next batch (sent at 50 ms) waited behind
+    it in the producer and went out at 313 ms (line 6), on the same connection. acks=1 and quorum=2 make no
+    min-ISR check: they take the first attempt, and the next batch leaves once it has lingered (5 ms). acks=all
+    and min.insync keep the brokers' answers. A batch appended at another time is acked like the partition's
+    batches then (_AckProfiles): acks=1 at once, quorum=2 after the 2 ms its follower took on line 1."""
+    episode = [T0 + ms * MS for ms in (10, 110, 210, 310)]
+    rows = [
+        {"pkey": 101, "t_us": T0, "offset": 0, "t_start_us": T0, "line_number": 1, "t_log_us": T0 + 3500,
+         "t_send_us": T0 - 1 * MS},
+        *[{"pkey": 101, "t_us": t, "offset": -1, "t_start_us": t, "line_number": line, "t_log_us": t + 300}
+          for line, t in zip((2, 3, 4), episode, strict=False)],
+        {"pkey": 101, "t_us": episode[-1], "offset": 1, "t_start_us": episode[-1], "line_number": 5,
+         "t_log_us": T0 + 312_500, "t_send_us": T0 + 9 * MS, "held": False, "episode_start_us": episode,
+         "episode_done_us": episode},
+        {"pkey": 101, "t_us": T0 + 313 * MS, "offset": 2, "t_start_us": T0 + 313 * MS, "line_number": 6,
+         "t_log_us": T0 + 315_500, "t_send_us": T0 + 50 * MS, "held": True, "episode_start_us": episode,
+         "episode_done_us": episode},
+    ]  # fmt: skip
+    base = produce_table([{k: v for k, v in r.items() if k in produce_table([]).column_names} for r in rows])
+    extra = {
+        "connection_key": pa.array([5] * len(rows), pa.int64()),
+        "t_log_us": pa.array([r["t_log_us"] for r in rows], pa.int64()),
+        "t_send_us": pa.array([r.get("t_send_us") for r in rows], pa.int64()),
+        "held": pa.array([r.get("held") for r in rows], pa.bool_()),
+        "episode_start_us": pa.array([r.get("episode_start_us") for r in rows], pa.list_(pa.int64())),
+        "episode_done_us": pa.array([r.get("episode_done_us") for r in rows], pa.list_(pa.int64())),
+    }
+    produces = base
+    for name, column in extra.items():
+        produces = produces.append_column(name, column)
+    shrink_expand = (np.array([T0 + 5 * MS, T0 + 300 * MS], np.int64), ((1,), (1, 2)), np.array([False, False]))
+    events = event_table([fetch(101, 2, 2, 1), fetch(101, 3, 3, 1), fetch(101, 2, 312, 2), fetch(101, 2, 315, 3)])
+    out = replay(context([partition(101)], isr_changes={(101, 0): shrink_expand}), produces, events)
+
+    def column(name: str, policy: str) -> list[float]:
+        return [round(r[name], 6) for r in rows_by(out, policy)][1:]
+
+    expected = {"acks=1": [1.5, 5.5], "quorum=2": [3.5, 7.5], "acks=all": [303.5, 265.5]}
+    assert {policy: column("latency_ms", policy) for policy in expected} == expected
+    assert column("latency_ms", "min.insync")[0] == 303.5  # the retried batch: as under acks=all
+    # the broker's view of the request that carried each under the policy: from when it went out to its answer
+    broker = {"acks=1": [0.5, 0.5], "quorum=2": [2.5, 2.5], "acks=all": [2.5, 2.5]}
+    assert {policy: column("broker_latency_ms", policy) for policy in broker} == broker
+    # the rows keep the recorded append: its offset, local time and the broker's ack of it
+    assert [ms_after_t0(r["t_ack"]) for r in rows_by(out, "acks=1")] == [0.0, 310.0, 313.0]
+
+
 def test_isr_changes_apply_to_their_own_partition_and_epoch_only():
     # Follower 3 leaves partition 101's ISR at 2 ms (committed), so acks=all no longer waits for it;
     # the same change logged for partition 102 must not leak into 101, nor 101's into 102.

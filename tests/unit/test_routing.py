@@ -185,3 +185,37 @@ def test_keyless_topics_from_the_conf(spark):
         "cluster string, topic string, keyless boolean",
     )  # fmt: skip
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
+
+
+def test_retry_episodes_give_each_retry_its_rejected_attempts_and_each_held_batch_the_retry_it_waited_behind(spark):
+    """Client a's 300-byte batch (sent at 10:10:04.9) to orders/0 was rejected at 10:10:05 and 10:10:05.1 by
+    broker 1 and appended at 10:10:30.5 (line 13): its episode is the two attempts and its own append. Client
+    a's next batches: one sent at 10:10:06, before the retry went out, and appended just after it (line 17):
+    held behind it; one sent at 10:10:31, after (line 18): not held. Client b's batch of the same moment (line
+    15) is another producer's; the rejection of line 14 (999 bytes) was never retried."""
+    from transforms.replay_inputs import retry_episodes
+
+    at = T10 + 10 * MINUTE
+    rows = [
+        _request("orders", 0, at + 5 * SECOND, 11, 300),
+        _request("orders", 0, at + 5 * SECOND + SECOND / 10, 12, 300),
+        _request("orders", 0, at + 30 * SECOND + SECOND / 2, 13, 300, error=0),
+        _request("orders", 0, at + 15 * SECOND, 14, 999),
+        _request("orders", 0, at + 10 * SECOND, 15, 300, error=0, client="b"),
+        _request("orders", 0, at + 30 * SECOND + SECOND * 6 / 10, 17, 400, error=0),
+        _request("orders", 0, at + 32 * SECOND, 18, 400, error=0),
+    ]
+    sends = {11: at + 4.9 * SECOND, 12: at + 4.9 * SECOND, 13: at + 4.9 * SECOND, 15: at + 9 * SECOND,
+             17: at + 6 * SECOND, 18: at + 31 * SECOND}  # fmt: skip
+    produces = spark.createDataFrame([{**r, "broker_id": 1} for r in rows], PRODUCE_REQUESTS).withColumn(
+        "t_send", F.create_map(*[x for line, t in sends.items() for x in (F.lit(line), F.lit(t))])[F.col("line_number")]
+    )
+    us = lambda t: int(t.timestamp() * 1_000_000)  # noqa: E731
+    episode = [us(at + 5 * SECOND), us(at + 5 * SECOND + SECOND / 10), us(at + 30 * SECOND + SECOND / 2)]
+    actual = retry_episodes(produces).orderBy("line_number")
+    assert [
+        tuple(r) for r in actual.select("line_number", "held", "episode_start_us", "episode_done_us").collect()
+    ] == [
+        (13, False, episode, episode),
+        (17, True, episode, episode),
+    ]
