@@ -131,11 +131,12 @@ def _record_latency(linger_ms: float) -> Column:
     after = F.coalesce(F.col("_send.after_ms"), F.lit(0.0))
     late = after - (F.col("latency_ms") - F.col("broker_latency_ms"))  # sent that long after its batch left
     lingered = F.pmod(-late, F.lit(float(linger_ms))) if linger_ms > 0 else F.lit(0.0)
-    return F.when(late > LATE_RECORD_MS, F.col("broker_latency_ms") + lingered).otherwise(F.col("latency_ms") - after)
+    sent_late = F.col("_send.after_ms").isNotNull() & (late > LATE_RECORD_MS)
+    return F.when(sent_late, F.col("broker_latency_ms") + lingered).otherwise(F.col("latency_ms") - after)
 
 
-# sent after its batch left: beyond float rounding (the times are whole µs)
-LATE_RECORD_MS = 0.001
+# sent after its batch left, beyond what whole-millisecond CreateTimes against µs request times can show
+LATE_RECORD_MS = 1.0
 
 
 def record_latencies(replay: DataFrame, record_sends: DataFrame | None = None, linger_ms: float = 0.0) -> DataFrame:

@@ -745,36 +745,20 @@ def test_latency_is_counted_per_record_from_each_records_own_send(spark):
 
 def test_a_record_sent_after_its_batch_left_early_counts_a_later_batchs_wait(spark):
     # Under a policy the batch left 10 ms after its first record (ackreplay/replay/groups._early_batches: it
-    # was held behind a retried batch, gathering records) and took 2 ms at the broker: 12 ms from its first
-    # record. Records sent 0 and 4 ms after the first: 12 and 8 ms. Those sent 13 and 27 ms after went in later
+    # was held behind a retried one, gathering records) and took 2 ms at the broker: 12 ms from its first
+    # record. Records sent 0, 4 and 11 ms after the first: 12, 8 and 1 ms (the CreateTimes are whole ms: within
+    # 1 ms of the batch leaving a record may have been in it). Those sent 13 and 27 ms after went in later
     # batches, leaving at the next multiple of linger.ms (5) after the early one (at 15 and 30 ms), with the
     # same 2 ms: 4 and 5 ms. Without a linger: 2 and 2 ms.
-    rows = [{**_row(latency=12.0), "base_offset": 0, "records": 4, "broker_latency_ms": 2.0}]
+    rows = [{**_row(latency=12.0), "base_offset": 0, "records": 5, "broker_latency_ms": 2.0}]
     replay = replay_frame(spark, rows)
+    record_sends = [(0, 1), (4, 1), (11, 1), (13, 1), (27, 1)]
     sends = spark.createDataFrame(
-        [
-            (
-                "c1",
-                "orders",
-                None,
-                0,
-                0,
-                4,
-                0,
-                T10,
-                "create_time",
-                [(0, 1), (4, 1), (13, 1), (27, 1)],
-                "d1",
-                1,
-                None,
-                "i",
-            )
-        ],
-        BATCH_SEND_TIMES,
+        [("c1", "orders", None, 0, 0, 5, 0, T10, "create_time", record_sends, "d1", 1, None, "i")], BATCH_SEND_TIMES
     )
-    record_sends = record_sends_by_batch(sends)
-    for linger_ms, expected in ((5.0, [4.0, 5.0, 8.0, 12.0]), (0.0, [2.0, 2.0, 8.0, 12.0])):
-        actual = latency_quantiles(replay, [0.0, 1 / 3, 2 / 3, 1.0], record_sends, linger_ms)
+    by_batch = record_sends_by_batch(sends)
+    for linger_ms, expected in ((5.0, [1.0, 4.0, 5.0, 8.0, 12.0]), (0.0, [1.0, 2.0, 2.0, 8.0, 12.0])):
+        actual = latency_quantiles(replay, [0.0, 0.25, 0.5, 0.75, 1.0], by_batch, linger_ms)
         assert [r["latency_ms"] for r in actual.orderBy("q").collect()] == pytest.approx(expected)
 
 
