@@ -645,9 +645,9 @@ def _producer_view(
     )
     floor = chained.policy_floor[:, request_of_row]
     since = np.where(produce["has_send"], produce["t_send_us"], floor)
-    # the broker's view as the request log gives it (ms fields added as they are); the producer's adds the
-    # time before the request's arrival, the wait behind earlier responses and what moving it changed
-    # the time a moved request took (chained), so that no record of it counts less than that (gold)
+    # the broker's view of the request as replayed: the recorded times (ms fields added as they are) and what
+    # moving it changed (gold counts no record of it below that); the producer's adds the time before the
+    # request's arrival and behind the connection's earlier responses
     moved_us = (chained.response - chained.start - service)[:, request_of_row]
     broker_latency_ms = (t_response - produce["t_start_us"] + moved_us) / 1000.0 + produce["client_side_ms"]
     start = chained.start[:, request_of_row]
@@ -713,11 +713,12 @@ def _early_batches(
     appended_at = np.where(leaves, appended_at, NEVER)
     stays = ~leaves[:, order]
     send = np.where(has_send, t_send, 0)[order]
-    last = np.maximum.reduceat(np.where(stays & has_send[order], send, -NEVER), starts, axis=1)
-    first = np.minimum.reduceat(np.where(stays & has_send[order], send, NEVER), starts, axis=1)
+    timed = stays & has_send[order]
+    last = np.maximum.reduceat(np.where(timed, send, -NEVER), starts, axis=1)
+    first = np.minimum.reduceat(np.where(timed, send, NEVER), starts, axis=1)
     any_left = np.logical_or.reduceat(leaves[:, order], starts, axis=1)
-    some_stay = np.logical_or.reduceat(stays & has_send[order], starts, axis=1)
-    ready = np.where(any_left & some_stay, np.maximum(last, first + linger_us), -NEVER)
+    some_stay = np.logical_or.reduceat(timed, starts, axis=1)
+    ready = np.where(any_left & some_stay, np.maximum(last, np.where(some_stay, first, 0) + linger_us), -NEVER)
     all_left = ~np.logical_or.reduceat(stays, starts, axis=1)
     vanished_at = np.where(all_left, np.minimum.reduceat(out_at[:, order], starts, axis=1), -NEVER)
     return _EarlyBatches(out_at, appended_at, ready, vanished_at)
