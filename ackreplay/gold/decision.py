@@ -21,7 +21,10 @@ rows: the report and the console show the same decision.
 A P999 is the producer's only where the produces had send times (`send_time_known`: the records'
 CreateTime or a client log); without them a batch's latency starts when the broker read its request and
 misses the wait in the producer behind slower responses (README "What the producer sees"). A topic where
-fewer than half the acked produces had one carries that caution with its decision.
+fewer than half the acked produces had one carries that caution with its decision. So does a policy that
+rejected batches the brokers had appended (NotEnoughReplicas under a what-if): a producer retries such a
+batch until the ISR is back, and the replay does not replay those retries yet, so that policy's P999 leaves
+them out (a lower bound; README "Rejected batches and what waited behind them").
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class TopicDecision:
     refused: str | None = None  # why no decision (the self-check failed)
     send_time_share: float | None = None  # acked produces with a send time, of all acked (None: no acks)
     no_acks: list[str] = field(default_factory=list)  # no produce acked: not a candidate
+    rejected: dict[str, int] = field(default_factory=dict)  # policy -> batches it rejected (their retries not replayed)
 
     @property
     def label(self) -> str:
@@ -74,11 +78,14 @@ def _decide_topic(cluster: str, topic: str, rows: list[dict], target: DecisionTa
     share = send_time_share(rows)
     no_acks = [r["policy"] for r in rows if r.get("n") == 0]
     rows = [r for r in rows if r["policy"] not in no_acks]
+    rejected = {r["policy"]: int(r["not_enough_replicas"]) for r in rows if r.get("not_enough_replicas")}
     judged = [r for r in rows if r.get("p999_ms") is not None]
     frontier = [r["policy"] for r in judged if not any(_dominates(o, r) for o in judged if o is not r)]
     unjudged = [r["policy"] for r in rows if r.get("p999_ms") is None]
     if target is None:
-        return TopicDecision(cluster, topic, frontier, unjudged, no_acks=no_acks, send_time_share=share)
+        return TopicDecision(
+            cluster, topic, frontier, unjudged, no_acks=no_acks, send_time_share=share, rejected=rejected
+        )
     misses = {r["policy"]: _misses(r, target) for r in rows}
     meeting = sorted(
         (r for r in rows if not misses[r["policy"]]),
@@ -91,7 +98,7 @@ def _decide_topic(cluster: str, topic: str, rows: list[dict], target: DecisionTa
         ]
     return TopicDecision(
         cluster, topic, frontier, unjudged, [r["policy"] for r in meeting], closest,
-        {p: "; ".join(m) for p, m in misses.items() if m}, no_acks=no_acks, send_time_share=share,
+        {p: "; ".join(m) for p, m in misses.items() if m}, no_acks=no_acks, send_time_share=share, rejected=rejected,
     )  # fmt: skip
 
 
@@ -196,5 +203,8 @@ def decision_lines(decisions: Sequence[TopicDecision], target: DecisionTarget | 
         caution = broker_view_caution(d.send_time_share)
         if caution:
             line += f"; caution: {caution}"
+        if d.rejected:
+            under = ", ".join(f"{policy} ({n:,})" for policy, n in d.rejected.items())
+            line += f"; caution: P999 without the retries of the batches rejected under {under}: a lower bound there"
         out.append(line)
     return out

@@ -34,7 +34,10 @@ def test_the_frontier_keeps_what_no_other_policy_beats():
     assert orders.meeting == [] and orders.recommended is None and orders.closest is None
     lines = decision_lines([orders], None)
     assert lines[0].startswith("decision: no target set")
-    assert lines[1] == "  c1 / orders: frontier acks=all, acks=1, quorum=2, min.insync"
+    assert lines[1] == (
+        "  c1 / orders: frontier acks=all, acks=1, quorum=2, min.insync; caution: P999 without the retries of the"
+        " batches rejected under acks=all@lag=30000 (2): a lower bound there"
+    )
 
 
 def test_a_target_recommends_the_fastest_policy_meeting_it_per_topic():
@@ -48,7 +51,8 @@ def test_a_target_recommends_the_fastest_policy_meeting_it_per_topic():
         "decision for the target P999 <= 200 ms, lost acks <= 0: quorum=2 meets it on 1 of 2 topics;"
         " nothing meets it on c1 / audit",
         "  c1 / orders: frontier acks=all, acks=1, quorum=2, min.insync; meets the target: quorum=2, min.insync;"
-        " recommended: quorum=2",
+        " recommended: quorum=2; caution: P999 without the retries of the batches rejected under"
+        " acks=all@lag=30000 (2): a lower bound there",
         "  c1 / audit: frontier acks=1, quorum=2; nothing meets the target; closest: quorum=2 (P999 250.0 ms > 200 ms)",
     ]
 
@@ -87,7 +91,8 @@ def test_a_policy_that_acked_nothing_is_no_candidate():
     assert t.meeting == [] and t.closest == "acks=all"
     assert decision_lines([t], target)[1] == (
         "  c1 / t: frontier acks=all, acks=1 (no produce acked, not a candidate: quorum=2); nothing meets the target;"
-        " closest: acks=all (P999 16,543.4 ms > 1,000 ms)"
+        " closest: acks=all (P999 16,543.4 ms > 1,000 ms); caution: P999 without the retries of the batches"
+        " rejected under acks=all (577): a lower bound there"
     )
 
 
@@ -115,7 +120,8 @@ def test_a_p999_without_send_times_is_decided_with_a_caution():
     assert lines[1] == (
         "  c1 / orders: frontier acks=all, acks=1, quorum=2, min.insync; meets the target: quorum=2, min.insync;"
         " recommended: quorum=2; caution: only 49.9% of the acked produces had a send time, so P999 is mostly the"
-        " broker's view and producers saw more (give the records' CreateTime: README \"What the producer sees\")"
+        " broker's view and producers saw more (give the records' CreateTime: README \"What the producer sees\");"
+        " caution: P999 without the retries of the batches rejected under acks=all@lag=30000 (2): a lower bound there"
     )
     assert "caution" not in lines[2]
     # the least covered policy of a topic counts
