@@ -122,9 +122,9 @@ def retry_episodes(produces_df: DataFrame) -> DataFrame:
         (F.col("t_send") if has_send else F.lit(None).cast("timestamp")).alias("_retry_send"),
         F.struct(_micros("t_start").alias("_start"), _micros("t_local_done").alias("_done")).alias("_retry"),
     )
+    linked = attempts.join(links, [*key, "source_file", "line_number"])
     episodes = (
-        attempts.join(links, [*key, "source_file", "line_number"])
-        .join(retries, [*key, "retry_file", "retry_line"])
+        retries.join(F.broadcast(linked), [*key, "retry_file", "retry_line"])  # the rejections are few
         .filter(F.col("broker_id") == F.col("_retry_broker"))
         .groupBy(*key, "retry_file", "retry_line", "client_id", "base_offset", "_retry_send", "_retry")
         .agg(F.array_sort(F.collect_list(F.struct("_start", "_done"))).alias("_attempts"))
