@@ -111,7 +111,6 @@ def retry_episodes(produces_df: DataFrame) -> DataFrame:
         *key, "source_file", "line_number", "broker_id", _micros("t_start").alias("_start"),
         _micros("t_local_done").alias("_done"),
     )  # fmt: skip
-    has_send = "t_send" in produces_df.columns
     retries = produces_df.filter(appended()).select(
         *key,
         F.col("source_file").alias("retry_file"),
@@ -119,20 +118,18 @@ def retry_episodes(produces_df: DataFrame) -> DataFrame:
         F.col("broker_id").alias("_retry_broker"),
         "client_id",
         "base_offset",
-        (F.col("t_send") if has_send else F.lit(None).cast("timestamp")).alias("_retry_send"),
         F.struct(_micros("t_start").alias("_start"), _micros("t_local_done").alias("_done")).alias("_retry"),
     )
     linked = attempts.join(links, [*key, "source_file", "line_number"])
     episodes = (
         retries.join(F.broadcast(linked), [*key, "retry_file", "retry_line"])  # the rejections are few
         .filter(F.col("broker_id") == F.col("_retry_broker"))
-        .groupBy(*key, "retry_file", "retry_line", "client_id", "base_offset", "_retry_send", "_retry")
+        .groupBy(*key, "retry_file", "retry_line", "client_id", "base_offset", "_retry")
         .agg(F.array_sort(F.collect_list(F.struct("_start", "_done"))).alias("_attempts"))
         .select(
             *key,
             "client_id",
             "base_offset",
-            "_retry_send",
             F.col("_retry._start").alias("_retry_start"),
             F.col("retry_file").alias("source_file"),
             F.col("retry_line").alias("line_number"),
@@ -140,7 +137,7 @@ def retry_episodes(produces_df: DataFrame) -> DataFrame:
         )  # fmt: skip
     )
     out = episodes.select(*key, "source_file", "line_number", F.lit(False).alias("held"), "_episode")
-    if has_send:
+    if "t_send" in produces_df.columns:
         e = F.broadcast(episodes).alias("e")
         b = produces_df.filter(appended() & F.col("t_send").isNotNull()).alias("b")
         behind = (
