@@ -151,6 +151,12 @@ class ProducerSettings(_Strict):
     # max.in.flight.requests.per.connection (Kafka's default 5): a request is sent once one of these slots
     # is free; batches that were waiting by then go into it (fewer, larger requests under a slower policy)
     max_in_flight: int = Field(default=5, ge=1)
+    # A batch a policy rejects (NOT_ENOUGH_REPLICAS) is retried until appended or until delivery.timeout.ms after
+    # it was created (ackreplay/replay/retries.py): retry.backoff.ms (Kafka's default 100), fixed for Java clients
+    # before 3.7, else doubling up to retry.backoff.max.ms (default 1000, KIP-580); delivery.timeout.ms (120000).
+    retry_backoff_ms: float = Field(default=100.0, ge=0.0)
+    retry_backoff_max_ms: float = Field(default=1000.0, ge=0.0)
+    delivery_timeout_ms: float = Field(default=120_000.0, gt=0.0)
 
 
 # The lags re-simulated unless the conf says otherwise: each cluster's own, and Kafka's defaults.

@@ -45,7 +45,7 @@ LATENCY_PERCENTILES = _schema(
     ("policy", StringType(), False),
     *_WINDOW,
     ("produces", LongType(), False),  # replayed produces of the window, any outcome
-    ("n", LongType(), False),  # acked produces
+    ("n", LongType(), False),  # produces the producer saw acknowledged (POLICY_SUMMARY.n)
     # their records: the latency sample (per record, as producers count it; a batch of unknown size: one)
     ("acked_records", LongType(), False),
     ("p50_ms", DoubleType(), True),  # null when acked_records == 0
@@ -175,7 +175,8 @@ POLICY_SUMMARY = _schema(
     # untrusted: <failures> (written only with --accept-untrusted); null: no self-check recorded
     ("self_check", StringType(), True),
     ("produces", LongType(), False),
-    ("n", LongType(), False),  # acked produces
+    # produces the producer saw acknowledged: acked, or rejected and appended by a retry (ackreplay/replay/retries.py)
+    ("n", LongType(), False),
     ("acked_records", LongType(), False),  # their records: the sample of p99_ms and p999_ms (LATENCY_PERCENTILES)
     ("p99_ms", DoubleType(), True),
     ("p999_ms", DoubleType(), True),  # null when acked_records < 1000
@@ -210,6 +211,8 @@ POLICY_SUMMARY = _schema(
     ),  # acked with nobody to elect (no ISR follower, no live ELR member): offline
     *_LOSS_WINDOW_SUMS,
     ("not_enough_replicas", LongType(), False),
+    # of them, those the producer's retries did not get appended within the data: not in the latency
+    ("undelivered", LongType(), False),
     ("timeouts", LongType(), False),
     ("not_leader", LongType(), False),
     ("full_replication_p99_ms", DoubleType(), True),

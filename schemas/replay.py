@@ -32,13 +32,17 @@ _TIMES = ["t_start", "t_local_done", "t_ack", "t_ack_observed"]
 _VALUES = [
     StructField("ack_wait_ms", DoubleType(), False),  # t_ack - t_local_done
     # producer-visible, send() to ack (ackreplay/replay/connections.py): the request replayed on its
-    # connection's chain, from t_send (from the request's estimated arrival when t_send is unknown)
-    StructField("latency_ms", DoubleType(), False),
+    # connection's chain, from t_send (from the request's estimated arrival when t_send is unknown); a batch the
+    # policy rejected counts until its retry was acknowledged (ackreplay/replay/retries.py). Null: the producer
+    # does not see the batch acknowledged under the policy (the outcome says why; a rejected batch: not
+    # appended within its delivery timeout or the leader's epoch)
+    StructField("latency_ms", DoubleType(), True),
     # the broker's view of the request that carried the batch under the policy, from its replayed start to its
     # response sent: t_response - t_start + response queue + send where the request kept its recorded start
-    StructField("broker_latency_ms", DoubleType(), False),
-    # of latency_ms, the time spent in the socket behind the connection's previous responses
-    StructField("hol_wait_ms", DoubleType(), False),
+    # (a retried batch: its last attempt's); null as latency_ms
+    StructField("broker_latency_ms", DoubleType(), True),
+    # of latency_ms, the time spent in the socket behind the connection's previous responses; null as latency_ms
+    StructField("hol_wait_ms", DoubleType(), True),
     StructField("copies_at_ack", IntegerType(), False),  # leader included; 0 when not acked
     StructField("exposure_ms", DoubleType(), True),  # until on min.insync.replicas replicas (inf: never in the data)
     StructField("full_replication_ms", DoubleType(), True),  # until on all replicas

@@ -12,7 +12,8 @@ group), which is fine for a (topic, policy, window) of a few million produces.
 A P999 of fewer than 1000 samples is an interpolation between the largest values, not a tail
 percentile: it is null with `p999_insufficient` set (likewise P9999 below 10000 samples).
 
-The latency sample is the records of the acked produces (outcome `acked`), as a producer counts it
+The latency sample is the records of the produces the producer saw acknowledged (outcome `acked`, and a
+batch the policy rejected that a retry got appended: ackreplay/replay/retries.py), as a producer counts it
 (`ProducerPerformance` and the client's `record-queue-time`/callback metrics time each record from its
 own `send()`): a record's latency is its batch's producer-visible `latency_ms` (from the batch's first
 record's send to the ack, replayed on each connection's chain: ackreplay/replay/connections.py) less
@@ -22,7 +23,8 @@ first send (an upper bound), and a batch of unknown size counts as one record; `
 how many acked produces were in each case. Per batch the tail is a different number: a batch that
 waited seconds behind a stalled connection holds most of the records sent meanwhile (measured on the
 4.3.1 pair: P99 115 ms per batch, 4,893 ms per record). Rejected, timed-out and not-leader produces
-are counted in `produces` and in `availability`. `policy_summary` keeps the broker's view of the same
+are counted in `produces` and in `availability` (a rejected batch once, whether or not a retry got it appended;
+`policy_summary.undelivered`: those none did). `policy_summary` keeps the broker's view of the same
 produces next to it (`broker_p99_ms`, `broker_p999_ms`, per produce).
 
 Time under min ISR
@@ -87,6 +89,17 @@ def _acked() -> Column:
     return F.col("outcome") == F.lit(ACKED)
 
 
+def _delivered() -> Column:
+    """Acknowledged to the producer under the policy: acked, or rejected and appended by a retry (the replay gives
+    such a batch a latency: ackreplay/replay/retries.py)."""
+    return _acked() | (F.col("outcome").isin(*NOT_ENOUGH_REPLICAS) & F.col("latency_ms").isNotNull())
+
+
+def _undelivered() -> Column:
+    """Rejected, and not appended by the producer's retries within the data (no latency)."""
+    return F.col("outcome").isin(*NOT_ENOUGH_REPLICAS) & F.col("latency_ms").isNull()
+
+
 def _count_if(cond: Column) -> Column:
     return F.count_if(F.coalesce(cond, F.lit(False))).cast("bigint")
 
@@ -102,7 +115,7 @@ def _finite_exposure() -> Column:
 
 
 def _count_aggs() -> list[Column]:
-    return [F.count("*").cast("bigint").alias("produces"), _count_if(_acked()).alias("n")]
+    return [F.count("*").cast("bigint").alias("produces"), _count_if(_delivered()).alias("n")]
 
 
 BATCH_KEY = ["cluster", "topic", "partition", "base_offset"]
@@ -144,7 +157,7 @@ def record_latencies(replay: DataFrame, record_sends: DataFrame | None = None, l
     `record_latency_ms` and `records`, how many records share that latency (rows of one batch differ by
     their send time). `record_sends`: the output of :func:`record_sends_by_batch`, None when there is none.
     `linger_ms`: the producers' `linger.ms` (conf `replay.producer.linger_ms`, :func:`_record_latency`)."""
-    acked = replay.where(_acked())
+    acked = replay.where(_delivered())
     if record_sends is not None:
         # a listing of another epoch's batch at this offset (reused after a truncation) is not this one's
         other_epoch = F.coalesce(F.col("send_leader_epoch") != F.col("leader_epoch"), F.lit(False))
@@ -188,7 +201,7 @@ def _record_latency_aggs() -> list[Column]:
 def _broker_view_aggs() -> list[Column]:
     """Next to the producer's view: the broker's latency of the same acked produces (exact P99, P999),
     the P999 of their wait behind earlier responses on the connection, and how many had a send time."""
-    acked = _acked()
+    acked = _delivered()
     return [
         F.percentile(F.when(acked, F.col("broker_latency_ms")), [0.99, 0.999]).alias("_broker"),
         F.percentile(F.when(acked, F.col("hol_wait_ms")), [0.999]).alias("_hol"),
@@ -496,7 +509,13 @@ def policy_summary(
     by_policy = (
         with_min_isr(replay, partitions)
         .groupBy(*keys)
-        .agg(*_count_aggs(), *_broker_view_aggs(), *_risk_aggs(), *_failure_aggs())
+        .agg(
+            *_count_aggs(),
+            *_broker_view_aggs(),
+            *_risk_aggs(),
+            *_failure_aggs(),
+            _count_if(_undelivered()).alias("undelivered"),
+        )
         .join(records, keys, "left")
         .fillna(0, subset=["acked_records", "record_sends_known"])
         .withColumns(_percentile_columns())

@@ -413,7 +413,23 @@ def produce_side(produces_df: DataFrame, bucket_us: int) -> DataFrame:
         .cast("int")
         .alias("send_leader_epoch"),
         *[c for c in EPISODE_COLUMNS if c in produces_df.columns],
+        fixed_retry_backoff(produces_df).alias("fixed_backoff"),
     )
+
+
+def fixed_retry_backoff(produces_df: DataFrame) -> Column:
+    """Whether the producer retried every `retry.backoff.ms` (Kafka's Java client before 3.7:
+    `RecordAccumulator.shouldBackoff` against the fixed `retryBackoffMs`) rather than with KIP-580's exponential
+    backoff (3.7 on: `ExponentialBackoff(retry.backoff.ms, 2, retry.backoff.max.ms, 0.2)`). From the request log's
+    `clientInformation`; other and unknown clients: exponential, as Kafka's own client today."""
+    if "client_software_version" not in produces_df.columns:
+        return F.lit(False)
+    version = F.regexp_extract("client_software_version", r"^(\d+)\.(\d+)", 0)
+    major = F.regexp_extract("client_software_version", r"^(\d+)\.", 1).cast("int")
+    minor = F.regexp_extract("client_software_version", r"^\d+\.(\d+)", 1).cast("int")
+    java = F.col("client_software_name") == F.lit("apache-kafka-java")
+    before_3_7 = (major < 3) | ((major == 3) & (minor < 7))
+    return F.coalesce(java & (version != F.lit("")) & before_3_7, F.lit(False))
 
 
 def with_send_times(produces_df: DataFrame, send_times_df: DataFrame) -> DataFrame:

@@ -21,10 +21,10 @@ rows: the report and the console show the same decision.
 A P999 is the producer's only where the produces had send times (`send_time_known`: the records'
 CreateTime or a client log); without them a batch's latency starts when the broker read its request and
 misses the wait in the producer behind slower responses (README "What the producer sees"). A topic where
-fewer than half the acked produces had one carries that caution with its decision. So does a policy that
-rejected batches the brokers had appended (NotEnoughReplicas under a what-if): a producer retries such a
-batch until the ISR is back, and the replay does not replay those retries yet, so that policy's P999 leaves
-them out (a lower bound; README "Rejected batches and what waited behind them").
+fewer than half the acked produces had one carries that caution with its decision. So does a policy under
+which rejected batches stayed undelivered in the replay (`undelivered`: their retries were not appended
+within the delivery timeout, the leader's epoch or the data; ackreplay/replay/retries.py): its P999 leaves
+them out, a lower bound (README "Rejected batches and what waited behind them").
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class TopicDecision:
     refused: str | None = None  # why no decision (the self-check failed)
     send_time_share: float | None = None  # acked produces with a send time, of all acked (None: no acks)
     no_acks: list[str] = field(default_factory=list)  # no produce acked: not a candidate
-    rejected: dict[str, int] = field(default_factory=dict)  # policy -> batches it rejected (their retries not replayed)
+    rejected: dict[str, int] = field(default_factory=dict)  # policy -> rejected batches left undelivered (no latency)
 
     @property
     def label(self) -> str:
@@ -78,7 +78,7 @@ def _decide_topic(cluster: str, topic: str, rows: list[dict], target: DecisionTa
     share = send_time_share(rows)
     no_acks = [r["policy"] for r in rows if r.get("n") == 0]
     rows = [r for r in rows if r["policy"] not in no_acks]
-    rejected = {r["policy"]: int(r["not_enough_replicas"]) for r in rows if r.get("not_enough_replicas")}
+    rejected = {r["policy"]: int(r["undelivered"]) for r in rows if r.get("undelivered")}
     judged = [r for r in rows if r.get("p999_ms") is not None]
     frontier = [r["policy"] for r in judged if not any(_dominates(o, r) for o in judged if o is not r)]
     unjudged = [r["policy"] for r in rows if r.get("p999_ms") is None]
@@ -205,6 +205,6 @@ def decision_lines(decisions: Sequence[TopicDecision], target: DecisionTarget | 
             line += f"; caution: {caution}"
         if d.rejected:
             under = ", ".join(f"{policy} ({n:,})" for policy, n in d.rejected.items())
-            line += f"; caution: P999 without the retries of the batches rejected under {under}: a lower bound there"
+            line += f"; caution: P999 without the rejected batches left undelivered under {under}: a lower bound there"
         out.append(line)
     return out

@@ -145,9 +145,10 @@ BRIEF_COLUMNS = tuple(
     )
 )  # fmt: skip
 _BRIEF_LEGEND = (
-    "n: acked produces; p99, p999: producer-visible, per record, send() to ack; broker p999: per produce;"
+    "n: produces the producer saw acked, retried ones too; p99, p999: producer-visible, per record, send() to ack;"
+    " broker p999: per produce;"
     " Δ against the replayed acks=all; loss: acked batches a leader failure at the ack loses, least–most;"
-    " NER: NotEnoughReplicas; -v and report.html: every column"
+    " NER: batches rejected with NotEnoughReplicas; -v and report.html: every column"
 )
 
 
@@ -163,7 +164,8 @@ def format_summary(rows: list[dict], columns: tuple = SUMMARY_COLUMNS) -> list[s
             out.append(f"  {cluster} / {topic}  ({_BRIEF_LEGEND})")
         else:
             out.append(
-                f"  {cluster} / {topic}  (n: acked produces; p99, p999: producer-visible, per record, send() to ack;"
+                f"  {cluster} / {topic}  (n: produces the producer saw acked, retried ones too; p99, p999:"
+                " producer-visible, per record, send() to ack;"
                 " broker p999: the broker's view per produce;"
                 " HOL: waiting behind earlier responses on the connection; Δ and × against the replayed acks=all;"
                 " loss: acked batches a leader failure at the ack loses, least–most; losable batch·s: how long after"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.storage.lakehouse import read_table, table_exists
@@ -225,11 +225,12 @@ def replay_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> l
 
 
 GOLD_SUMS = {
-    # table -> (column summing to the replay rows, column summing to the acked rows)
-    "latency_percentiles": ("produces", "n"),
-    "risk_exposure": ("produces", "acked_batches"),
-    "availability": ("produces", "acked"),
-    "policy_summary": ("produces", "n"),
+    # table -> (column summing to the replay rows, column summing to the acked rows or, for the latency's sample,
+    # to the delivered ones: acked, or rejected and appended by a retry, with a latency)
+    "latency_percentiles": ("produces", "n", "delivered"),
+    "risk_exposure": ("produces", "acked_batches", "acked"),
+    "availability": ("produces", "acked", "acked"),
+    "policy_summary": ("produces", "n", "delivered"),
 }
 
 
@@ -239,14 +240,22 @@ def gold_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> lis
     if replay is None:
         return []
     keys = ["cluster", "policy"]
-    specs = {
+    acked = F.col("outcome") == Outcome.ACKED.label
+    rejected = (Outcome.NOT_ENOUGH_REPLICAS.label, Outcome.NOT_ENOUGH_REPLICAS_AFTER_APPEND.label)
+    specs: dict[str, tuple[DataFrame, list[str], tuple[Column, ...]]] = {
         "expected": (
             replay,
             keys,
-            (F.count("*").alias("rows"), F.count_if(F.col("outcome") == Outcome.ACKED.label).alias("acked")),
+            (
+                F.count("*").alias("rows"),
+                F.count_if(acked).alias("acked"),
+                F.count_if(acked | (F.col("outcome").isin(*rejected) & F.col("latency_ms").isNotNull())).alias(
+                    "delivered"
+                ),
+            ),
         )
     }
-    for table, (rows_col, acked_col) in GOLD_SUMS.items():
+    for table, (rows_col, acked_col, _) in GOLD_SUMS.items():
         gold = _scoped(spark, lakehouse, table, clusters)
         if gold is not None:
             specs[table] = (
@@ -257,13 +266,14 @@ def gold_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> lis
     counts = _grouped_together(specs)
     expected = counts["expected"]
     out: list[Count] = []
-    for table, (rows_col, acked_col) in GOLD_SUMS.items():
+    for table, (rows_col, acked_col, expected_col) in GOLD_SUMS.items():
         if table not in counts:
             continue
         sums = counts[table]
         for key in sorted(set(expected) | set(sums)):
             cluster, policy = key
-            want, got = expected.get(key, {"rows": 0, "acked": 0}), sums.get(key, {"rows": 0, "acked": 0})
+            want = expected.get(key, {"rows": 0, "acked": 0, "delivered": 0})
+            got = sums.get(key, {"rows": 0, "acked": 0})
             out.append(
                 Count(
                     f"reconcile.{table}.{rows_col}",
@@ -281,8 +291,8 @@ def gold_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> lis
                     f"reconcile.{table}.{acked_col}",
                     table,
                     cluster,
-                    f"{policy}: acked rows",
-                    want["acked"],
+                    f"{policy}: {expected_col} rows",
+                    want[expected_col],
                     "=",
                     f"sum({table}.{acked_col})",
                     got["acked"] or 0,

@@ -26,7 +26,8 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from ackreplay.replay.connections import chain_requests
-from ackreplay.replay.kernel import LOSS_WINDOWS, EpochInputs, ReplayOptions, replay_epoch
+from ackreplay.replay.kernel import LOSS_WINDOWS, EpochInputs, IsrTimeline, ReplayOptions, replay_epoch
+from ackreplay.replay.retries import RetrySettings, replay_retries
 from ackreplay.storage.arrow_delta import ArrowFileWriter
 from schemas.replay import ISR_SOURCES, PRODUCE_REPLAY, WRITTEN_FILE
 from schemas.vocabulary import ACKS_1, ACKS_ALL, NEVER, OUTCOMES, Outcome, Policy, PolicyKind, policy_order
@@ -209,6 +210,7 @@ class ReplayContext:
     linger_us: int = 5_000  # replay.producer.linger_ms (connections.py)
     blocked_gap_us: int = 1_000  # replay.producer.blocked_gap_ms
     max_in_flight: int = 5  # replay.producer.max_in_flight
+    retry: RetrySettings = field(default_factory=RetrySettings)  # replay.producer's retry settings (retries.py)
     # cluster -> its own replica.lag.time.max.ms, replayed besides `lag_ms` (replay.lag_ms `own`; own_lag.py)
     own_lag_ms: Mapping[str, float] = field(default_factory=dict)
 
@@ -335,6 +337,11 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     )}  # fmt: skip
     for name in ("connection_key", "t_log_us"):
         produce[name] = _np(produces, name)[rows] if name in produces.column_names else np.zeros(rows.size, np.int64)
+    produce["fixed_backoff"] = (
+        produces.column("fixed_backoff").fill_null(False).to_numpy(zero_copy_only=False)[rows]
+        if "fixed_backoff" in produces.column_names
+        else np.zeros(rows.size, bool)
+    )
     sent = (
         produces.column("t_send_us")
         if "t_send_us" in produces.column_names
@@ -433,9 +440,10 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         result["isr_source"][:, s:e] = np.where(
             lag_policy, ISR_SOURCES.index("simulated"), ISR_SOURCES.index(isr_source)
         )[:, None]
+        m_eff = min(inputs.min_insync_replicas, inputs.replication_factor)
         if episodes:
-            m_eff = min(inputs.min_insync_replicas, inputs.replication_factor)
             _admitted_attempts(episodes, produce["episode"], s, e, policies, outcomes, m_eff, result)
+        _retried_rejections(ctx, produce, s, e, policies, outcomes, m_eff, inputs.epoch_end, result)
     produce.update(leader_epoch=leader_epoch, cluster=cluster, topic=topic, partition=partition)
     if "send_leader_epoch" in produces.column_names:
         # A send time listed for another epoch's batch at this offset (offsets are reused after a
@@ -454,7 +462,12 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             return _Replayed(produce, result, list(cluster_of), list(topic_of), policies, rejections)
     # The broker answers a request when all its partitions are done: the client sees the latest t_ack.
     result["t_response"] = _request_max(result["t_ack"], produce["source_file_id"], produce["line_number"])
-    result.update(_producer_view(ctx, produce, result["t_response"], result["t_ack"], _early_times(result)))
+    result.update(
+        _producer_view(
+            ctx, produce, result["t_response"], result["t_ack"], _early_times(result), result["outcome"],
+            _retried_times(result),
+        )
+    )  # fmt: skip
     return _Replayed(produce, result, list(cluster_of), list(topic_of), policies, rejections)
 
 
@@ -526,6 +539,75 @@ def _admitted_attempts(
                 result["early_done_us"][i, row] = dones[k]
 
 
+_REJECTIONS = np.array([Outcome.NOT_ENOUGH_REPLICAS, Outcome.NOT_ENOUGH_REPLICAS_AFTER_APPEND], np.int8)
+
+
+def _retried_rejections(
+    ctx: ReplayContext,
+    produce: dict[str, np.ndarray],
+    s: int,
+    e: int,
+    policies: Sequence[str],
+    outcomes: Mapping,
+    m_eff: int,
+    leadership_end: int,
+    result: dict[str, np.ndarray],
+) -> None:
+    """Per policy, for the rows [s, e) of one epoch: the producer's retries of the batches the policy rejected
+    where the brokers appended them, and of the batches held behind them (retries.py): `retry_out_us` /
+    `retry_appended_us` (the attempt appended; NEVER: as recorded) and `undelivered`. A batch the policy admits
+    at an earlier attempt of a recorded retry (`_admitted_attempts`) is not rejected there."""
+    appended = produce["offset"][s:e] >= 0
+    for i, policy in enumerate(policies):
+        outcome = result["outcome"][i, s:e]
+        rejected = np.isin(outcome, _REJECTIONS) & appended
+        if "early_start_us" in result:
+            rejected &= result["early_start_us"][i, s:e] == NEVER
+        if not rejected.any():
+            continue
+        isr = outcomes[policy].isr
+        has_send = produce["has_send"][s:e]
+        retried = replay_retries(
+            t_start=produce["t_start_us"][s:e],
+            t_local_done=produce["t_us"][s:e],
+            t_answered=result["t_ack"][i, s:e],
+            response_us=np.round(produce["client_side_ms"][s:e] * 1000).astype(np.int64),
+            created=np.where(has_send, produce["t_send_us"][s:e], produce["t_start_us"][s:e]),
+            connection=produce["connection_key"][s:e],
+            rejected=rejected,
+            fixed_backoff=produce["fixed_backoff"][s:e],
+            admits=partial(_admits, isr, outcomes[ACKS_ALL.id].isr, int(produce["t_us"][e - 1]), m_eff),
+            leadership_end=leadership_end,
+            settings=ctx.retry,
+        )
+        if retried is None:
+            continue
+        if "retry_out_us" not in result:
+            shape = result["t_ack"].shape
+            result["retry_out_us"] = np.full(shape, NEVER, np.int64)
+            result["retry_appended_us"] = np.full(shape, NEVER, np.int64)
+            result["undelivered"] = np.zeros(shape, bool)
+        result["retry_out_us"][i, s:e] = retried.out_at
+        result["retry_appended_us"][i, s:e] = retried.appended_at
+        result["undelivered"][i, s:e] = retried.undelivered
+
+
+def _admits(isr: IsrTimeline, recorded: IsrTimeline, last_append: int, m_eff: int, t: np.ndarray) -> np.ndarray:
+    """Whether an acks=all-style append at each time of `t` passes the min ISR check on the policy's ISR `isr`,
+    up to the slice's `last_append`, and on the `recorded` ISR after it: a re-simulated ISR (acks=all@lag) knows
+    the leader's log end offset, which a follower must reach to rejoin, only from the slice's appends (a retry
+    admitted in a later bucket: the re-simulation there). The recorded ISR holds throughout the epoch."""
+    size = np.where(t <= last_append, isr.isr_size_at(t), recorded.isr_size_at(t))
+    return size >= m_eff
+
+
+def _retried_times(result: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(retry_out_us, retry_appended_us, undelivered) of `_retried_rejections`, or None: nothing retried."""
+    if "retry_out_us" not in result:
+        return None
+    return result["retry_out_us"], result["retry_appended_us"], result["undelivered"]
+
+
 REJECTED, REJECTED_REPLAYED = "rejected", "rejected_replayed"
 
 
@@ -566,27 +648,46 @@ class _AckProfiles:
     fetch round trip after its append. The replay's own acks on the partition give both: a batch
     appended at t' is acked no later than the first replayed batch appended at or after t' (which waits
     for the same followers' same fetches) nor later than t' plus the wait of the last one appended
-    before t' (a healthy follower fetches it as fast). Rows sorted by (pkey, append time)."""
+    before t' (a healthy follower fetches it as fast; the first one after when none was before). Only the rows
+    the policy acked say so (`acked`, per policy). Where none of the partition's did (a retry appended in a
+    later bucket than its partition's acked batches), the median wait of the policy's acked batches on the
+    group's other partitions (the same leader's followers fetch them). Rows sorted by (pkey, append time)."""
 
-    def __init__(self, pkey: np.ndarray, t: np.ndarray, t_ack: np.ndarray) -> None:
+    def __init__(self, pkey: np.ndarray, t: np.ndarray, t_ack: np.ndarray, acked: np.ndarray) -> None:
         self.t = t
         self.wait = t_ack - t
         self.run_start = np.empty(t.size, np.int64)
         self.run_end = np.empty(t.size, np.int64)
-        self.next_ack = np.empty_like(t_ack)  # per policy, the earliest ack among rows appended at or after
+        acked_ack = np.where(acked, t_ack, NEVER)
+        self.next_ack = np.empty_like(t_ack)  # per policy, the earliest ack among acked rows appended at or after
+        self.last_acked = np.empty(t_ack.shape, np.int64)  # per policy, the last acked row at or before (-1: none)
+        self.first_acked = np.empty(t_ack.shape, np.int64)  # ... the first acked row at or after (t.size: none)
+        index = np.arange(t.size)
         for s, e in zip(*_runs(pkey), strict=True):
             self.run_start[s:e], self.run_end[s:e] = s, e
-            self.next_ack[:, s:e] = np.minimum.accumulate(t_ack[:, s:e][:, ::-1], axis=1)[:, ::-1]
+            self.next_ack[:, s:e] = np.minimum.accumulate(acked_ack[:, s:e][:, ::-1], axis=1)[:, ::-1]
+            self.last_acked[:, s:e] = np.maximum.accumulate(np.where(acked[:, s:e], index[s:e], -1), axis=1)
+            after = np.where(acked[:, s:e], index[s:e], t.size)[:, ::-1]
+            self.first_acked[:, s:e] = np.minimum.accumulate(after, axis=1)[:, ::-1]
+        self.typical_wait = [int(np.median(w[a])) if a.any() else NEVER for w, a in zip(self.wait, acked, strict=True)]
 
     def ack_at(self, policy: int, rows: np.ndarray, appended_at: np.ndarray) -> np.ndarray:
+        """When the policy would acknowledge each of `rows` appended at `appended_at` instead (NEVER: the policy
+        acked no batch of the group)."""
         out = np.empty(rows.size, np.int64)
         for k, (row, t_new) in enumerate(zip(rows.tolist(), appended_at.tolist(), strict=False)):
             start, end = self.run_start[row], self.run_end[row]
             times = self.t[start:end]
             at_or_after = start + int(np.searchsorted(times, t_new, "left"))
-            before = max(start + int(np.searchsorted(times, t_new, "right")) - 1, start)
+            before = start + int(np.searchsorted(times, t_new, "right")) - 1
             by_next = self.next_ack[policy, at_or_after] if at_or_after < end else NEVER
-            out[k] = min(by_next, t_new + self.wait[policy, before])
+            nearest = int(self.last_acked[policy, before]) if before >= start else -1
+            if nearest < start:
+                nearest = int(self.first_acked[policy, start])
+            by_last = t_new + self.wait[policy, nearest] if nearest < end else NEVER
+            if by_next == NEVER and by_last == NEVER and self.typical_wait[policy] != NEVER:
+                by_last = t_new + self.typical_wait[policy]
+            out[k] = min(by_next, by_last)
         return out
 
 
@@ -596,10 +697,14 @@ def _producer_view(
     t_response: np.ndarray,
     t_ack: np.ndarray,
     early_times: tuple[np.ndarray, np.ndarray] | None = None,
+    outcome: np.ndarray | None = None,
+    retried: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """Per (policy, row): the broker's latency of the row's request as replayed (`broker_latency_ms`: from its
     replayed start to its response), its wait behind the connection's previous responses (`hol_wait_us`) and
-    the producer-visible latency (`latency_ms`, connections.py). `early_times`: `_admitted_attempts`'s."""
+    the producer-visible latency (`latency_ms`, connections.py); NaN for a batch the producer does not see
+    acknowledged under the policy. `early_times`: `_admitted_attempts`'s; `outcome`: the policies' (None: all
+    acked); `retried`: `_retried_rejections`'s."""
     order = np.lexsort((produce["line_number"], produce["source_file_id"]))
     starts, ends = _runs(produce["source_file_id"][order], produce["line_number"][order])
     request_of_row = np.empty(order.size, np.int64)
@@ -612,7 +717,8 @@ def _producer_view(
     send = produce["t_send_us"][order]
     send_first = np.minimum.reduceat(np.where(has_send, send, NEVER), starts)
     send_last = np.maximum.reduceat(np.where(has_send, send, -NEVER), starts)
-    profiles = _AckProfiles(produce["pkey"], produce["t_us"], t_ack)
+    acked = np.ones(t_ack.shape, bool) if outcome is None else outcome == Outcome.ACKED
+    profiles = _AckProfiles(produce["pkey"], produce["t_us"], t_ack, acked)
     rows_by_request = np.split(order, ends[:-1])
     client_side_of_row = client_side_us[request_of_row]
     t_start_of_row = t_start[request_of_row]
@@ -652,7 +758,7 @@ def _producer_view(
     broker_latency_ms = (t_response - produce["t_start_us"] + moved_us) / 1000.0 + produce["client_side_ms"]
     start = chained.start[:, request_of_row]
     # a request the producer would have sent inside an earlier one can start before its own floor
-    hol_wait_us = np.maximum(start - floor, 0)
+    hol_wait_us = np.maximum(start - floor, 0).astype(np.float64)
     latency_ms = broker_latency_ms + ((start - floor) + (floor - since)) / 1000.0
     if early is not None:
         # A batch that left its recorded request under a policy went out alone (the connection's other requests
@@ -662,10 +768,29 @@ def _producer_view(
             out_at = int(early.out_at[policy, row])
             appended_at = int(early.appended_at[policy, row])
             ack = int(profiles.ack_at(policy, np.array([row]), np.array([appended_at]))[0])
+            if ack == NEVER:  # no batch of the group acked under the policy says when: as recorded
+                continue
             from_us = produce["t_send_us"][row] if produce["has_send"][row] else out_at
             latency_ms[policy, row] = (ack + client_side_of_row[row] - from_us) / 1000.0
             broker_latency_ms[policy, row] = (ack + client_side_of_row[row] - out_at) / 1000.0
             hol_wait_us[policy, row] = 0
+    delivered = acked.copy()
+    if retried is not None:
+        # A batch retried under the policy (retries.py) is acknowledged as a batch appended then on its partition,
+        # from its send time (else from its request's start under the policy); its request's response overheads.
+        out_all, appended_all, undelivered = retried
+        delivered &= ~undelivered
+        for policy, row in zip(*np.nonzero(out_all != NEVER), strict=True):
+            out_at = int(out_all[policy, row])
+            ack = int(profiles.ack_at(policy, np.array([row]), appended_all[policy, row : row + 1])[0])
+            delivered[policy, row] = ack < NEVER
+            if ack < NEVER:
+                answered = ack + client_side_of_row[row]
+                latency_ms[policy, row] = (answered - since[policy, row]) / 1000.0
+                broker_latency_ms[policy, row] = (answered - out_at) / 1000.0
+                hol_wait_us[policy, row] = 0
+    for values in (broker_latency_ms, latency_ms, hol_wait_us):
+        values[~delivered] = np.nan
     return {"broker_latency_ms": broker_latency_ms, "hol_wait_us": hol_wait_us, "latency_ms": latency_ms}
 
 
@@ -758,9 +883,9 @@ def _long_table(ctx: ReplayContext, replayed: _Replayed, columns: Sequence[str])
         ),
         "t_response": lambda: pa.array(result["t_response"].reshape(-1), timestamp_us),
         "ack_wait_ms": lambda: pa.array(((result["t_ack"] - produce["t_us"]) / 1000.0).reshape(-1)),
-        "latency_ms": lambda: pa.array(result["latency_ms"].reshape(-1)),
-        "broker_latency_ms": lambda: pa.array(result["broker_latency_ms"].reshape(-1)),
-        "hol_wait_ms": lambda: pa.array((result["hol_wait_us"] / 1000.0).reshape(-1)),
+        "latency_ms": lambda: _nan_as_null(result["latency_ms"].reshape(-1)),
+        "broker_latency_ms": lambda: _nan_as_null(result["broker_latency_ms"].reshape(-1)),
+        "hol_wait_ms": lambda: _nan_as_null((result["hol_wait_us"] / 1000.0).reshape(-1)),
         "t_send": lambda: pa.array(tile(produce["t_send_us"]), timestamp_us, mask=~tile(produce["has_send"])),
         "copies_at_ack": lambda: pa.array(result["copies_at_ack"].reshape(-1), pa.int32()),
         "exposure_ms": lambda: _nan_as_null((result["exposure_us"] / 1000.0).reshape(-1)),

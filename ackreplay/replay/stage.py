@@ -43,6 +43,7 @@ from ackreplay.replay.groups import (
 )
 from ackreplay.replay.kafka_release import MinIsrRule, logged_releases, min_isr_rules
 from ackreplay.replay.own_lag import OwnLag, own_lags
+from ackreplay.replay.retries import RetrySettings
 from ackreplay.replay.self_check import SelfCheck, ack_truth_columns, check_replay
 from ackreplay.storage.arrow_delta import ArrowFileWriter, arrow_writable, commit_files, local_path
 from ackreplay.storage.inputs import InputError
@@ -626,6 +627,11 @@ def run_replay(
         linger_us=round(settings.producer.linger_ms * 1000),
         blocked_gap_us=round(settings.producer.blocked_gap_ms * 1000),
         max_in_flight=settings.producer.max_in_flight,
+        retry=RetrySettings(
+            backoff_us=round(settings.producer.retry_backoff_ms * 1000),
+            backoff_max_us=round(settings.producer.retry_backoff_max_ms * 1000),
+            delivery_timeout_us=round(settings.producer.delivery_timeout_ms * 1000),
+        ),
         run_id=run_id,
         partitions=partition_epochs,
         # the groups need the changes themselves; the printed ELRs and partition epochs served _elr_rows

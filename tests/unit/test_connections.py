@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ackreplay.replay.connections import UNKNOWN_CONNECTION, chain_requests
+from schemas.vocabulary import NEVER
 
 
 def _chain(
@@ -120,12 +121,22 @@ def test_a_moved_batch_is_acked_when_the_followers_would_have_had_it():
     pkey = np.array([1, 1, 1, 1, 2, 2])
     t = np.array([0, 1_000, 2_000, 5_000, 0, 3_000])
     t_ack = np.array([[4_000, 4_000, 4_000, 5_500, 200, 3_200]])
-    profiles = _AckProfiles(pkey, t, t_ack)
+    profiles = _AckProfiles(pkey, t, t_ack, np.ones(t_ack.shape, bool))
     rows = np.array([1, 1, 3, 4, 5])
     moved_to = np.array([1_500, 4_500, 6_000, 1_000, 2_000])
     # 1_500: still the stall's end; 4_500: no later than the next batch's ack (its wait since its own
     # append is not known to be healthy); 6_000: after the last batch, its 500 µs; partition 2: 200 µs
     assert profiles.ack_at(0, rows, moved_to).tolist() == [4_000, 5_500, 6_500, 1_200, 2_200]
+    # a batch the policy did not ack says nothing (its t_ack is its rejection): the acked ones around it do
+    acked = np.array([[True, True, False, True, True, True]])
+    rejected_at_once = np.array([[4_000, 4_000, 2_000, 5_500, 200, 3_200]])
+    profiles = _AckProfiles(pkey, t, rejected_at_once, acked)
+    assert profiles.ack_at(0, np.array([2, 2, 0]), np.array([2_000, 1_500, -500])).tolist() == [5_000, 4_500, 3_500]
+    # no batch of partition 1 acked: the median wait of the group's acked ones (partition 2's: 200 µs)
+    other_partition_only = _AckProfiles(pkey, t, t_ack, np.array([[False] * 4 + [True] * 2]))
+    assert other_partition_only.ack_at(0, np.array([0]), np.array([100])).tolist() == [300]
+    nothing_acked = _AckProfiles(pkey, t, t_ack, np.zeros(t_ack.shape, bool))
+    assert nothing_acked.ack_at(0, np.array([0]), np.array([100])).tolist() == [NEVER]
 
 
 def test_under_the_recorded_policy_a_connection_keeps_its_recorded_starts():

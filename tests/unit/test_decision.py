@@ -9,9 +9,10 @@ from ackreplay.config import DecisionTarget, parse_config
 from ackreplay.gold.decision import decide, decision_lines
 
 
-def _row(topic, policy, p999, lost=0, below=0, rejected=0, cluster="c1", self_check="passed"):
+def _row(topic, policy, p999, lost=0, below=0, undelivered=0, cluster="c1", self_check="passed"):
     return {"cluster": cluster, "topic": topic, "policy": policy, "p999_ms": p999, "loss_kafka_election": lost,
-            "under_min_isr_acks": below, "not_enough_replicas": rejected, "self_check": self_check}  # fmt: skip
+            "under_min_isr_acks": below, "not_enough_replicas": undelivered, "undelivered": undelivered,
+            "self_check": self_check}  # fmt: skip
 
 
 ORDERS = [
@@ -19,7 +20,7 @@ ORDERS = [
     _row("orders", "acks=1", 40.0, lost=12),
     _row("orders", "quorum=2", 150.0, lost=0, below=3),
     _row("orders", "min.insync", 150.0, lost=0, below=3),  # equal to quorum=2: neither beats the other
-    _row("orders", "acks=all@lag=30000", 950.0, rejected=2),  # beaten by acks=all on every count
+    _row("orders", "acks=all@lag=30000", 950.0, undelivered=2),  # beaten by acks=all on every count
 ]
 AUDIT = [
     _row("audit", "acks=all", 400.0),  # beaten by quorum=2: faster, no more risk
@@ -35,8 +36,8 @@ def test_the_frontier_keeps_what_no_other_policy_beats():
     lines = decision_lines([orders], None)
     assert lines[0].startswith("decision: no target set")
     assert lines[1] == (
-        "  c1 / orders: frontier acks=all, acks=1, quorum=2, min.insync; caution: P999 without the retries of the"
-        " batches rejected under acks=all@lag=30000 (2): a lower bound there"
+        "  c1 / orders: frontier acks=all, acks=1, quorum=2, min.insync; caution: P999 without the rejected batches left"
+        " undelivered under acks=all@lag=30000 (2): a lower bound there"
     )
 
 
@@ -51,7 +52,7 @@ def test_a_target_recommends_the_fastest_policy_meeting_it_per_topic():
         "decision for the target P999 <= 200 ms, lost acks <= 0: quorum=2 meets it on 1 of 2 topics;"
         " nothing meets it on c1 / audit",
         "  c1 / orders: frontier acks=all, acks=1, quorum=2, min.insync; meets the target: quorum=2, min.insync;"
-        " recommended: quorum=2; caution: P999 without the retries of the batches rejected under"
+        " recommended: quorum=2; caution: P999 without the rejected batches left undelivered under"
         " acks=all@lag=30000 (2): a lower bound there",
         "  c1 / audit: frontier acks=1, quorum=2; nothing meets the target; closest: quorum=2 (P999 250.0 ms > 200 ms)",
     ]
@@ -81,7 +82,7 @@ def test_a_p999_from_too_few_records_is_not_judged_on_latency():
 def test_a_policy_that_acked_nothing_is_no_candidate():
     # quorum=2 on an RF 2 topic (KIP-250: 1 < Q < RF) acks nothing: zero risk, no P999
     rows = [
-        {**_row("t", "acks=all", 16_543.4, rejected=577), "n": 13_461},
+        {**_row("t", "acks=all", 16_543.4, undelivered=577), "n": 13_461},
         {**_row("t", "quorum=2", None), "n": 0},
         {**_row("t", "acks=1", 16_536.6, lost=362), "n": 14_038},
     ]
@@ -91,8 +92,8 @@ def test_a_policy_that_acked_nothing_is_no_candidate():
     assert t.meeting == [] and t.closest == "acks=all"
     assert decision_lines([t], target)[1] == (
         "  c1 / t: frontier acks=all, acks=1 (no produce acked, not a candidate: quorum=2); nothing meets the target;"
-        " closest: acks=all (P999 16,543.4 ms > 1,000 ms); caution: P999 without the retries of the batches"
-        " rejected under acks=all (577): a lower bound there"
+        " closest: acks=all (P999 16,543.4 ms > 1,000 ms); caution: P999 without the rejected batches left"
+        " undelivered under acks=all (577): a lower bound there"
     )
 
 
@@ -121,7 +122,7 @@ def test_a_p999_without_send_times_is_decided_with_a_caution():
         "  c1 / orders: frontier acks=all, acks=1, quorum=2, min.insync; meets the target: quorum=2, min.insync;"
         " recommended: quorum=2; caution: only 49.9% of the acked produces had a send time, so P999 is mostly the"
         " broker's view and producers saw more (give the records' CreateTime: README \"What the producer sees\");"
-        " caution: P999 without the retries of the batches rejected under acks=all@lag=30000 (2): a lower bound there"
+        " caution: P999 without the rejected batches left undelivered under acks=all@lag=30000 (2): a lower bound there"
     )
     assert "caution" not in lines[2]
     # the least covered policy of a topic counts
@@ -168,3 +169,18 @@ def test_the_console_summary_without_v_keeps_the_main_columns_and_every_policy()
     steps = StepTimes()
     steps.seconds = {"ingest": 12.04, "replay": 3.5}
     assert steps.summary_lines(20.0, detail=False) == ["time by step: ingest 12.0 s, replay 3.5 s, other 4.5 s"]
+
+
+def test_rejected_batches_a_retry_delivered_carry_no_caution():
+    """A policy's P999 counts the rejected batches its retries got appended (ackreplay/replay/retries.py): only
+    the ones left undelivered make it a lower bound."""
+    rows = [
+        {**_row("t", "acks=all", 900.0), "not_enough_replicas": 40, "undelivered": 0},
+        {**_row("t", "min.insync", 700.0), "not_enough_replicas": 40, "undelivered": 3},
+    ]
+    [t] = decide(rows, None)
+    assert t.rejected == {"min.insync": 3}
+    assert decision_lines([t], None)[1] == (
+        "  c1 / t: frontier min.insync; caution: P999 without the rejected batches left undelivered under"
+        " min.insync (3): a lower bound there"
+    )

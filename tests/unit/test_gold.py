@@ -55,7 +55,10 @@ def _row(
     window_k_min=None,
     window_l_min=None,
     offset=0,
+    retried=False,
 ):
+    """A produce_replay row; a row not acked has no latency unless `retried` (a retry got it appended)."""
+    delivered = outcome == "acked" or retried
     return {
         "cluster": cluster,
         "topic": topic,
@@ -74,9 +77,9 @@ def _row(
         "t_ack_observed": None,
         "t_response": t,
         "ack_wait_ms": 0.0,
-        "latency_ms": latency,
-        "broker_latency_ms": latency,
-        "hol_wait_ms": 0.0,
+        "latency_ms": latency if delivered else None,
+        "broker_latency_ms": latency if delivered else None,
+        "hol_wait_ms": 0.0 if delivered else None,
         "t_send": None,
         "copies_at_ack": copies if outcome == "acked" else 0,
         "exposure_ms": exposure if outcome == "acked" else None,
@@ -169,6 +172,9 @@ def test_latency_percentiles_small_windows(spark):
             _row(t=T11 + dt.timedelta(minutes=59), latency=5.0),  # a window with a single produce
             _row(policy="quorum=2", outcome="not_enough_replicas", latency=0.4),  # all-rejected window
             _row(policy="quorum=2", outcome="not_enough_replicas", latency=0.6),
+            # rejected, and a retry got it appended 2 s later: the producer saw it acknowledged
+            _row(policy="min.insync", outcome="not_enough_replicas", latency=2000.0, retried=True),
+            _row(policy="min.insync", latency=4.0),
         ],
     )
     actual = latency_percentiles(replay, "hour")
@@ -177,6 +183,7 @@ def test_latency_percentiles_small_windows(spark):
             ("c1", "orders", "acks=all", "hour", T10, 5, 4, 103.0, 2.5, 100.0, None, None, True, True),
             ("c1", "orders", "acks=all", "hour", T11, 1, 1, 5.0, 5.0, 5.0, None, None, True, True),
             ("c1", "orders", "quorum=2", "hour", T10, 2, 0, None, None, None, None, None, True, True),
+            ("c1", "orders", "min.insync", "hour", T10, 2, 2, 2000.0, 1002.0, 1980.04, None, None, True, True),
         ],
         LATENCY_DDL,
     )
@@ -799,3 +806,28 @@ def test_reduced_isr_spans_run_from_the_first_reduced_isr_to_the_next_full_one(s
     )
     spans = reduced_isr_spans(isr_segments(isr, until), partitions)
     assert_df_equality(spans, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_policy_summary_counts_a_rejected_batch_a_retry_delivered_in_the_latency_and_the_rest_apart(spark):
+    """A rejected batch with a latency was appended by the producer's retries (ackreplay/replay/retries.py): the
+    producer saw it acknowledged, so it is in `n` and the latency; one without is `undelivered`."""
+    replay = replay_frame(
+        spark,
+        [
+            _row(policy="min.insync", latency=4.0),
+            _row(policy="min.insync", outcome="not_enough_replicas", latency=2000.0, retried=True),
+            _row(policy="min.insync", outcome="not_enough_replicas"),
+        ],
+    )
+    parts = partitions_frame(spark, [("c1", "orders", 0, 2)])
+    isr = isr_frame(spark, [("orders", 0, 3, [1, 2], T10 - dt.timedelta(minutes=30))])
+    actual = policy_summary(replay, parts, availability(replay, isr, parts)).select(
+        "policy", "produces", "n", "acked_records", "p99_ms", "broker_p99_ms", "acked_bytes", "not_enough_replicas",
+        "undelivered",
+    )  # fmt: skip
+    expected = spark.createDataFrame(
+        [("min.insync", 3, 2, 2, 1980.04, 1980.04, 100, 2, 1)],
+        "policy string, produces bigint, n bigint, acked_records bigint, p99_ms double, broker_p99_ms double, "
+        "acked_bytes bigint, not_enough_replicas bigint, undelivered bigint",
+    )
+    assert_approx_df_equality(actual, expected, 1e-9, ignore_nullable=True)

@@ -351,6 +351,46 @@ def test_a_policy_that_admits_a_rejected_attempt_acks_the_batch_then_and_sends_w
     assert [ms_after_t0(r["t_ack"]) for r in rows_by(out, "acks=1")] == [0.0, 310.0, 313.0]
 
 
+def test_a_batch_a_policy_rejects_is_retried_until_the_isr_is_back_and_what_waited_behind_it_goes_with_it():
+    """The reverse of the test above: acks=1 traffic (lines 2 and 3, sent at 9 and 49 ms on one connection) the
+    brokers appended while partition 101's ISR was {1} (5 to 300 ms, min ISR 2). acks=all rejects line 2 at
+    10 ms; a Java 3.6 producer reads the rejection 0.5 ms later and retries every 100 ms: 110.5, 211, 311.5 ms,
+    admitted then (retries.py). Line 3, created meanwhile, waited behind it and goes with it. Both are acked
+    like a batch appended then on the partition (line 1's 3 ms wait), from their send times. A 3.7 client backs
+    off 100 then 200 ms: admitted at 311 ms. Line 4, sent after the retry went out, is not held."""
+    rows = [
+        {"pkey": 101, "t_us": T0, "offset": 0, "t_start_us": T0, "line_number": 1, "t_send_us": T0 - 1 * MS},
+        {"pkey": 101, "t_us": T0 + 10 * MS, "offset": 1, "t_start_us": T0 + 10 * MS, "line_number": 2,
+         "t_send_us": T0 + 9 * MS},
+        {"pkey": 101, "t_us": T0 + 50 * MS, "offset": 2, "t_start_us": T0 + 50 * MS, "line_number": 3,
+         "t_send_us": T0 + 49 * MS},
+        {"pkey": 101, "t_us": T0 + 400 * MS, "offset": 3, "t_start_us": T0 + 400 * MS, "line_number": 4,
+         "t_send_us": T0 + 399 * MS},
+    ]  # fmt: skip
+    shrink_expand = (np.array([T0 + 5 * MS, T0 + 300 * MS], np.int64), ((1,), (1, 2)), np.array([False, False]))
+    events = event_table([fetch(101, 2, 2, 1), fetch(101, 3, 3, 1), fetch(101, 2, 402, 4)])
+
+    def replayed(fixed_backoff: bool) -> pa.Table:
+        produces = produce_table([{**{k: v for k, v in r.items() if k != "t_send_us"}, "acks": 1} for r in rows])
+        for name, column in {
+            "connection_key": pa.array([5] * len(rows), pa.int64()),
+            "t_send_us": pa.array([r["t_send_us"] for r in rows], pa.int64()),
+            "fixed_backoff": pa.array([fixed_backoff] * len(rows), pa.bool_()),
+        }.items():
+            produces = produces.append_column(name, column)
+        return replay(context([partition(101)], isr_changes={(101, 0): shrink_expand}), produces, events)
+
+    out = replayed(True)
+    acks_all = rows_by(out, "acks=all")
+    assert [r["outcome"] for r in acks_all] == ["acked", "not_enough_replicas", "not_enough_replicas", "acked"]
+    # acked at 314.5 ms (311.5 + line 1's 3 ms), answered 0.5 ms later: from 9 and 49 ms
+    assert [round(r["latency_ms"], 6) for r in acks_all] == [4.5, 306.0, 266.0, 3.5]
+    assert [round(r["broker_latency_ms"], 6) for r in acks_all][1:3] == [3.5, 3.5]
+    assert [round(r["latency_ms"], 6) for r in rows_by(out, "acks=1")] == [1.5, 1.5, 1.5, 1.5]
+    # min.insync waits for one follower (line 1: 2 ms): acked at 313 ms
+    assert [round(r["latency_ms"], 6) for r in rows_by(replayed(False), "min.insync")][1:3] == [304.5, 264.5]
+
+
 def test_isr_changes_apply_to_their_own_partition_and_epoch_only():
     # Follower 3 leaves partition 101's ISR at 2 ms (committed), so acks=all no longer waits for it;
     # the same change logged for partition 102 must not leak into 101, nor 101's into 102.
