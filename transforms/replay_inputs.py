@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.window import WindowSpec
 
 from schemas.vocabulary import NEVER
 
@@ -388,6 +389,12 @@ def produce_side(produces_df: DataFrame, bucket_us: int) -> DataFrame:
         if "connection" in produces_df.columns
         else F.lit(0)
     )
+    t_log = _micros("t_log") if "t_log" in produces_df.columns else F.lit(0).cast("long")
+    previous_response = (
+        F.when(F.col("connection").isNotNull(), F.max(t_log).over(_earlier_requests_on_the_connection()))
+        if "connection" in produces_df.columns and "t_log" in produces_df.columns
+        else F.lit(None).cast("long")
+    )
     return produces_df.select(
         group_key("cluster", "broker_id", bucket_of(t_us, bucket_us)).alias("gid"),
         partition_key().alias("pkey"),
@@ -406,7 +413,8 @@ def produce_side(produces_df: DataFrame, bucket_us: int) -> DataFrame:
         "line_number",
         F.unix_date("event_date").alias("event_day"),
         connection.cast("long").alias("connection_key"),
-        (_micros("t_log") if "t_log" in produces_df.columns else F.lit(0).cast("long")).alias("t_log_us"),
+        t_log.alias("t_log_us"),
+        previous_response.alias("previous_response_us"),
         t_send.alias("t_send_us"),
         (F.col("records") if "records" in produces_df.columns else F.lit(None)).cast("int").alias("records"),
         (F.col("send_leader_epoch") if "send_leader_epoch" in produces_df.columns else F.lit(None))
@@ -414,6 +422,16 @@ def produce_side(produces_df: DataFrame, bucket_us: int) -> DataFrame:
         .alias("send_leader_epoch"),
         *[c for c in EPISODE_COLUMNS if c in produces_df.columns],
         fixed_retry_backoff(produces_df).alias("fixed_backoff"),
+    )
+
+
+def _earlier_requests_on_the_connection() -> WindowSpec:
+    """The requests read before this one on its connection (a replay group's chain starts with the first request of
+    its bucket; the response before it is in the previous bucket's group)."""
+    return (
+        Window.partitionBy("cluster", "broker_id", "connection")
+        .orderBy(_micros("t_start"))
+        .rangeBetween(Window.unboundedPreceding, -1)
     )
 
 

@@ -78,6 +78,38 @@ class ChainedRequests:
     merged: int = 0  # (request, policy) pairs the producer would have sent inside an earlier request
 
 
+def _leave_with_the_first_batch(
+    pfloor: np.ndarray,
+    start: np.ndarray,
+    blocked: np.ndarray,
+    first_ready: np.ndarray,
+    conn: np.ndarray,
+    same: np.ndarray,
+    svc: np.ndarray,
+    recorded_policy: np.ndarray | None,
+    order: np.ndarray,
+) -> np.ndarray:
+    """Under a policy that answers every request of a connection no later than the one it was recorded with, a
+    request that waited (`blocked`) leaves once its first batch has lingered (`first_ready`): with the
+    connection free, the producer sends each batch as it is ready, and the batches created after that go in
+    later requests (gold and groups._producer_view count them so). Under a slower policy the connection is no
+    freer than recorded: as before (`pfloor`, unchanged). Arrays in chain order (`order`)."""
+    if recorded_policy is None:
+        return pfloor
+    out = pfloor.copy()
+    recorded = recorded_policy[order]
+    split = np.where(blocked, np.minimum(start, first_ready), start)
+    bounds = np.append(np.flatnonzero(~same), conn.size)
+    for s, e in zip(bounds[:-1], bounds[1:], strict=False):
+        own = np.unique(recorded[s:e])
+        if own.size != 1 or not 0 <= own[0] < svc.shape[0]:
+            continue
+        faster = np.all(svc[:, s:e] <= svc[int(own[0]), s:e], axis=1)
+        faster[int(own[0])] = False
+        out[faster, s:e] = np.minimum(out[faster, s:e], split[s:e])
+    return out
+
+
 def chain_requests(
     *,
     connection: np.ndarray,
@@ -94,6 +126,7 @@ def chain_requests(
     recorded_policy: np.ndarray | None = None,
     ready_by_policy: np.ndarray | None = None,
     vanished_at: np.ndarray | None = None,
+    previous_response: np.ndarray | None = None,
 ) -> ChainedRequests:
     """Replay the requests (one entry each, any order) of one group as per-connection chains.
 
@@ -108,6 +141,12 @@ def chain_requests(
     policy, in place of `send_first`/`send_last` (some of its batches went out earlier under it).
     `vanished_at` (policies, n): where not -NEVER, every batch of the request went out earlier under the
     policy, from then on: the request holds no later one and takes no time.
+    `previous_response`: per request, when the response before it on its connection was sent, also where that
+    request is not among these (the previous replay group's; -NEVER: none).
+
+    A request waited behind the previous response on its connection (`blocked`: SocketServer reads the next
+    request only once a response is sent, and the producer sends at most max.in.flight at once) when it started
+    within `blocked_gap_us` of it, or, with send times, when every batch of it was ready by then.
     """
     n = t_start.size
     p = service.shape[0]
@@ -116,10 +155,12 @@ def chain_requests(
     svc = service[:, order]
     same = np.zeros(n, bool)
     same[1:] = (conn[1:] == conn[:-1]) & (conn[1:] != UNKNOWN_CONNECTION)
-    gap = np.zeros(n, np.int64)
-    gap[1:] = start[1:] - sent[:-1]
-    blocked = same & (gap <= blocked_gap_us)
+    prev_sent = np.full(n, -NEVER, np.int64) if previous_response is None else previous_response[order].copy()
+    prev_sent[1:] = np.where(same[1:], sent[:-1], prev_sent[1:])
+    known = (prev_sent != -NEVER) & (conn != UNKNOWN_CONNECTION)
+    gap = np.where(known, start - prev_sent, NEVER)
     ready = np.maximum(send_last[order], send_first[order] + linger_us)
+    blocked = same & (gap <= blocked_gap_us)
     floor = np.where(blocked & has_send[order], np.minimum(start, ready), start)
     pfloor = np.repeat(floor[None, :], p, axis=0)
     if ready_by_policy is not None:
@@ -130,6 +171,16 @@ def chain_requests(
         gone = gone_at != -NEVER
         pfloor = np.where(gone, np.minimum(start, gone_at), pfloor)
         svc = np.where(gone, 0, svc)
+    # Under a policy faster than the recorded one, also: the first request of a replay group waited behind the
+    # response before it (`previous_response`), and a backlog drains one request at a time: once a request
+    # waited behind the previous response, the next one whose batches had all lingered before that request's
+    # response was sent waited too, however long the producer took to send it (1.3 ms on a slow core)
+    waited = known & (gap <= blocked_gap_us)
+    backlogged = same & has_send[order] & (ready <= prev_sent) & (gap >= -blocked_gap_us) & ~waited
+    for k in np.flatnonzero(backlogged).tolist():
+        waited[k] = waited[k - 1]
+    pfloor = _leave_with_the_first_batch(pfloor, start, waited & has_send[order], send_first[order] + linger_us,
+                                         conn, same, svc, recorded_policy, order)  # fmt: skip
     # c(k): what the previous request adds on its connection (0 at a chain's first request).
     c = np.zeros((p, n), np.int64)
     # a turnaround the ms log stamps show as negative counts as 0: a request never starts before the

@@ -337,6 +337,12 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     )}  # fmt: skip
     for name in ("connection_key", "t_log_us"):
         produce[name] = _np(produces, name)[rows] if name in produces.column_names else np.zeros(rows.size, np.int64)
+    previous = (
+        produces.column("previous_response_us")
+        if "previous_response_us" in produces.column_names
+        else pa.nulls(produces.num_rows, pa.int64())
+    )
+    produce["previous_response_us"] = previous.fill_null(-NEVER).to_numpy()[rows]
     produce["fixed_backoff"] = (
         produces.column("fixed_backoff").fill_null(False).to_numpy(zero_copy_only=False)[rows]
         if "fixed_backoff" in produces.column_names
@@ -737,6 +743,7 @@ def _producer_view(
         connection=produce["connection_key"][first],
         t_start=t_start,
         t_response_sent=produce["t_log_us"][first],
+        previous_response=produce["previous_response_us"][first],
         service=service,
         send_first=send_first,
         send_last=send_last,
@@ -760,6 +767,13 @@ def _producer_view(
     # a request the producer would have sent inside an earlier one can start before its own floor
     hol_wait_us = np.maximum(start - floor, 0).astype(np.float64)
     latency_ms = broker_latency_ms + ((start - floor) + (floor - since)) / 1000.0
+    # A request leaves once its first batch is ready and the connection free (connections.py); a batch of it sent
+    # after that went in a later request, at the next linger.ms step, taking as long at the broker (as gold counts
+    # such records: transforms/gold._record_latency)
+    later = produce["has_send"] & (since > start)
+    if later.any():
+        lingered = np.mod(start - since, ctx.linger_us) if ctx.linger_us > 0 else np.zeros_like(start)
+        latency_ms = np.where(later, broker_latency_ms + lingered / 1000.0, latency_ms)
     if early is not None:
         # A batch that left its recorded request under a policy went out alone (the connection's other requests
         # are not replayed around it): acknowledged as a batch appended then on its partition (_AckProfiles),

@@ -752,6 +752,21 @@ def test_batches_acks_all_rejects_on_a_4_4_cluster_below_min_isr_against_its_ack
     assert all(abs(r / m - 1) <= 0.01 for r, m in zip(replayed[1:], measured[1:], strict=True))
 
 
+def test_a_backlog_after_a_long_hold_drains_under_a_faster_policy(spark, corpus_run):
+    """The min-ISR-3 trace's acks=all producer had its requests held 28.5 s (the HW held below min ISR), and its
+    records piled up behind them. Under acks=1 those requests are answered at once and the backlog drains: the
+    connection's next requests (read 0.2 to 1.3 ms after each response on that slow core, one right after a
+    replay-bucket boundary) leave once their first batch lingered, the batches created later in later requests
+    (connections._leave_with_the_first_batch). Its records then wait what the acks=1 producer of the same run
+    measured, P99 and P999 within 2%. Before, the chain broke at the 1.3 ms turnaround and at the bucket
+    boundary: P99 27,650.6 ms (+429%)."""
+    replayed = _per_record_quantiles(spark, corpus_run.lakehouse, "acks=1", "lab-producer-acks-all", "minisr3-4.4.0")
+    assert replayed == [5.7, 5_294.5, 7_874.7]
+    measured = _measured_per_record("lab-producer-acks-1", MIN_ISR_TRACE)
+    assert measured == [7.6, 5_223.8, 7_892.4]
+    assert all(abs(r / m - 1) <= 0.02 for r, m in zip(replayed[1:], measured[1:], strict=True))
+
+
 def test_eligible_leader_replicas_where_the_cluster_keeps_them(corpus_run):
     """KIP-966: the brokers of every 4.1+ trace announce `eligible.leader.replicas.version` 1 as finalized in their
     API_VERSIONS responses (3.7.2 and 4.0.2 list finalized features without it), and on every 4.2+ trace Kafka's

@@ -10,8 +10,9 @@ from schemas.vocabulary import NEVER
 
 
 def _chain(
-    connection, t_start, t_sent, service, send=None, linger_us=5_000, gap_us=1_000, recorded_policy=None, send_last=None
-):
+    connection, t_start, t_sent, service, send=None, linger_us=5_000, gap_us=1_000, recorded_policy=None, send_last=None,
+    previous_response=None,
+):  # fmt: skip
     n = len(t_start)
     send = np.asarray(send if send is not None else [0] * n, np.int64)
     return chain_requests(
@@ -25,7 +26,48 @@ def _chain(
         linger_us=linger_us,
         blocked_gap_us=gap_us,
         recorded_policy=None if recorded_policy is None else np.asarray(recorded_policy, np.int64),
+        previous_response=None if previous_response is None else np.asarray(previous_response, np.int64),
     )
+
+
+def test_a_backlog_drains_one_request_at_a_time_however_slow_the_producers_turnaround():
+    """Connection 7: request 0 is the first of its replay group; the response before it (50 ms, in the previous
+    group) is given. Its batch was sent at 2 ms and it was read 0.3 ms after that response: it waited. Request 1
+    started 1.3 ms after request 0's response (a slow producer), but its batch existed at 3 ms: part of the same
+    backlog, it waited too; under a policy that answers at once both leave once lingered.
+    Request 2's batch was sent after the response before it: it did not wait. Connection 8: the same 1.3 ms
+    after a request that did not wait is no backlog (the producer may have been held by something else: a
+    metadata refresh, a leader change). Recorded under acks=all; rows: acks=1 (no slower), acks=all."""
+    chained = _chain(
+        connection=[7, 7, 7, 8, 8],
+        t_start=[50_300, 52_600, 70_000, 30_000, 32_300],
+        t_sent=[51_300, 53_600, 71_000, 31_000, 33_300],
+        service=[[1_000] * 5, [1_000] * 5],
+        send=[2_000, 3_000, 60_000, 20_000, 21_000],
+        previous_response=[50_000, -NEVER, -NEVER, -NEVER, -NEVER],
+        recorded_policy=[1] * 5,
+    )
+    # under the recorded policy (acks=all, row 1) nothing moves
+    assert chained.start[1].tolist() == [50_300, 52_600, 70_000, 30_000, 32_300]
+    # under acks=1 both requests of connection 7 leave once their batch lingered
+    assert chained.start[0].tolist() == [7_000, 8_000, 70_000, 30_000, 32_300]
+
+
+def test_a_request_leaves_once_its_first_batch_lingered_the_later_ones_count_in_later_requests():
+    # one request carrying a batch sent at 2 ms and one sent at 40 ms, read at 60 ms behind a slow response
+    # (recorded under acks=all): under acks=1 it leaves at 7 ms (its first batch lingered); the 40 ms batch is
+    # counted from its own send (groups._producer_view), not held
+    chained = _chain(
+        connection=[7, 7], t_start=[0, 60_000], t_sent=[59_800, 61_000],
+        service=[[1_000, 1_000], [59_800, 1_000]], send=[1, 2_000], send_last=[1, 40_000], recorded_policy=[1, 1],
+    )  # fmt: skip
+    assert chained.start[0].tolist() == [0, 7_000]
+    # under a policy no faster than the recorded one the connection is no freer: it leaves with all its batches
+    slower = _chain(
+        connection=[7, 7], t_start=[0, 60_000], t_sent=[59_800, 61_000],
+        service=[[59_800, 1_000], [59_900, 1_000]], send=[1, 2_000], send_last=[1, 40_000], recorded_policy=[0, 0],
+    )  # fmt: skip
+    assert slower.start[1].tolist() == [0, 60_100]
 
 
 def test_a_request_blocked_behind_a_slow_response_starts_at_its_arrival_under_a_faster_policy():
@@ -96,7 +138,8 @@ def test_chain_properties_on_random_connections(seed):
     # requests carry batches created seconds apart)
     send_last = send + (rng.random(n) * (t_start - send)).astype(np.int64)
     chained = _chain(connection, t_start, t_sent, service, send=send, send_last=send_last)
-    # a request is never sent, under any policy, before every batch in it was created
+    # a request is never sent, under any policy, before every batch in it was created (unless the policy is
+    # faster than the recorded one: test_a_request_leaves_once_its_first_batch_lingered_...)
     assert np.all(chained.start >= send_last)
     # a request never starts before the previous response on its connection, under any policy, unless
     # the producer would have sent it inside that request (merged: same start and response)

@@ -391,6 +391,38 @@ def test_a_batch_a_policy_rejects_is_retried_until_the_isr_is_back_and_what_wait
     assert [round(r["latency_ms"], 6) for r in rows_by(replayed(False), "min.insync")][1:3] == [304.5, 264.5]
 
 
+def test_a_batch_sent_after_its_request_would_have_left_counts_from_its_own_send_in_a_later_request():
+    """Line 9 waited 59.8 ms for the followers; line 10 (batches on partitions 101 and 102, sent at 2 and 40 ms)
+    was read right after its response. Under acks=1 line 10 leaves once its first batch lingered (7 ms,
+    connections.py); the 40 ms batch was not there yet: it went in a later request at the next linger.ms step
+    (2 ms after its send) and took as long at the broker (0.5 ms)."""
+    a, b = 101, 102
+    rows = [
+        {"pkey": a, "t_us": T0, "offset": 0, "t_start_us": T0, "line_number": 9, "t_log_us": T0 + 59_800,
+         "t_send_us": T0 - 1 * MS},
+        {"pkey": a, "t_us": T0 + 60 * MS, "offset": 1, "t_start_us": T0 + 60 * MS, "line_number": 10,
+         "t_log_us": T0 + 61 * MS, "t_send_us": T0 + 2 * MS},
+        {"pkey": b, "t_us": T0 + 60 * MS, "offset": 0, "t_start_us": T0 + 60 * MS, "line_number": 10,
+         "t_log_us": T0 + 61 * MS, "t_send_us": T0 + 40 * MS},
+    ]  # fmt: skip
+    produces = produce_table([{k: v for k, v in r.items() if k not in ("t_log_us", "t_send_us")} for r in rows])
+    for name, column in {
+        "connection_key": pa.array([5] * len(rows), pa.int64()),
+        "t_log_us": pa.array([r["t_log_us"] for r in rows], pa.int64()),
+        "t_send_us": pa.array([r["t_send_us"] for r in rows], pa.int64()),
+    }.items():
+        produces = produces.append_column(name, column)
+    events = event_table(
+        [fetch(a, 2, 59.2, 1), fetch(a, 3, 59.3, 1), fetch(a, 2, 60.5, 2), fetch(a, 3, 60.5, 2),
+         fetch(b, 2, 60.5, 1), fetch(b, 3, 60.5, 1)]
+    )  # fmt: skip
+    out = replay(context([partition(a), partition(b)]), produces, events)
+    by_line = {(r["line_number"], r["partition"]): r for r in rows_by(out, "acks=1")}
+    assert round(by_line[(10, 1)]["latency_ms"], 6) == 5.5  # left at 7 ms, 5 ms after its send, 0.5 ms at the broker
+    assert round(by_line[(10, 2)]["latency_ms"], 6) == 2.5
+    assert round(by_line[(10, 2)]["broker_latency_ms"], 6) == 0.5
+
+
 def test_isr_changes_apply_to_their_own_partition_and_epoch_only():
     # Follower 3 leaves partition 101's ISR at 2 ms (committed), so acks=all no longer waits for it;
     # the same change logged for partition 102 must not leak into 101, nor 101's into 102.
