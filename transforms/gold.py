@@ -89,7 +89,7 @@ def _acked() -> Column:
     return F.col("outcome") == F.lit(ACKED)
 
 
-def _delivered() -> Column:
+def delivered() -> Column:
     """Acknowledged to the producer under the policy: acked, or rejected and appended by a retry (the replay gives
     such a batch a latency: ackreplay/replay/retries.py)."""
     return _acked() | (F.col("outcome").isin(*NOT_ENOUGH_REPLICAS) & F.col("latency_ms").isNotNull())
@@ -115,7 +115,7 @@ def _finite_exposure() -> Column:
 
 
 def _count_aggs() -> list[Column]:
-    return [F.count("*").cast("bigint").alias("produces"), _count_if(_delivered()).alias("n")]
+    return [F.count("*").cast("bigint").alias("produces"), _count_if(delivered()).alias("n")]
 
 
 BATCH_KEY = ["cluster", "topic", "partition", "base_offset"]
@@ -157,7 +157,7 @@ def record_latencies(replay: DataFrame, record_sends: DataFrame | None = None, l
     `record_latency_ms` and `records`, how many records share that latency (rows of one batch differ by
     their send time). `record_sends`: the output of :func:`record_sends_by_batch`, None when there is none.
     `linger_ms`: the producers' `linger.ms` (conf `replay.producer.linger_ms`, :func:`_record_latency`)."""
-    acked = replay.where(_delivered())
+    acked = replay.where(delivered())
     if record_sends is not None:
         # a listing of another epoch's batch at this offset (reused after a truncation) is not this one's
         other_epoch = F.coalesce(F.col("send_leader_epoch") != F.col("leader_epoch"), F.lit(False))
@@ -201,7 +201,7 @@ def _record_latency_aggs() -> list[Column]:
 def _broker_view_aggs() -> list[Column]:
     """Next to the producer's view: the broker's latency of the same acked produces (exact P99, P999),
     the P999 of their wait behind earlier responses on the connection, and how many had a send time."""
-    acked = _delivered()
+    acked = delivered()
     return [
         F.percentile(F.when(acked, F.col("broker_latency_ms")), [0.99, 0.999]).alias("_broker"),
         F.percentile(F.when(acked, F.col("hol_wait_ms")), [0.999]).alias("_hol"),

@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from ackreplay.storage.lakehouse import read_table, table_exists
 from schemas.vocabulary import ACKS_1, Outcome
+from transforms.gold import delivered
 from transforms.replay_inputs import appended
 
 
@@ -241,7 +242,6 @@ def gold_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> lis
         return []
     keys = ["cluster", "policy"]
     acked = F.col("outcome") == Outcome.ACKED.label
-    rejected = (Outcome.NOT_ENOUGH_REPLICAS.label, Outcome.NOT_ENOUGH_REPLICAS_AFTER_APPEND.label)
     specs: dict[str, tuple[DataFrame, list[str], tuple[Column, ...]]] = {
         "expected": (
             replay,
@@ -249,9 +249,7 @@ def gold_counts(spark: SparkSession, lakehouse: str, clusters: list[str]) -> lis
             (
                 F.count("*").alias("rows"),
                 F.count_if(acked).alias("acked"),
-                F.count_if(acked | (F.col("outcome").isin(*rejected) & F.col("latency_ms").isNotNull())).alias(
-                    "delivered"
-                ),
+                F.count_if(delivered()).alias("delivered"),
             ),
         )
     }
