@@ -330,7 +330,11 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     rows = order[placed]
     group_cluster = ctx.partitions[int(_np(produces, "pkey")[rows[0]])].cluster
     lags, policies = ctx.lags_of(group_cluster), ctx.policies_of(group_cluster)
-    options = ReplayOptions(strict_min_isr=ctx.strict_min_isr.get(group_cluster, True))
+    own_lag_ms = ctx.own_lag_ms.get(group_cluster)
+    options = ReplayOptions(
+        strict_min_isr=ctx.strict_min_isr.get(group_cluster, True),
+        recorded_lag_us=ReplayOptions.recorded_lag_us if own_lag_ms is None else round(own_lag_ms * 1000),
+    )
     produce = {name: _np(produces, name)[rows] for name in (
         "pkey", "broker_id", "t_us", "offset", "timeout_ms", "acks", "bytes", "t_start_us", "client_side_ms",
         "source_file_id", "line_number", "event_day",

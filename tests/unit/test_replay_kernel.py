@@ -290,6 +290,42 @@ def test_a_qualifying_fetch_long_before_the_commit_does_not_count():
     check(replay_epoch(inputs, wide), "acks=all", [ACKED, TIMEOUT], [60, 1_000_100])
 
 
+def test_a_restarted_follower_caught_up_to_the_leaders_previous_end_holds_the_hw_back():
+    # Kafka 3.8.1 trace (trace-3.8.1-sydney, partition 5, times in µs after 22:14:46 UTC): follower 3 restarted
+    # and fetched 9160 at 388,755, then 9904 at 970,650, what the leader had at its previous FETCH, so the
+    # Replica rule makes it caught up as of 388,755 (`ReplicaState.isCaughtUp`): from then it holds the HW back
+    # (`shouldWaitForReplicaToJoinIsr`) though its expansion is proposed only at 1,097,107 (fetchOffset 9938 =
+    # HW) and committed at 1,125,000. Batch 9938 waited for its FETCH of 1,105,179: 125.8 ms observed.
+    produces = [(9903, 380_000), (9904, 500_000), (9938, 980_081)]
+    followers = [
+        [(390_000, 9904), (510_000, 9938), (981_934, 9939), (1_142_301, 9942)],
+        [(388_755, 9160), (970_650, 9904), (1_097_107, 9938), (1_105_179, 9940)],
+    ]
+    inputs = epoch(produces, followers, isr_times=[1_125_000], isr_rows=[[1, 0], [1, 1]], epoch_start=0)
+    check(replay_epoch(inputs), "acks=all", [ACKED] * 3, [390_000, 510_000, 1_105_179])
+    # with a lag shorter than its 0.58 s between the two FETCHes it is not caught up: it counts only from its
+    # FETCH past the HW, after follower 2 acked the batch
+    short = ReplayOptions(recorded_lag_us=500_000)
+    check(replay_epoch(inputs, short), "acks=all", [ACKED] * 3, [390_000, 510_000, 981_934])
+
+
+def test_the_isr_resimulation_after_a_groups_last_append_reads_the_leaders_end_from_the_fetches():
+    # A replay group ends with its bucket: batch 10 is its last append (200 ms), while follower 2 keeps
+    # fetching the next bucket's batches and follower 3 stalls from 101 ms to 20 s. The leader's LEO after
+    # 200 ms is at least each offset a follower fetched (`Partition.fetchRecords` reads up to the log end):
+    # follower 2 stays caught up and only follower 3 is shrunk, at the check of 1.5 s, which acks batch 10.
+    # Taking the followers' last offset (990, fetched at 9.9 s) as the LEO from 200 ms on made follower 2
+    # look behind too: the ISR fell to the leader alone, below min ISR 2, and the batch timed out.
+    produces = [(0, 100_000), (10, 200_000)]
+    f2 = [(101_000, 10), *((100_000 * i + 1_000, 10 * i) for i in range(2, 100))]
+    f3 = [(101_000, 10), (20_000_000, 990)]
+    inputs = epoch(produces, [f2, f3], timeout=30_000_000, lags=(1000,), epoch_start=0)
+    isr = simulate_isr(inputs, 1000)
+    assert isr.change_times.tolist() == [1_500_000, 20_000_000]
+    assert isr.membership.tolist() == [[True, True], [True, False], [True, True]]
+    check(replay_epoch(inputs), "acks=all@lag=1000", [ACKED, ACKED], [101_000, 1_500_000])
+
+
 def test_follower_added_mid_wait_after_its_commit():
     # follower 2 holds batch 10 only at 150, after follower 3 joined (140): both are needed
     produces = [(0, 50), (10, 100)]
@@ -906,18 +942,20 @@ def _simulate_oracle(inputs: EpochInputs, lag_ms: float, delay: int = 0, window:
         seen = [o for tt, o in events[f] if tt <= t]
         return max(seen) if seen else unknown
 
-    max_follower = max([o for ev in events for _, o in ev], default=0)
     batches = sorted(
         (int(b), int(t)) for b, t, a in zip(inputs.base_offset, inputs.t_local_done, inputs.appended, strict=True) if a
     )
     steps = []
     for i, (b, t) in enumerate(batches):
-        end = batches[i + 1][0] if i + 1 < len(batches) else max(b + 1, max_follower)
+        end = batches[i + 1][0] if i + 1 < len(batches) else b + 1
         steps.append((t, max(end, b + 1)))
+    # after the last append the leader has at least what a follower has fetched from it
+    last_append = max((t for _, t in batches), default=-(2**63))
+    fetched = [(tt, o) for ev in events for tt, o in ev if tt > last_append]
 
     def leader(t):
-        before = batches[0][0] if batches else max_follower
-        return max([before] + [e for tt, e in steps if tt <= t])
+        before = batches[0][0] if batches else 0
+        return max([before] + [e for tt, e in steps if tt <= t] + [o for tt, o in fetched if tt <= t])
 
     # before the first append the leader's LEO is not known: fetches count as caught up, checks find nothing
     first_append = min((int(t) for t, a in zip(inputs.t_local_done, inputs.appended, strict=True) if a), default=NEVER)

@@ -214,11 +214,14 @@ class Epoch:
         """Leader LEO as a step function of time: (times, values, value before the first step).
 
         After appending batch i (at its t_local_done) the leader LEO is the next batch's base offset
-        in offset order; after the last batch, max(b + 1, the largest follower fetchOffset).
+        in offset order; after the last batch, b + 1, raised at each later follower FETCH to its fetchOffset
+        (a follower fetches only what the leader has appended: `Partition.fetchRecords` reads up to the log
+        end). A group's produces end with its bucket while its followers' FETCHes go on for the request
+        timeout; taking their last offset as the LEO from the last append on (the follower's LEO of up to
+        30 s later) made every follower look behind and the ISR re-simulation shrink the ISR to the leader.
         """
         if self._leader_steps is None:
             inputs = self.inputs
-            max_follower = max((int(c[-1]) for c in self.leo_max if c.size), default=0)
             perm = self.by_offset
             bs = inputs.base_offset if perm is None else inputs.base_offset[perm]
             keep = None
@@ -226,11 +229,11 @@ class Epoch:
                 keep = inputs.appended if perm is None else inputs.appended[perm]
                 bs = bs[keep]
             if bs.size == 0:
-                self._leader_steps = (np.empty(0, _I64), np.empty(0, _I64), max_follower)
+                self._leader_steps = self._fetched_after(EARLIEST, np.empty(0, _I64), np.empty(0, _I64), 0)
                 return self._leader_steps
             ends_sorted = np.empty_like(bs)
             ends_sorted[:-1] = bs[1:]
-            ends_sorted[-1] = max(int(bs[-1]) + 1, max_follower)
+            ends_sorted[-1] = int(bs[-1]) + 1
             np.maximum(ends_sorted, bs + 1, out=ends_sorted)
             if keep is None:
                 ends_o = ends_sorted  # offset order, all rows
@@ -249,8 +252,34 @@ class Epoch:
                     ends[perm] = ends_o
                 times = self.t_local_done if order is None else self.t_local_done[order]
                 values = np.maximum.accumulate(ends if order is None else ends[order])
-            self._leader_steps = (times, values, int(bs[0]))
+            last_append = int(times[-1]) if keep is None else int(self.t_local_done[inputs.appended].max())
+            self._leader_steps = self._fetched_after(last_append, times, values, int(bs[0]))
         return self._leader_steps
+
+    def _fetched_after(
+        self, last_append: int, times: np.ndarray, values: np.ndarray, before: int
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """The leader LEO steps (times, values, before) followed by the followers' fetchOffsets after
+        `last_append`, each a step up to the largest offset fetched by then."""
+        later = [
+            (t[k:], o[k:]) for t, o in zip(self.inputs.leo_times, self.leo_max, strict=True)
+            if (k := int(np.searchsorted(t, last_append, side="right"))) < t.size
+        ]  # fmt: skip
+        if not later:
+            return times, values, before
+        fetch_t = np.concatenate([t for t, _ in later])
+        order = np.argsort(fetch_t, kind="stable")
+        fetch_t, fetch_v = fetch_t[order], np.concatenate([o for _, o in later])[order]
+        if times.size and times[-1] > fetch_t[0]:  # produces not appended come later: merge in time order
+            order = np.argsort(np.concatenate([times, fetch_t]), kind="stable")
+            merged = np.concatenate([values, np.maximum(fetch_v, before)])[order]
+            return np.concatenate([times, fetch_t])[order], np.maximum.accumulate(merged), before
+        floor = int(values[-1]) if values.size else before
+        return (
+            np.concatenate([times, fetch_t]),
+            np.concatenate([values, np.maximum.accumulate(np.maximum(fetch_v, floor))]),
+            before,
+        )
 
     @cached_property
     def first_append(self) -> int:
@@ -371,8 +400,17 @@ class Epoch:
 
     def _qualifying_fetch(self, j: int, left: int | None, commit: int, isr: IsrTimeline) -> int:
         """First FETCH of follower j after it left the ISR (at ``left``), at most
-        ``isr_expand_window_us`` before the commit of its re-add and up to that commit, whose
-        fetchOffset reaches the (estimated) HW; ``commit`` if none does."""
+        ``isr_expand_window_us`` before the commit of its re-add and up to that commit, from which it
+        holds the HW back; ``commit`` if none does.
+
+        Two rules of `Partition.maybeIncrementLeaderHW` count a follower outside the committed ISR: a
+        pending expansion (`maximalIsr`), proposed at the FETCH whose fetchOffset reaches the HW
+        (`maybeExpandIsr` → `isFollowerInSync`), and `shouldWaitForReplicaToJoinIsr`: an ISR-eligible
+        follower that is caught up by the Replica rule (`ReplicaState.isCaughtUp`: fetchOffset at the
+        leader's LEO now, or at the LEO of its previous FETCH, made within ``recorded_lag_us``). The
+        second comes first for a restarted follower: its first FETCH after the restart catches it up to
+        what the leader had at its second, which then holds the HW back until it has fetched the new
+        batches (Kafka 3.8.1 trace: a 125 ms ack the replay gave in 2 ms)."""
         times = self.inputs.leo_times[j]
         since = commit - max(0, int(self.opt.isr_expand_window_us))
         if left not in (None, EARLIEST):
@@ -383,6 +421,9 @@ class Epoch:
             return commit
         q = times[lo:hi]
         ok = self.leo_max[j][lo:hi] >= self._hw_estimate(j, q, isr)
+        idx = np.arange(lo, hi)
+        previous = times.take(np.maximum(idx - 1, 0))
+        ok |= self.caught_up(j, idx, (idx > 0) & (q - previous <= self.opt.recorded_lag_us))
         return int(q[int(np.argmax(ok))]) if ok.any() else commit
 
     def rejected_under_min_isr(self, isr: IsrTimeline) -> np.ndarray | None:
