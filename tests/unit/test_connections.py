@@ -182,6 +182,24 @@ def test_a_moved_batch_is_acked_when_the_followers_would_have_had_it():
     assert nothing_acked.ack_at(0, np.array([0]), np.array([100])).tolist() == [NEVER]
 
 
+def test_a_batch_moved_past_the_partitions_last_batch_of_a_stall_waits_the_stall_once():
+    from ackreplay.replay.groups import _AckProfiles
+
+    # Trace 3.8.1: a replay bucket ends while a follower stalls; its partition's last batches (appended at 0 and
+    # 1,000) are acked at 4,000, when the stalled follower is shrunk out, and the other partition's batches wait
+    # 200 µs (the group's median wait). A request held behind them is appended after the bucket's last batch:
+    # at 2,000, still in the stall, it is acked with them (4,000); at 4,500, after the stall, 200 µs later.
+    # Adding the last batch's 3,000 µs wait again (5,000 and 7,500) gave the next held request another stall,
+    # and the next: 35 s per record where the producer measured 7.8 s.
+    profiles = _AckProfiles(
+        np.array([1, 1, 2, 2, 2]),
+        np.array([0, 1_000, 0, 1_000, 2_000]),
+        np.array([[4_000, 4_000, 200, 1_200, 2_200]]),
+        np.ones((1, 5), bool),
+    )
+    assert profiles.ack_at(0, np.array([1, 1]), np.array([2_000, 4_500])).tolist() == [4_000, 4_700]
+
+
 def test_under_the_recorded_policy_a_connection_keeps_its_recorded_starts():
     # recorded with acks=all (policy row 1): request 1's recorded turnaround of -0.3 ms (ms log stamps)
     # would start it 0.3 ms late if it were re-chained, and request 2 could be merged into request 1
