@@ -213,6 +213,9 @@ class ReplayContext:
     retry: RetrySettings = field(default_factory=RetrySettings)  # replay.producer's retry settings (retries.py)
     # cluster -> its own replica.lag.time.max.ms, replayed besides `lag_ms` (replay.lag_ms `own`; own_lag.py)
     own_lag_ms: Mapping[str, float] = field(default_factory=dict)
+    # cluster -> the replica.lag.time.max.ms its brokers logged (or the conf gives), whether replayed or not: the
+    # maximal ISR's caught-up test (kernel ReplayOptions.recorded_lag_us; Kafka's default where unknown)
+    recorded_lag_ms: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def policies(self) -> list[str]:
@@ -330,10 +333,10 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     rows = order[placed]
     group_cluster = ctx.partitions[int(_np(produces, "pkey")[rows[0]])].cluster
     lags, policies = ctx.lags_of(group_cluster), ctx.policies_of(group_cluster)
-    own_lag_ms = ctx.own_lag_ms.get(group_cluster)
+    recorded_lag_ms = ctx.recorded_lag_ms.get(group_cluster)
     options = ReplayOptions(
         strict_min_isr=ctx.strict_min_isr.get(group_cluster, True),
-        recorded_lag_us=ReplayOptions.recorded_lag_us if own_lag_ms is None else round(own_lag_ms * 1000),
+        recorded_lag_us=ReplayOptions.recorded_lag_us if recorded_lag_ms is None else round(recorded_lag_ms * 1000),
     )
     produce = {name: _np(produces, name)[rows] for name in (
         "pkey", "broker_id", "t_us", "offset", "timeout_ms", "acks", "bytes", "t_start_us", "client_side_ms",
@@ -661,9 +664,8 @@ class _AckProfiles:
     before t' (a healthy follower fetches it as fast; the first one after when none was before). After the
     partition's last acked batch of the group nothing later bounds it: there it is acked no earlier than that
     batch (the HW passes batches in offset order) and, when that batch waited longer than the group's median (a
-    stall, over where it was acked), the median after its own append. Taking the whole wait again gave each
-    request moved past a bucket's end by a stall the stall once more, one after the other: 35 s per record on the
-    3.8.1 trace, whose acks=1 producer measured 7.8 s. Only the rows the policy acked say so (`acked`, per policy).
+    stall, over where it was acked), the median after its own append, not the stall again (README, "What the
+    producer sees"). Only the rows the policy acked say so (`acked`, per policy).
     Where none of the partition's did (a retry appended in a later bucket than its partition's acked batches), the
     median wait of the policy's acked batches on the group's other partitions (the same leader's followers fetch
     them). Rows sorted by (pkey, append time)."""

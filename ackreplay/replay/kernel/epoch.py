@@ -216,9 +216,8 @@ class Epoch:
         After appending batch i (at its t_local_done) the leader LEO is the next batch's base offset
         in offset order; after the last batch, b + 1, raised at each later follower FETCH to its fetchOffset
         (a follower fetches only what the leader has appended: `Partition.fetchRecords` reads up to the log
-        end). A group's produces end with its bucket while its followers' FETCHes go on for the request
-        timeout; taking their last offset as the LEO from the last append on (the follower's LEO of up to
-        30 s later) made every follower look behind and the ISR re-simulation shrink the ISR to the leader.
+        end): a group's produces end with its bucket while its followers' FETCHes go on for the request
+        timeout, and their last offset is the leader's LEO of up to that much later (README, "Kafka versions").
         """
         if self._leader_steps is None:
             inputs = self.inputs
@@ -409,8 +408,8 @@ class Epoch:
         follower that is caught up by the Replica rule (`ReplicaState.isCaughtUp`: fetchOffset at the
         leader's LEO now, or at the LEO of its previous FETCH, made within ``recorded_lag_us``). The
         second comes first for a restarted follower: its first FETCH after the restart catches it up to
-        what the leader had at its second, which then holds the HW back until it has fetched the new
-        batches (Kafka 3.8.1 trace: a 125 ms ack the replay gave in 2 ms)."""
+        what the leader had then, so its second, caught up as of the first, holds the HW back until it has
+        fetched the new batches."""
         times = self.inputs.leo_times[j]
         since = commit - max(0, int(self.opt.isr_expand_window_us))
         if left not in (None, EARLIEST):

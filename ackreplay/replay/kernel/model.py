@@ -223,8 +223,9 @@ class ReplayOptions:
     expansion (an AlterPartition round trip). A follower can reach the HW long before it is
     re-added when it is not eligible (fenced, shutting down), and must not count then."""
     recorded_lag_us: int = 30_000_000
-    """maximal_isr: the cluster's replica.lag.time.max.ms, for the Replica rule's caught-up test of a follower
-    outside the ISR (Kafka's default, 30 s, where the brokers' logs do not give it)."""
+    """maximal_isr: the cluster's replica.lag.time.max.ms (its brokers' logged value, `groups.ReplayContext.
+    recorded_lag_ms`), for the Replica rule's caught-up test of a follower outside the ISR (Kafka's default, 30 s,
+    where neither the logs nor the conf give it)."""
     isr_check_phase_us: int | None = None
     """simulate_isr: a time at which the isr-expiration task runs (None: ``epoch_start``)."""
     isr_commit_delay_us: int = 0
