@@ -561,11 +561,12 @@ def run_replay(
     broker_configs = _read_or_empty(spark, lakehouse, "broker_configs", BROKER_CONFIGS)
     # the brokers' own lag: re-simulated with `own`, and the maximal ISR's caught-up test in every replay
     logged_lags = own_lags(broker_configs, clusters, config.configured_lags(clusters))
+    recorded_lag_ms = {c: own.lag_ms for c, own in logged_lags.items() if own.lag_ms is not None}
     if settings.own_lag:
         report.own_lags = logged_lags
     releases = logged_releases(broker_configs, clusters) if settings.strict_min_isr == "auto" else {}
     report.min_isr_rules = min_isr_rules(releases, clusters, settings.strict_min_isr)
-    own_lag_ms = {c: own.lag_ms for c, own in report.own_lags.items() if own.lag_ms is not None}
+    own_lag_ms = recorded_lag_ms if settings.own_lag else {}
     writer_kind = choose_writer(settings.writer, lakehouse)
     phases: dict[str, float] = {}
     mark = time.monotonic()
@@ -643,7 +644,7 @@ def run_replay(
         if all_lags
         else {},
         own_lag_ms=own_lag_ms,
-        recorded_lag_ms={c: own.lag_ms for c, own in logged_lags.items() if own.lag_ms is not None},
+        recorded_lag_ms=recorded_lag_ms,
         isr_proposals=proposals,
         source_files=summary.source_files,
         leo_sources={c: "jmx_metrics" for c in metric_clusters},
