@@ -20,6 +20,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -143,18 +144,34 @@ class PartitionEpochs:
         return self.end_us if self.leader_until_us is None else self.leader_until_us
 
 
+class IsrProposals(NamedTuple):
+    """A broker's logged ISR shrink proposals (stage.isr_proposals), sorted by time, µs."""
+
+    times: np.ndarray  # int64: "Shrinking ISR" (the isr-expiration task's proposal)
+    delays: np.ndarray  # int64: until its "ISR updated to" (the AlterPartition round trip)
+    topics: np.ndarray  # object: the proposal's partition
+    partitions: np.ndarray  # int64
+
+
 def logged_isr_options(
-    options: ReplayOptions, proposals: tuple[np.ndarray, np.ndarray] | None, epoch_start: int | None
+    options: ReplayOptions,
+    proposals: IsrProposals | None,
+    epoch_start: int | None,
+    topic: str | None = None,
+    partition: int | None = None,
 ) -> ReplayOptions:
     """`options` with what the leader's logs say of its ISR checks (`proposals`: its "Shrinking ISR" times
-    and their commit delays, stage.isr_proposals): their phase and how long a change took to commit."""
+    and their commit delays, stage.isr_proposals): their phase, how long a change took to commit, and when
+    the shrinks it logged for this partition (`topic`, `partition`) committed."""
     if proposals is None:
         return options
-    phase = isr_check_phase(proposals[0], epoch_start) if epoch_start is not None else None
+    phase = isr_check_phase(proposals.times, epoch_start) if epoch_start is not None else None
+    own = (proposals.topics == topic) & (proposals.partitions == partition)
     return replace(
         options,
         isr_check_phase_us=options.isr_check_phase_us if phase is None else phase,
-        isr_commit_delays=proposals,
+        isr_commit_delays=(proposals.times, proposals.delays),
+        isr_own_commits=(proposals.times[own], proposals.times[own] + proposals.delays[own]),
     )
 
 
@@ -202,7 +219,7 @@ class ReplayContext:
     leader_silences: Mapping[tuple[str, int], np.ndarray] = field(default_factory=dict)
     # (cluster, broker_id) -> (its "Shrinking ISR" times, sorted; how long each took to commit), µs: the
     # phase and commit delays of its ISR checks (stage.isr_proposals, logged_isr_options)
-    isr_proposals: Mapping[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    isr_proposals: Mapping[tuple[str, int], IsrProposals] = field(default_factory=dict)
     leo_sources: Mapping[str, str] = field(default_factory=dict)  # cluster -> jmx_metrics (default follower_fetches)
     # (pkey, leader_epoch) -> the kernel's elr_membership where the cluster keeps eligible leader replicas
     elr_rows: Mapping[tuple[int, int], np.ndarray] = field(default_factory=dict)
@@ -435,7 +452,9 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             elr_membership=ctx.elr_rows.get((int(pkey[s]), number)),
         )
         proposals = ctx.isr_proposals.get((part.cluster, int(part.leader[epoch_pos]))) if lags else None
-        outcomes = replay_epoch(inputs, logged_isr_options(options, proposals, inputs.epoch_start))
+        outcomes = replay_epoch(
+            inputs, logged_isr_options(options, proposals, inputs.epoch_start, part.topic, part.partition)
+        )
         for i, policy in enumerate(policies):
             policy_result = outcomes[policy]
             result["outcome"][i, s:e] = policy_result.outcome

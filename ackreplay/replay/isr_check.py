@@ -19,6 +19,7 @@ partition). Run it on a lakehouse whose silver tables exist (`ackreplay run`, or
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
-from ackreplay.replay.groups import epoch_inputs, logged_isr_options
+from ackreplay.replay.groups import IsrProposals, epoch_inputs, logged_isr_options
 from ackreplay.replay.kernel import IsrTimeline, ReplayOptions, simulate_isr
 from ackreplay.storage.lakehouse import read_table
 from transforms.replay_inputs import (
@@ -277,7 +278,7 @@ def compare_epoch(
     window_ms: float,
     options: ReplayOptions | None = None,
     silences: dict[tuple[str, int], np.ndarray] | None = None,
-    proposals: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] | None = None,
+    proposals: Mapping[tuple[str, int], IsrProposals] | None = None,
 ) -> EpochComparison:
     """Simulate one partition-epoch's ISR and pair its events with the recorded ones (driver side).
     `silences`: when each broker did not run (stage.leader_silences); `proposals`: when each broker's
@@ -309,7 +310,11 @@ def compare_epoch(
     )
     logged = (proposals or {}).get((str(first["cluster"]), leader))
     simulated_tl = simulate_isr(
-        inputs, lag_ms, logged_isr_options(options or ReplayOptions(), logged, inputs.epoch_start)
+        inputs,
+        lag_ms,
+        logged_isr_options(
+            options or ReplayOptions(), logged, inputs.epoch_start, str(first["topic"]), int(first["partition"])
+        ),
     )
     recorded = follower_events(inputs.isr, followers)
     simulated = follower_events(simulated_tl, followers)

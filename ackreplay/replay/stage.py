@@ -37,6 +37,7 @@ from ackreplay.replay.groups import (
     PRODUCE_REPLAY_ARROW,
     REJECTED,
     REJECTED_REPLAYED,
+    IsrProposals,
     PartitionEpochs,
     ReplayContext,
     replay_group,
@@ -480,7 +481,7 @@ def logged_lines(request_log_lines: DataFrame) -> DataFrame:
 
 
 def leader_silences(
-    request_lines: DataFrame, proposals: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]
+    request_lines: DataFrame, proposals: Mapping[tuple[str, int], IsrProposals]
 ) -> dict[tuple[str, int], np.ndarray]:
     """(cluster, broker_id) -> int64 (S, 2), sorted: the spans in which the broker did not run
     (replay_inputs.broker_silences), from its last request line to its first isr-expiration check after.
@@ -497,7 +498,7 @@ def leader_silences(
     for r in broker_silences(request_lines).collect():
         key = (r["cluster"], int(r["broker_id"]))
         resumed = int(r["resumed_us"])
-        times = proposals[key][0] if key in proposals else np.empty(0, np.int64)
+        times = proposals[key].times if key in proposals else np.empty(0, np.int64)
         i = int(np.searchsorted(times, resumed - 1))
         checked = resumed - 1
         if i < times.size and times[i] <= resumed + RUNNING_LEADER_MAX_SILENCE_US:
@@ -506,26 +507,34 @@ def leader_silences(
     return {key: np.array(sorted(spans), np.int64).reshape(-1, 2) for key, spans in by_broker.items()}
 
 
-def isr_proposals(isr_changes: DataFrame) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
-    """(cluster, broker_id) -> (times, sorted; commit delays), µs: each "Shrinking ISR" the broker's
-    isr-expiration task logged (`proposed_at`) and how long until its "ISR updated to" (the AlterPartition
-    round trip to the controller, longer while the controller is busy: at startup, after a pause).
-    Rare events: a few per broker and day."""
+def isr_proposals(isr_changes: DataFrame) -> dict[tuple[str, int], IsrProposals]:
+    """(cluster, broker_id) -> each "Shrinking ISR" the broker's isr-expiration task logged (`proposed_at`),
+    its partition, and how long until its "ISR updated to" (the AlterPartition round trip to the controller,
+    longer while the controller is busy: at startup, after a pause; and for a partition whose request waited
+    for the broker's previous one). Rare events: a few per broker and day."""
     rows = (
         isr_changes.where(F.col("proposed_at").isNotNull())
         .select(
-            "cluster", "broker_id", F.unix_micros("proposed_at").alias("t_us"),
+            "cluster", "broker_id", "topic", "partition", F.unix_micros("proposed_at").alias("t_us"),
             (F.unix_micros("t_log") - F.unix_micros("proposed_at")).alias("delay_us"),
         )
         .collect()
     )  # fmt: skip
     by_broker = defaultdict(list)
     for r in rows:
-        by_broker[(r["cluster"], int(r["broker_id"]))].append((int(r["t_us"]), max(int(r["delay_us"]), 0)))
-    return {
-        key: (np.array([t for t, _ in pairs], np.int64), np.array([d for _, d in pairs], np.int64))
-        for key, pairs in ((k, sorted(v)) for k, v in by_broker.items())
-    }
+        by_broker[(r["cluster"], int(r["broker_id"]))].append(
+            (int(r["t_us"]), max(int(r["delay_us"]), 0), r["topic"], int(r["partition"]))
+        )
+    out = {}
+    for key, entries in by_broker.items():
+        entries.sort()
+        out[key] = IsrProposals(
+            np.array([e[0] for e in entries], np.int64),
+            np.array([e[1] for e in entries], np.int64),
+            np.array([e[2] for e in entries], object),
+            np.array([e[3] for e in entries], np.int64),
+        )
+    return out
 
 
 def run_replay(

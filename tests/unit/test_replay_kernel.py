@@ -6,6 +6,7 @@ Times are small integers of microseconds; followers 2 and 3 (RF=3) unless a test
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -472,6 +473,30 @@ def test_simulate_isr_commits_after_the_round_trip_the_logs_show_nearest_in_time
     # no logged proposal: the constant
     none = ReplayOptions(isr_commit_delays=(np.empty(0, np.int64), np.empty(0, np.int64)), isr_commit_delay_us=7)
     assert simulate_isr(inputs, 1000, none).change_times.tolist() == [2_500_007, 3_201_007]
+
+
+def test_a_shrink_proposed_in_the_run_that_logged_it_commits_when_the_log_says():
+    # The perf-fast-4.4.0-acks-1 lab trace: broker 1 paused 9.5 s (lag 6 s); leader 2's isr-expiration run
+    # proposed shrinks of partitions 3 (56.6695 s, committed 59 ms later) and 1 (56.6859 s, committed
+    # 100 ms later: its AlterPartition waited for the response to partition 3's, one request in flight per
+    # broker). Partition 1's re-simulated shrink falls at the run's start, nearest partition 3's proposal:
+    # by the nearest delay it would commit at 56.7285 s, 57 ms before the log's 56.7854 s. Here: follower 3
+    # out at the check of 2.5 s (test_simulate_isr_shrink_and_readd), the partition's own logged shrink at
+    # 2.516 s committed at 2.6 s, another partition's at 2.5 s with a 40 ms round trip.
+    produces = [(10 * i, 100_000 * i) for i in range(1, 51)]
+    f2 = [(100_000 * i + 1000, 10 * (i + 1)) for i in range(1, 51)]
+    f3 = [e for e in f2 if not 1_001_000 < e[0] < 3_200_000]
+    inputs = epoch(produces, [f2, f3], timeout=30_000_000, lags=(1000,), epoch_start=0)
+    nearest = ReplayOptions(isr_commit_delays=(np.array([2_500_000, 2_516_000]), np.array([40_000, 84_000])))
+    assert simulate_isr(inputs, 1000, nearest).change_times.tolist() == [2_540_000, 3_285_000]
+    own = replace(nearest, isr_own_commits=(np.array([2_516_000]), np.array([2_600_000])))
+    # the shrink commits when the log says; the expansion (not logged as a proposal) as before
+    assert simulate_isr(inputs, 1000, own).change_times.tolist() == [2_600_000, 3_285_000]
+    r = replay_epoch(inputs, own)
+    assert r["acks=all@lag=1000"].t_ack[19] == 2_600_000  # batch 200, appended at 2.0 s
+    # a logged shrink of the partition in another run (half a check period or more away) is not this one
+    other_run = replace(nearest, isr_own_commits=(np.array([2_750_000]), np.array([2_800_000])))
+    assert simulate_isr(inputs, 1000, other_run).change_times.tolist() == [2_540_000, 3_285_000]
 
 
 def test_simulate_isr_applies_the_controllers_removals():

@@ -192,6 +192,26 @@ def _commit_delay(opt: ReplayOptions):
     return nearest
 
 
+def _own_commit(opt: ReplayOptions, check_every: int):
+    """t -> when a shrink proposed by the check at t commits if the leader logged this partition's shrink in
+    that same run (``isr_own_commits``: within half a check period of t), else None."""
+    if opt.isr_own_commits is None or np.size(opt.isr_own_commits[0]) == 0:
+        return lambda t: None
+    times = np.asarray(opt.isr_own_commits[0], dtype=_I64)
+    commits = np.asarray(opt.isr_own_commits[1], dtype=_I64)
+    half = check_every // 2
+
+    def logged(t: int) -> int | None:
+        i = int(np.searchsorted(times, t))
+        near = [k for k in (i - 1, i) if 0 <= k < times.size and abs(int(times[k]) - t) < half]
+        if not near:
+            return None
+        k = min(near, key=lambda k: abs(int(times[k]) - t))
+        return max(int(commits[k]), t)
+
+    return logged
+
+
 def simulate_epoch_isr(ep: Epoch, lag_ms: float) -> IsrTimeline:
     """The epoch's ISR re-simulated at `lag_ms` (see `simulate_isr`), as an ISR timeline the policies read."""
     inputs, opt = ep.inputs, ep.opt
@@ -230,6 +250,7 @@ def simulate_epoch_isr(ep: Epoch, lag_ms: float) -> IsrTimeline:
 
     scanner = _RejoinScanner(ep)
     delay = _commit_delay(opt)
+    own_commit = _own_commit(opt, check_every)
     ready = [EARLIEST] * f  # a removed follower is re-added by a FETCH after its removal committed
     removals = _controller_removals(inputs, int(opt.isr_expand_window_us))
     # removals committed by the start are in the recorded membership the simulation starts from
@@ -272,7 +293,8 @@ def simulate_epoch_isr(ep: Epoch, lag_ms: float) -> IsrTimeline:
             rows.append(member.copy())
             continue
         member[best_j] = not member[best_j]
-        committed = best_t + delay(best_t)
+        logged = None if member[best_j] else own_commit(best_t)
+        committed = best_t + delay(best_t) if logged is None else logged
         if not member[best_j]:
             ready[best_j] = committed
         # kept in order: a change proposed later may have committed sooner
@@ -301,7 +323,8 @@ def simulate_isr(
     * A non-member is re-added at its first FETCH (after its removal committed) with
       ``fetchOffset >= HW``, HW estimated as min(leader LEO, LEO of the other current members).
     * Changes commit ``options.isr_commit_delay_us`` after the proposal, or the delay of the logged
-      proposal nearest in time (``options.isr_commit_delays``).
+      proposal nearest in time (``options.isr_commit_delays``); a shrink proposed in the same check run
+      as a logged shrink of the partition commits when that one did (``options.isr_own_commits``).
     * The controller's own removals (``inputs.isr_change_by_controller``: controlled shutdown,
       fencing) apply at their recorded times, and the removed follower is not re-added before its
       recorded re-addition's window (see :func:`_controller_removals`).

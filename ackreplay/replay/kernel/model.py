@@ -234,6 +234,13 @@ class ReplayOptions:
     """simulate_isr: (proposal times, sorted; their commit delays), µs, as the leader's logs show them:
     a change proposed at t commits after the delay of the logged proposal nearest to t (the
     AlterPartition round trip of that time). None: ``isr_commit_delay_us``."""
+    isr_own_commits: tuple[np.ndarray, np.ndarray] | None = None
+    """simulate_isr: (proposal times, sorted; commit times), µs, of the shrinks the leader logged for this
+    partition ("Shrinking ISR", then "ISR updated to"). A shrink the re-simulation proposes in the same run of
+    the isr-expiration task as a logged one (within half a check period of it) is that proposal, and commits
+    when it did: a broker keeps one AlterPartition request in flight (``DefaultAlterPartitionManager.
+    inflightRequest``), so a partition's change proposed in a run that shrinks several waits for the
+    response to the one sent before it, which no delay of another partition tells."""
 
 
 @dataclass(frozen=True)
