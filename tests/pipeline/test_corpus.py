@@ -284,6 +284,25 @@ def test_a_what_if_predicts_the_paired_real_run(spark, corpus_run):
         assert all(abs(error) <= [0.10, 0.12, 0.10]), (recorded, other, predicted, measured[other])
 
 
+def _truth_figures(corpus_run, cluster: str) -> tuple:
+    """A cluster's broker-side ground truth: (recorded acks=all produces, within 2 ms, P999 replayed, observed)."""
+    truth = corpus_run.self_check[cluster]
+    return truth.n, round(truth.within_2ms, 4), round(truth.p999_replayed_ms, 1), round(truth.p999_observed_ms, 1)
+
+
+def _printed_steady_state(traces: dict[str, Path], records: int) -> dict[str, list[int]]:
+    """acks -> ProducerPerformance's printed steady-state P50, P99, P999 (ms) of each trace, as its manifest keeps
+    them; each run counted `records` records after its warm-up."""
+    import json
+
+    printed = {}
+    for acks, trace in traces.items():
+        steady = json.loads((trace / "manifest.json").read_text())["workload"]["perf_test"]["steady_state"]
+        assert steady["records"] == records
+        printed[acks] = [steady["p50_ms"], steady["p99_ms"], steady["p999_ms"]]
+    return printed
+
+
 def test_kafkas_producer_performance_measured_what_the_replay_predicts(corpus_run):
     """Kafka's own producer benchmark, `ProducerPerformance` (kafka-producer-perf-test), was the client of two
     lab runs on Kafka 4.3.1 with the same seeded faults as the pair above, once with acks=all and once with
@@ -292,21 +311,9 @@ def test_kafkas_producer_performance_measured_what_the_replay_predicts(corpus_ru
     ground truth, and gold's per-record quantiles (`latency_quantiles`) must give them: under the recorded
     policy P99 and P999 within 2% (measured: within 0.3%), under the other policy within 10% (measured:
     5.9-6.5%), P50 within 1 ms (the tool truncates to whole ms). Reads the module's corpus run."""
-    import json
-
     # the broker-side ground truth of the acks=all trace (README, "Kafka versions")
-    truth = corpus_run.self_check["perf-acks-all"]
-    assert (
-        truth.n,
-        round(truth.within_2ms, 4),
-        round(truth.p999_replayed_ms, 1),
-        round(truth.p999_observed_ms, 1),
-    ) == (10_251, 0.9982, 53.5, 53.9)
-    printed = {}
-    for acks, trace in PERF_TEST.items():
-        steady = json.loads((trace / "manifest.json").read_text())["workload"]["perf_test"]["steady_state"]
-        assert steady["records"] == 27_000
-        printed[acks] = [steady["p50_ms"], steady["p99_ms"], steady["p999_ms"]]
+    assert _truth_figures(corpus_run, "perf-acks-all") == (10_251, 0.9982, 53.5, 53.9)
+    printed = _printed_steady_state(PERF_TEST, 27_000)
     assert printed == {"acks=all": [5, 4359, 6329], "acks=1": [5, 4143, 5911]}
     for recorded in PERF_TEST:
         for policy, tolerance in ((recorded, 0.02), ({"acks=all": "acks=1", "acks=1": "acks=all"}[recorded], 0.10)):
@@ -331,20 +338,8 @@ def test_kafkas_producer_performance_at_a_higher_rate_and_where_the_what_if_brea
     they still wait for its pause (P99 6,924 ms against the acks=1 run's 77 ms). The replay keeps each batch's
     partition (README "What the producer sees"); the figures are pinned so that a model of the partitioner
     shows here. Reads the module's corpus run."""
-    import json
-
-    truth = corpus_run.self_check[PERF_FAST_CLUSTERS["acks=all"]]
-    assert (
-        truth.n,
-        round(truth.within_2ms, 4),
-        round(truth.p999_replayed_ms, 1),
-        round(truth.p999_observed_ms, 1),
-    ) == (25_873, 0.9988, 43.6, 43.8)
-    printed = {}
-    for acks, trace in PERF_FAST.items():
-        steady = json.loads((trace / "manifest.json").read_text())["workload"]["perf_test"]["steady_state"]
-        assert steady["records"] == 135_000
-        printed[acks] = [steady["p50_ms"], steady["p99_ms"], steady["p999_ms"]]
+    assert _truth_figures(corpus_run, PERF_FAST_CLUSTERS["acks=all"]) == (25_873, 0.9988, 43.6, 43.8)
+    printed = _printed_steady_state(PERF_FAST, 135_000)
     assert printed == {"acks=all": [1, 8648, 9619], "acks=1": [0, 77, 9060]}
     for recorded, cluster in PERF_FAST_CLUSTERS.items():
         (p50, p99, p999), (m50, m99, m999) = corpus_run.quantiles[(cluster, recorded)], printed[recorded]

@@ -436,13 +436,19 @@ def test_replication_factor_one():
     assert r["acks=all"].offline_at_failure.tolist() == [True]
 
 
-def test_simulate_isr_shrink_and_readd():
-    # a produce every 100 ms (batches of 10); FETCHes 1 ms after each append return everything.
-    # Follower 3 stops fetching after 1.0 s and comes back at 3.2 s.
+def _follower_3_out_from_1_to_3_2_s(lags: tuple):
+    """A batch every 0.1 s (offsets 10, 20, ...); follower 2 fetches each 1 ms after its append, follower 3
+    too but for none between 1.001 s and 3.2 s."""
     produces = [(10 * i, 100_000 * i) for i in range(1, 51)]
     f2 = [(100_000 * i + 1000, 10 * (i + 1)) for i in range(1, 51)]
     f3 = [e for e in f2 if not 1_001_000 < e[0] < 3_200_000]
-    inputs = epoch(produces, [f2, f3], timeout=30_000_000, lags=(1000, 10**9), epoch_start=0)
+    return epoch(produces, [f2, f3], timeout=30_000_000, lags=lags, epoch_start=0)
+
+
+def test_simulate_isr_shrink_and_readd():
+    # a produce every 100 ms (batches of 10); FETCHes 1 ms after each append return everything.
+    # Follower 3 stops fetching after 1.0 s and comes back at 3.2 s.
+    inputs = _follower_3_out_from_1_to_3_2_s(lags=(1000, 10**9))
     isr = simulate_isr(inputs, 1000)
     # last caught up at 1.001 s; checks every 0.5 s: at 2.5 s it is 1.499 s behind (> 1 s)
     assert isr.change_times.tolist() == [2_500_000, 3_201_000]
@@ -460,10 +466,7 @@ def test_simulate_isr_shrink_and_readd():
 def test_simulate_isr_commits_after_the_round_trip_the_logs_show_nearest_in_time():
     # test_simulate_isr_shrink_and_readd's follower 3 (out at the check of 2.5 s, back by its FETCH of
     # 3.201 s), with the leader's logged proposals at 1 s (committed 40 ms later) and at 3.4 s (90 ms)
-    produces = [(10 * i, 100_000 * i) for i in range(1, 51)]
-    f2 = [(100_000 * i + 1000, 10 * (i + 1)) for i in range(1, 51)]
-    f3 = [e for e in f2 if not 1_001_000 < e[0] < 3_200_000]
-    inputs = epoch(produces, [f2, f3], timeout=30_000_000, lags=(1000,), epoch_start=0)
+    inputs = _follower_3_out_from_1_to_3_2_s(lags=(1000,))
     logged = ReplayOptions(isr_commit_delays=(np.array([1_000_000, 3_400_000]), np.array([40_000, 90_000])))
     isr = simulate_isr(inputs, 1000, logged)
     # the shrink proposed at 2.5 s is nearer 3.4 s than 1 s: +90 ms; the expansion at 3.201 s too
@@ -483,10 +486,7 @@ def test_a_shrink_proposed_in_the_run_that_logged_it_commits_when_the_log_says()
     # by the nearest delay it would commit at 56.7285 s, 57 ms before the log's 56.7854 s. Here: follower 3
     # out at the check of 2.5 s (test_simulate_isr_shrink_and_readd), the partition's own logged shrink at
     # 2.516 s committed at 2.6 s, another partition's at 2.5 s with a 40 ms round trip.
-    produces = [(10 * i, 100_000 * i) for i in range(1, 51)]
-    f2 = [(100_000 * i + 1000, 10 * (i + 1)) for i in range(1, 51)]
-    f3 = [e for e in f2 if not 1_001_000 < e[0] < 3_200_000]
-    inputs = epoch(produces, [f2, f3], timeout=30_000_000, lags=(1000,), epoch_start=0)
+    inputs = _follower_3_out_from_1_to_3_2_s(lags=(1000,))
     nearest = ReplayOptions(isr_commit_delays=(np.array([2_500_000, 2_516_000]), np.array([40_000, 84_000])))
     assert simulate_isr(inputs, 1000, nearest).change_times.tolist() == [2_540_000, 3_285_000]
     own = replace(nearest, isr_own_commits=(np.array([2_516_000]), np.array([2_600_000])))
