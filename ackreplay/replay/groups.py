@@ -217,8 +217,8 @@ class ReplayContext:
     source_files: Mapping[int, str]  # source_file_id -> source_file
     # (cluster, broker_id) -> int64 (S, 2): when the broker did not run (replay_inputs.broker_silences)
     leader_silences: Mapping[tuple[str, int], np.ndarray] = field(default_factory=dict)
-    # (cluster, broker_id) -> (its "Shrinking ISR" times, sorted; how long each took to commit), µs: the
-    # phase and commit delays of its ISR checks (stage.isr_proposals, logged_isr_options)
+    # (cluster, broker_id) -> its "Shrinking ISR" proposals, their partitions and how long each took to commit:
+    # the phase and commit delays of its ISR checks (stage.isr_proposals, logged_isr_options)
     isr_proposals: Mapping[tuple[str, int], IsrProposals] = field(default_factory=dict)
     leo_sources: Mapping[str, str] = field(default_factory=dict)  # cluster -> jmx_metrics (default follower_fetches)
     # (pkey, leader_epoch) -> the kernel's elr_membership where the cluster keeps eligible leader replicas

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -313,7 +313,12 @@ def compare_epoch(
         inputs,
         lag_ms,
         logged_isr_options(
-            options or ReplayOptions(), logged, inputs.epoch_start, str(first["topic"]), int(first["partition"])
+            # `lag_ms` is the cluster's own (the module doc): its checks are the leader's logged ones
+            replace(options or ReplayOptions(), recorded_lag_us=round(lag_ms * 1000)),
+            logged,
+            inputs.epoch_start,
+            str(first["topic"]),
+            int(first["partition"]),
         ),
     )
     recorded = follower_events(inputs.isr, followers)

@@ -489,14 +489,19 @@ def test_a_shrink_proposed_in_the_run_that_logged_it_commits_when_the_log_says()
     inputs = _follower_3_out_from_1_to_3_2_s(lags=(1000,))
     nearest = ReplayOptions(isr_commit_delays=(np.array([2_500_000, 2_516_000]), np.array([40_000, 84_000])))
     assert simulate_isr(inputs, 1000, nearest).change_times.tolist() == [2_540_000, 3_285_000]
-    own = replace(nearest, isr_own_commits=(np.array([2_516_000]), np.array([2_600_000])))
+    own = replace(nearest, isr_own_commits=(np.array([2_516_000]), np.array([2_600_000])), recorded_lag_us=1_000_000)
     # the shrink commits when the log says; the expansion (not logged as a proposal) as before
     assert simulate_isr(inputs, 1000, own).change_times.tolist() == [2_600_000, 3_285_000]
     r = replay_epoch(inputs, own)
     assert r["acks=all@lag=1000"].t_ack[19] == 2_600_000  # batch 200, appended at 2.0 s
     # a logged shrink of the partition in another run (half a check period or more away) is not this one
-    other_run = replace(nearest, isr_own_commits=(np.array([2_750_000]), np.array([2_800_000])))
+    other_run = replace(own, isr_own_commits=(np.array([2_750_000]), np.array([2_800_000])))
     assert simulate_isr(inputs, 1000, other_run).change_times.tolist() == [2_540_000, 3_285_000]
+    # at another lag than the cluster's the checks are not the leader's: the nearest round trip again
+    assert simulate_isr(inputs, 1000, replace(own, recorded_lag_us=3_000_000)).change_times.tolist() == [
+        2_540_000,
+        3_285_000,
+    ]
 
 
 def test_simulate_isr_applies_the_controllers_removals():

@@ -192,10 +192,12 @@ def _commit_delay(opt: ReplayOptions):
     return nearest
 
 
-def _own_commit(opt: ReplayOptions, check_every: int):
+def _own_commit(opt: ReplayOptions, lag_us: int, check_every: int):
     """t -> when a shrink proposed by the check at t commits if the leader logged this partition's shrink in
-    that same run (``isr_own_commits``: within half a check period of t), else None."""
-    if opt.isr_own_commits is None or np.size(opt.isr_own_commits[0]) == 0:
+    that same run (``isr_own_commits``: within half a check period of t), else None. Only at the cluster's
+    own lag (``recorded_lag_us``), whose checks are the leader's own: with another lag the checks fall
+    elsewhere and the logged runs' queues say nothing of them."""
+    if opt.isr_own_commits is None or np.size(opt.isr_own_commits[0]) == 0 or lag_us != int(opt.recorded_lag_us):
         return lambda t: None
     times = np.asarray(opt.isr_own_commits[0], dtype=_I64)
     commits = np.asarray(opt.isr_own_commits[1], dtype=_I64)
@@ -250,7 +252,7 @@ def simulate_epoch_isr(ep: Epoch, lag_ms: float) -> IsrTimeline:
 
     scanner = _RejoinScanner(ep)
     delay = _commit_delay(opt)
-    own_commit = _own_commit(opt, check_every)
+    own_commit = _own_commit(opt, lag_us, check_every)
     ready = [EARLIEST] * f  # a removed follower is re-added by a FETCH after its removal committed
     removals = _controller_removals(inputs, int(opt.isr_expand_window_us))
     # removals committed by the start are in the recorded membership the simulation starts from

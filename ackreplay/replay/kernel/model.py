@@ -236,8 +236,9 @@ class ReplayOptions:
     AlterPartition round trip of that time). None: ``isr_commit_delay_us``."""
     isr_own_commits: tuple[np.ndarray, np.ndarray] | None = None
     """simulate_isr: (proposal times, sorted; commit times), µs, of the shrinks the leader logged for this
-    partition ("Shrinking ISR", then "ISR updated to"). A shrink the re-simulation proposes in the same run of
-    the isr-expiration task as a logged one (within half a check period of it) is that proposal, and commits
+    partition ("Shrinking ISR", then "ISR updated to"). At the cluster's own lag (``recorded_lag_us``), a shrink
+    the re-simulation proposes in the same run of the isr-expiration task as a logged one (within half a check
+    period of it) is that proposal, and commits
     when it did: a broker keeps one AlterPartition request in flight (``DefaultAlterPartitionManager.
     inflightRequest``), so a partition's change proposed in a run that shrinks several waits for the
     response to the one sent before it, which no delay of another partition tells."""
