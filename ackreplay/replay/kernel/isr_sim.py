@@ -325,8 +325,9 @@ def simulate_isr(
     * A non-member is re-added at its first FETCH (after its removal committed) with
       ``fetchOffset >= HW``, HW estimated as min(leader LEO, LEO of the other current members).
     * Changes commit ``options.isr_commit_delay_us`` after the proposal, or the delay of the logged
-      proposal nearest in time (``options.isr_commit_delays``); a shrink proposed in the same check run
-      as a logged shrink of the partition commits when that one did (``options.isr_own_commits``).
+      proposal nearest in time (``options.isr_commit_delays``); at the cluster's own lag, a shrink proposed in
+      the same check run as a logged shrink of the partition commits when that one did
+      (``options.isr_own_commits``).
     * The controller's own removals (``inputs.isr_change_by_controller``: controlled shutdown,
       fencing) apply at their recorded times, and the removed follower is not re-added before its
       recorded re-addition's window (see :func:`_controller_removals`).
