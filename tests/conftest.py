@@ -121,11 +121,10 @@ def _group(nodeid: str) -> str:
     return "sample-runs" if module in SAMPLE_RUN_MODULES else module
 
 
-# Worker-seconds of the groups that take more than a minute (`pytest -m "not lab" -n 2 --durations=0` on
-# 2026-12-01, 1,900 s of wall time for 3,552 worker-seconds). xdist hands out groups by their number of tests,
-# so the 300-second module of two tests came last and one worker ran on alone for about two minutes; a worker
-# that is free takes the longest group left instead (longest processing time first), and groups not listed go
-# after these, by their number of tests.
+# Worker-seconds of the groups that take more than a minute (`--durations=0`, 2026-12-01; docs/development.md).
+# xdist hands out groups by their number of tests, which put a long module of two tests last, with one worker
+# running on alone; instead a free worker takes the longest group left, and groups not listed follow by their
+# number of tests.
 GROUP_SECONDS = {
     "sample-runs": 1262,
     "tests/pipeline/test_corpus.py": 724,

@@ -223,8 +223,8 @@ def corpus_run(spark, tmp_path_factory) -> CorpusRun:
     ]  # fmt: skip
     # Every input file but the JMX-exporter scrapes: the replay reads follower LEO samples only for a cluster
     # without follower FETCH lines (ackreplay/replay/stage.py), every corpus trace has them, and no test here
-    # reads the samples; the scrapes' parser is checked on the bundled traces (test_metrics_samples.py). The
-    # 45 scrape files took 27.5 of the fixture's 224 s of ingest (alone, 2026-12-01).
+    # reads the samples. The scrapes of every corpus trace carry the same metric names as the bundled traces',
+    # whose parsing test_metrics_samples.py checks line for line.
     files = [f for trace in traces for f in discover_inputs(str(trace)).files if f.kind != "metrics"]
     ingest = run_ingest(spark, config, files, lakehouse)
     assert len(ingest.clusters) == len(traces), ingest.clusters
