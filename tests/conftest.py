@@ -121,21 +121,20 @@ def _group(nodeid: str) -> str:
     return "sample-runs" if module in SAMPLE_RUN_MODULES else module
 
 
-# Worker-seconds of the groups that take more than a minute (`--durations=0`, 2026-12-01; docs/development.md).
-# xdist hands out groups by their number of tests, which put a long module of two tests last, with one worker
-# running on alone; instead a free worker takes the longest group left, and groups not listed follow by their
-# number of tests.
+# Worker-seconds of the groups that take more than a minute (`--durations=0` on a clean clone, 2026-12-02;
+# docs/development.md). xdist hands out groups by their number of tests, which put a long module of few tests
+# last, with one worker running on alone; instead a free worker takes the longest group left, and groups not
+# listed follow by their number of tests.
 GROUP_SECONDS = {
-    "sample-runs": 1262,
-    "tests/pipeline/test_corpus.py": 724,
-    "tests/pipeline/test_faults.py": 296,
-    "tests/pipeline/test_incremental.py": 289,
-    "tests/pipeline/test_bench_smoke.py": 278,
-    "tests/pipeline/test_hostile_inputs.py": 144,
-    "tests/pipeline/test_dq.py": 94,
-    "tests/pipeline/test_ingest_stage.py": 60,
-    "tests/pipeline/test_report.py": 59,
-    "tests/pipeline/test_synth.py": 58,
+    "sample-runs": 796,
+    "tests/pipeline/test_corpus.py": 451,
+    "tests/pipeline/test_faults.py": 220,
+    "tests/pipeline/test_incremental.py": 165,
+    "tests/pipeline/test_bench_smoke.py": 145,
+    "tests/pipeline/test_hostile_inputs.py": 92,
+    "tests/pipeline/test_dq.py": 59,
+    "tests/pipeline/test_report.py": 55,
+    "tests/pipeline/test_ingest_stage.py": 50,
 }
 
 

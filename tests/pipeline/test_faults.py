@@ -1,8 +1,10 @@
 """Fault injection: `ackreplay run` killed (SIGKILL) while a Delta write is in progress leaves every table
-at a committed version, and the rerun produces the same tables as a run that was never interrupted.
+at a committed version, and a rerun produces the same tables as a run that was never interrupted.
 
-Why each test takes minutes: a whole `ackreplay run` in a child JVM (killed mid-write) and a rerun; the
-first run and the clean run are shared by both tests. The input spans DAYS event dates, so that each
+One sequence, as an operator's scheduler would meet it: a run killed mid-ingest (Spark's Delta writer,
+`produce_requests`), its retry killed mid-replay (the replay's own writer, `produce_replay`), and a third run
+that completes. Why it takes minutes: two child JVMs that are killed and three whole runs in the test's session
+(the first run, the clean run and the final rerun). The input spans DAYS event dates, so that each
 killed write has many data files to write after the first one: the kill lands at the first new file
 (polled every 20 ms), the write's last file and its commit come later: an uninterrupted produce_requests
 write took 0.8 s from its first to its last of 20 files (10 dates, 2 tasks), then committed, on a
@@ -111,8 +113,7 @@ def _comparable(spark, lakehouse: str, name: str):
 
 @pytest.fixture(scope="module")
 def runs(spark, tmp_path_factory):
-    """The inputs, the lakehouse after the first run (a template each test copies) and the clean run
-    over the second input: shared by both killed tables, as neither test changes them."""
+    """The inputs, the lakehouse after the first run and the clean run over the second input."""
     root = tmp_path_factory.mktemp("faults")
     first, second = root / "first", root / "second"
     topics = topics_describe("orders", TOPIC_ID, [[1, 2, 3], [2, 3, 1]], {"min.insync.replicas": "2"})
@@ -127,22 +128,13 @@ def runs(spark, tmp_path_factory):
     return second, conf, after_first, clean
 
 
-# produce_requests: Spark's Delta writer (ingest); produce_replay: the replay's Python workers write the
-# data files and the driver commits them with delta-rs (ackreplay/storage/arrow_delta.py)
-@pytest.mark.parametrize("killed_table", ["produce_requests", "produce_replay"])
-def test_a_run_killed_mid_write_leaves_committed_tables_and_the_rerun_equals_a_clean_run(
-    spark, tmp_path, runs, killed_table
-):
-    second, conf, after_first, clean = runs
-    lakehouse = str(tmp_path / "lakehouse")
-    # the ledger keeps input paths, not lakehouse paths: a copy is the first run's lakehouse
-    shutil.copytree(after_first, lakehouse)
+def _kill_mid_write(spark, lakehouse: str, second: Path, conf: str, killed_table: str) -> None:
+    """`ackreplay run` on `second` in a child process, killed once `killed_table`'s new data files appear (its
+    write's tasks run, its commit has not happened); then every table is at a committed version, the killed
+    table as before the run, and no stage after it wrote anything."""
     before = {name: _version(spark, lakehouse, name) for name in COMPARED if table_exists(spark, lakehouse, name)}
     killed_before = _comparable(spark, lakehouse, killed_table).localCheckpoint()
     files_before = _parquet_files(lakehouse, killed_table)
-
-    # the second run reads the new broker-2 file; kill it once the killed table's new data files appear,
-    # i.e. while that write's tasks run and before its commit
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.Popen(
         [
@@ -181,6 +173,18 @@ def test_a_run_killed_mid_write_leaves_committed_tables_and_the_rerun_equals_a_c
         read_table(spark, lakehouse, name).count()
     for name in ("produce_replay", "latency_percentiles", "policy_summary"):  # the stages after it did not run
         assert _version(spark, lakehouse, name) == before[name], name
+
+
+def test_runs_killed_mid_write_leave_committed_tables_and_the_rerun_equals_a_clean_run(spark, tmp_path, runs):
+    second, conf, after_first, clean = runs
+    lakehouse = str(tmp_path / "lakehouse")
+    # the ledger keeps input paths, not lakehouse paths: a copy is the first run's lakehouse
+    shutil.copytree(after_first, lakehouse)
+    # produce_requests: Spark's Delta writer (ingest); produce_replay: the replay's Python workers write the
+    # data files and the driver commits them with delta-rs (ackreplay/storage/arrow_delta.py). The second
+    # run is the retry of the first: it ingests the files the killed one did not finish, then is killed itself.
+    _kill_mid_write(spark, lakehouse, second, conf, "produce_requests")
+    _kill_mid_write(spark, lakehouse, second, conf, "produce_replay")
 
     assert main(["run", "--input", str(second), "--lakehouse", lakehouse, "--conf", conf]) == 0
     for name in COMPARED:
