@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 LAKEHOUSE ?= lakehouse
 SAMPLES ?= $(sort $(wildcard data/samples/*/))
 
-.PHONY: setup browser sample test test-fast test-lab test-cluster corpus dist bench-ingest bench-kernel bench-replay bench-replay-hot bench-peers bench-e2e bench-scaling synth clean
+.PHONY: setup browser sample test test-fast test-lab test-cluster corpus dist bench-ingest bench-ingest-floor bench-kernel bench-replay bench-replay-hot bench-peers bench-e2e bench-scaling synth clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,9 @@ dist: setup  ## dist/ackreplay-*.whl (pip, Databricks) and dist/ackreplay.zip (s
 
 bench-ingest: setup  ## ingest throughput on a generated >= 1 GB request log
 	$(BIN)/python -m bench.ingest_bench --gigabytes 1.0
+
+bench-ingest-floor: setup  ## the request-log reader alone on one core, no Spark (read, parse, bronze Parquet)
+	$(BIN)/python -m bench.ingest_floor --gigabytes 1.0
 
 bench-kernel: setup  ## replay kernel alone: produces/s on one core
 	taskset -c 0 $(BIN)/python -m bench.kernel_bench --repeat 7

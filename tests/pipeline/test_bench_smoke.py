@@ -198,6 +198,18 @@ def test_ingest_bench(spark, small_conf, tmp_path):
     assert peer == ours and int(peer.split(", ")[0].replace(",", "")) > 1000
 
 
+def test_ingest_floor(tmp_path):
+    out = _run("bench.ingest_floor", "--gigabytes", "0.002", "--workdir", str(tmp_path))
+    rows = _table_rows(out)
+    assert [r[0] for r in rows[1:]] == [
+        "read and split lines",
+        "classify and parse",
+        "bronze columns to Parquet (pyarrow, snappy)",
+        "all three",
+    ]
+    assert all(float(r[1]) >= 0 for r in rows[1:]) and "12 files, 2 MB of text" in out
+
+
 def test_synth_generator_command(tmp_path):
     out = _run("ackreplay.synth", "--out", str(tmp_path), "--produces", "1000", "--long-stalls", "0", "--seed", "5")
     assert "1,000 produces" in out and (tmp_path / "synth" / "topics.txt").exists()
