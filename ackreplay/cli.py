@@ -85,7 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     gold.add_argument("--cluster", nargs="+", help="clusters to aggregate (default: every cluster in produce_replay)")
     common(gold)
     scheduled(gold, "aggregate every cluster with replayed produces on the dates, not only newly replayed ones")
-    report = sub.add_parser("report", help="charts and report.html from the gold tables")
+    report = sub.add_parser(
+        "report", help="report.html (interactive charts, one self-contained file) from the gold tables"
+    )
     report.add_argument("--out", help="output folder (default: <lakehouse>/report)")
     common(report)
     export = sub.add_parser("export", help="write a table as CSV or Parquet for other tools")

@@ -23,7 +23,7 @@ _results = logging.getLogger("ackreplay.console")  # what `Console.echo` printed
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Libraries whose INFO records are noise wherever they go (GX's "Created temporary directory ..." at every
 # validation context); their warnings and errors still show.
-NOISY_LOGGERS = ("py4j", "urllib3", "great_expectations", "matplotlib")
+NOISY_LOGGERS = ("py4j", "urllib3", "great_expectations")
 
 
 def log_file_for(lakehouse: str, command: str) -> Path:

@@ -1,5 +1,6 @@
-"""The report: PNG charts (matplotlib, Agg) and a static, self-contained `report.html` (the charts embedded)
-built from the gold tables, opening with the decision (ackreplay/gold/decision.py).
+"""The report: one self-contained `report.html` built from the gold tables, opening with the decision
+(ackreplay/gold/decision.py), its charts interactive (Plotly: ackreplay/gold/charts.py) and drawn by the
+plotly.js embedded once in the page, so it opens offline and can be mailed as one file.
 
 Everything plotted is a small aggregate collected from gold tables; the latency CDF is a fixed set of
 exact quantiles per policy computed in Spark (transforms/gold.py `latency_quantiles`), never the rows
@@ -8,37 +9,29 @@ of produce_replay.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import html
 import logging
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-matplotlib.use("Agg")
-import matplotlib.dates as mdates  # noqa: E402
-import matplotlib.patches  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-from pyspark.sql import (
-    DataFrame,  # noqa: E402
-    SparkSession,  # noqa: E402
-)
-from pyspark.sql import functions as F  # noqa: E402
-
-from ackreplay.config import DecisionTarget  # noqa: E402
-from ackreplay.gold.decision import decide, decision_lines  # noqa: E402
-from ackreplay.gold.stage import (  # noqa: E402
+from ackreplay.config import DecisionTarget
+from ackreplay.gold import charts
+from ackreplay.gold.decision import decide, decision_lines
+from ackreplay.gold.stage import (
     SUMMARY_COLUMNS,
     format_number,
     read_record_sends,
     summary_cell,
     summary_rows,
 )
-from ackreplay.storage.lakehouse import read_table, table_exists  # noqa: E402
-from transforms.gold import (  # noqa: E402
+from ackreplay.storage.lakehouse import read_table, table_exists
+from transforms.gold import (
     P999_MIN_N,
     cdf_probabilities,
     isr_segments,
@@ -57,74 +50,12 @@ CHARTS = (
     ("exposure_over_time", "Durability risk over time (exposure, acks below min ISR, acks lost to a leader failure)"),
     ("p999_vs_risk", "P999 latency vs durability risk (exposure below min ISR, acks lost to a leader failure)"),
 )
-_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
-_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<"]
-# Policies that coincide (min.insync and quorum=2 on RF 3 / min ISR 2) stay visible: dash patterns differ.
-_LINES = ["-", "--", "-.", ":", (0, (5, 1.5)), (0, (1, 1)), (0, (3, 1, 1, 1, 1, 1))]
+# Every chart is drawn by the page's one copy of plotly.js; the mode bar keeps zoom, pan and PNG download.
+_PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 
 
 def _slug(*parts: str) -> str:
     return "__".join(re.sub(r"[^A-Za-z0-9._-]+", "_", p) for p in parts)
-
-
-class _Styles:
-    """One colour and marker per policy, the same in every chart (policies in reading order)."""
-
-    def __init__(self, policies: list[str]):
-        self.style = {
-            p: (_COLOURS[i % len(_COLOURS)], _MARKERS[i % len(_MARKERS)], _LINES[i % len(_LINES)])
-            for i, p in enumerate(policies)
-        }
-
-    def __call__(self, policy: str, line: bool = True) -> dict:
-        colour, marker, dashes = self.style[policy]
-        out: dict[str, object] = {"color": colour, "marker": marker, "label": policy}
-        if line:
-            out["linestyle"] = dashes
-        return out
-
-
-def _coinciding(series: dict[str, list[tuple]]) -> str:
-    """'a = b' for policies whose plotted points agree within 1% (their lines hide each other)."""
-    groups: list[list[str]] = []
-    for policy, pts in series.items():
-        for group in groups:
-            other = series[group[0]]
-            if len(other) == len(pts) and all(
-                a[0] == b[0] and abs(a[1] - b[1]) <= 0.01 * max(abs(a[1]), abs(b[1]))
-                for a, b in zip(other, pts, strict=False)
-            ):
-                group.append(policy)
-                break
-        else:
-            groups.append([policy])
-    same = [" = ".join(g) for g in groups if len(g) > 1]
-    return ("lines on top of each other: " + "; ".join(same)) if same else ""
-
-
-def _finish(fig, ax, path: Path, title: str) -> None:
-    ax.set_title(title, fontsize=11)
-    ax.grid(True, which="major", alpha=0.35)
-    if ax.get_legend_handles_labels()[0]:  # a chart with nothing to plot has no legend (matplotlib warns)
-        ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-_WINDOW_LENGTH = {"minute": dt.timedelta(minutes=1), "hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1)}
-
-
-def _time_axis(ax, rows: list[dict]) -> None:
-    """Concise date ticks over the windows plotted, one window of margin each side (matplotlib's default
-    range for a single window is years wide)."""
-    locator = mdates.AutoDateLocator()
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-    starts = [r["window_start"] for r in rows]
-    if starts:
-        step = _WINDOW_LENGTH.get(rows[0]["window"], dt.timedelta(hours=1))
-        ax.set_xlim(min(starts) - step, max(starts) + step)
 
 
 # The time slots of the latency-over-time chart: the shortest that gives at most ~60 slots over the data.
@@ -352,219 +283,6 @@ def fault_marks(
     return spans, leaders
 
 
-def _chart_over_time(
-    path: Path, title: str, rows: list[dict], spans: list[dict], leaders: list[dict], data_range: tuple | None,
-    slot_s: int, policies: list[str], style: _Styles,
-) -> None:  # fmt: skip
-    """P999 (top) and P99 (bottom) per slot and policy over the data's time range, the ISR spans and leader
-    changes inside it drawn over both (what happened before the first produce is cut off)."""
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 7), sharex=True)
-    first, last = data_range or (None, None)
-    if first is not None:
-        last = last + dt.timedelta(seconds=slot_s)
-        spans = [
-            {**x, "start": max(x["start"], first), "end": min(x["end"] or last, last)}
-            for x in spans
-            if x["start"] < last and (x["end"] is None or x["end"] > first)
-        ]
-        leaders = [x for x in leaders if first <= x["t_log"] <= last]
-    for ax, key, label in ((top, "p999_ms", "P999"), (bottom, "p99_ms", "P99")):
-        series = {}
-        for policy in policies:
-            pts = sorted((r["slot_start"], r[key]) for r in rows if r["policy"] == policy and r[key] is not None)
-            if pts:
-                series[policy] = pts
-                ax.plot([t for t, _ in pts], [v for _, v in pts], linewidth=1.2, markersize=3.5, **style(policy))
-        same = _coinciding(series)
-        if same:
-            ax.text(0.01, 0.02, same, transform=ax.transAxes, fontsize=8, color="#555555")
-        ax.set_yscale("log")
-        ax.set_ylabel(f"{label} per {slot_s:,} s (ms, log scale)")
-        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.6g}"))
-        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.grid(True, which="major", alpha=0.35)
-        for span in spans:
-            ax.axvspan(span["start"], span["end"] or span["start"], color="#f0a030", alpha=0.18, lw=0)
-        for leader in leaders:
-            ax.axvline(leader["t_log"], color="#7a3db8", linewidth=0.8, linestyle=":", alpha=0.8)
-    handles, labels = top.get_legend_handles_labels()
-    handles += [
-        matplotlib.patches.Patch(color="#f0a030", alpha=0.3, label="a partition's ISR below its replicas"),
-        plt.Line2D([], [], color="#7a3db8", linestyle=":", label="leader change"),
-    ]
-    top.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    locator = mdates.AutoDateLocator()
-    bottom.xaxis.set_major_locator(locator)
-    bottom.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-    if first is not None:
-        bottom.set_xlim(first, last)
-    bottom.set_xlabel("time of the produce (UTC)")
-    top.set_title(
-        f"{title}\n(a point per {slot_s:,} s slot: P999 where it holds 1,000 acked records or more, P99 100)",
-        fontsize=10,
-    )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def _chart_cdf(path: Path, title: str, rows: list[dict], policies: list[str], style: _Styles) -> None:
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    series = {}
-    for policy in policies:
-        pts = sorted((r["q"], r["latency_ms"]) for r in rows if r["policy"] == policy and r["latency_ms"] is not None)
-        pts = [(q, v) for q, v in pts if v > 0]
-        if pts:
-            series[policy] = pts
-            ax.plot(
-                [v for _, v in pts], [q for q, _ in pts], linewidth=1.4, markersize=3.5, markevery=12, **style(policy)
-            )
-    same = _coinciding(series)
-    if same:
-        ax.text(0.99, 0.02, same, transform=ax.transAxes, fontsize=8, color="#555555", ha="right")
-    ax.set_xscale("log")
-    # logit y: the body (0.5) and the tail (0.99, 0.999, 0.9999) get equal room
-    ax.set_yscale("logit")
-    ax.set_ylim(0.005, 0.9999)
-    ax.set_yticks([0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 0.9999])
-    ax.set_yticklabels(["0.01", "0.1", "0.5", "0.9", "0.99", "0.999", "0.9999"])
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xlabel("producer-visible latency per record, send() to ack (ms, log scale)")
-    ax.set_ylabel("fraction of acked records ≤ latency (logit scale)")
-    _finish(fig, ax, path, title)
-
-
-def _chart_exposure(path: Path, title: str, rows: list[dict], policies: list[str], style: _Styles) -> None:
-    fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
-    window = rows[0]["window"] if rows else "hour"
-    panels = (
-        (top, lambda r: r["exposure_byte_ms"] / 1e9, 1e-3, "exposure (MB·s acked on\n< min ISR replicas, symlog)"),
-        (middle, lambda r: r["under_min_isr_acks"], 1, "acked batches held by\n< min ISR replicas (symlog)"),
-        # min.insync and quorum ack on min ISR replicas, yet not always on the one Kafka would elect
-        (
-            bottom,
-            lambda r: r["loss_kafka_election"],
-            1,
-            "acked batches lost had the\nleader failed at the ack,\nat most (Kafka's election, symlog)",
-        ),
-    )
-    for policy in policies:
-        mine = sorted((r for r in rows if r["policy"] == policy), key=lambda r: r["window_start"])
-        if mine:
-            for ax, value, _, _ in panels:
-                ax.plot(
-                    [r["window_start"] for r in mine],
-                    [value(r) for r in mine],
-                    linewidth=1.2,
-                    markersize=4,
-                    **style(policy),
-                )
-    for ax, _, linthresh, label in panels:
-        ax.set_yscale("symlog", linthresh=linthresh)
-        ax.set_ylabel(label, fontsize=9)
-        ax.grid(True, alpha=0.35)
-    bottom.set_xlabel(f"window start ({window} windows, UTC)")
-    _time_axis(bottom, rows)
-    _finish(fig, top, path, title)
-
-
-def _label_points(ax, points: list[tuple[str, float, float]]) -> None:
-    """One label per point; policies whose points coincide (within 1%) share a joined label."""
-    labels: dict[tuple[float, float], list[str]] = {}
-    for policy, x, y in points:
-        key = next(
-            (k for k in labels if abs(k[0] - x) <= 1e-9 + 0.01 * abs(x) and abs(k[1] - y) <= 0.01 * abs(y)), (x, y)
-        )
-        labels.setdefault(key, []).append(policy)
-    placed: list[tuple[float, float, bool]] = []
-    for (x, y), names in sorted(labels.items(), key=lambda item: (item[0][0], -item[0][1])):
-        # a label that would run into one already placed (in pixels, on the axes' final scales) goes underneath
-        px, py = ax.transData.transform((x, y))
-        near = any(abs(qx - px) < 150 and abs(qy - py) < 14 and not below for qx, qy, below in placed)
-        placed.append((px, py, near))
-        ax.annotate(" = ".join(names), (x, y), textcoords="offset points", xytext=(7, -12 if near else 5), fontsize=8)
-
-
-def _chart_tradeoff(path: Path, title: str, rows: list[dict], style: _Styles) -> None:
-    """P999 against two risk measures, one point per policy. Exposure alone hides policies that ack on
-    min ISR replicas but not on the replica Kafka would elect (min.insync, quorum): the right panel
-    counts the acks a leader failure at ack time would have lost."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.5), sharey=True)
-    plotted = [r for r in rows if r["p999_ms"] is not None]
-    exposure = [(r["policy"], r["exposure_byte_ms"] / 1e9, r["p999_ms"]) for r in plotted]
-    kafka = [(r["policy"], float(r["loss_kafka_election"]), r["p999_ms"]) for r in plotted]
-    for policy, x, y in exposure:
-        left.scatter([x], [y], s=70, zorder=3, alpha=0.85, **style(policy, line=False))
-    for r in plotted:
-        colour, marker, _ = style.style[r["policy"]]
-        y, k, longest = r["p999_ms"], r["loss_kafka_election"], r["loss_longest_log_election"]
-        right.plot([longest, k], [y, y], color=colour, linewidth=1, alpha=0.6, zorder=2)
-        right.scatter([k], [y], s=70, zorder=3, alpha=0.85, color=colour, marker=marker)
-        right.scatter(
-            [longest], [y], s=70, zorder=3, facecolors="white", edgecolors=colour, marker=marker, linewidths=1.5
-        )
-    left.set_xscale("symlog", linthresh=1e-3)
-    left.set_yscale("log")
-    left.set_xlabel("exposure: MB·s acked on fewer than\nmin.insync.replicas replicas (whole trace, symlog)")
-    left.set_ylabel("P999 produce latency (ms, log scale)")
-    left.set_title("P999 vs exposure below min ISR", fontsize=10)
-    right.set_xscale("symlog", linthresh=1)
-    right.set_xlabel(
-        "acked batches lost had the leader failed at the ack, at most (whole trace, symlog)\n"
-        "filled: Kafka's election (first ISR member in assignment order)\n"
-        "hollow: KIP-250's longest-log election (any live replica)"
-    )
-    right.set_title("P999 vs acks lost to a leader failure", fontsize=10)
-    acked = {r["policy"]: r["n"] for r in plotted}
-    if acked:
-        low, high = min(acked.values()), max(acked.values())
-        right.text(
-            0.99,
-            0.01,
-            f"out of {low:,}" + (f"–{high:,}" if high != low else "") + " acked batches per policy",
-            transform=right.transAxes,
-            fontsize=8,
-            color="#555555",
-            ha="right",
-        )
-    for ax, linthresh in ((left, 1e-3), (right, 1)):
-        ax.grid(True, which="major", alpha=0.35)
-        ax.margins(x=0.2, y=0.15)
-        # counts and exposures are >= 0: the margin must not reach a negative tick (-10^0 on a count axis)
-        ax.set_xlim(left=-0.5 * linthresh)
-    # P999s of a few policies span little of a decade: plain numbers, not 7.04275×10³
-    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.6g}")
-    left.yaxis.set_major_formatter(plain)
-    left.yaxis.set_minor_formatter(plain)
-    _label_points(left, exposure)
-    _label_points(right, kafka)
-    skipped = [r["policy"] for r in rows if r["p999_ms"] is None]
-    if skipped:
-        left.text(
-            0.01,
-            0.01,
-            "no P999 (n < 1000): " + ", ".join(skipped),
-            transform=left.transAxes,
-            fontsize=8,
-            color="#555555",
-        )
-    handles = [
-        plt.Line2D([], [], linestyle="none", markersize=8, **style(p, line=False)) for p in style.style if p in acked
-    ]
-    fig.suptitle(title, fontsize=11, y=0.985)
-    fig.legend(
-        handles=handles,
-        fontsize=8,
-        loc="upper center",
-        bbox_to_anchor=(0.5, 0.945),
-        ncol=min(len(handles), 7) or 1,
-        frameon=False,
-    )
-    fig.tight_layout(rect=(0, 0, 1, 0.91))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def _cell(row: dict, key: str, fmt: str) -> str:
     raw = row.get(key)
     if isinstance(raw, float) and math.isinf(raw):
@@ -604,7 +322,7 @@ table.summary { border-collapse: collapse; font-size: 13px; }
 table.summary th, table.summary td { border: 1px solid #ccc; padding: 3px 7px; }
 table.summary th { background: #eee; }
 td.right { text-align: right; font-variant-numeric: tabular-nums; }
-img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0 1.5em; }
+div.chart { border: 1px solid #ddd; margin: 0.5em 0 1.5em; }
 p.note { color: #444; font-size: 13px; max-width: 60em; }
 p.untrusted { background: #fdd; border: 2px solid #c00; padding: 0.5em 1em; font-weight: bold; max-width: 60em; }
 """
@@ -628,10 +346,6 @@ _NOTES = (
     "the same for every policy that keeps the recorded ISR; '-' for <code>acks=all@lag</code>, whose "
     "re-simulated ISR the replay does not store (its rejections are counted in NER)."
 )
-
-
-def _data_uri(png: Path) -> str:
-    return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
 
 
 def _decision_section(summary: list[dict], target: DecisionTarget | None) -> str:
@@ -749,18 +463,34 @@ def _provenance_section(spark: SparkSession, lakehouse: str, clusters: list[str]
     )
 
 
-def build_report(
-    spark: SparkSession,
-    lakehouse: str,
-    out_dir: str | Path | None = None,
-    target: DecisionTarget | None = None,
-    linger_ms: float = 0.0,
-) -> Path:
-    """Write the charts and report.html for every (cluster, topic) of the gold tables, opening with the
-    decision for `target` (ackreplay/gold/decision.py); return the html path. `linger_ms`: the producers'
+@dataclass
+class ReportData:
+    """What the report shows, collected from the gold tables and produce_replay: small aggregates, a row
+    per (cluster, topic, policy) and window, slot, quantile, partition, ISR span or leader change."""
+
+    topics: list[tuple[str, str]]
+    summary: list[dict]
+    risk: list[dict]
+    cdf: list[dict]
+    over_time: list[dict]
+    ranges: dict[tuple[str, str], tuple]
+    slots: dict[tuple[str, str], int]
+    spans: list[dict]
+    leaders: list[dict]
+    per_partition: list[dict]
+    routed: list[dict]
+
+    @property
+    def clusters(self) -> list[str]:
+        return sorted({c for c, _ in self.topics})
+
+    def of(self, rows: list[dict], cluster: str, topic: str) -> list[dict]:
+        return [r for r in rows if r["cluster"] == cluster and r["topic"] == topic]
+
+
+def collect_report_data(spark: SparkSession, lakehouse: str, linger_ms: float = 0.0) -> ReportData:
+    """The report's aggregates for every (cluster, topic) of `policy_summary`. `linger_ms`: the producers'
     linger.ms (`transforms.gold.record_latencies`)."""
-    out = Path(out_dir) if out_dir is not None else Path(lakehouse.rstrip("/")) / "report"
-    out.mkdir(parents=True, exist_ok=True)
     summary = summary_rows(read_table(spark, lakehouse, "policy_summary"))
     risk = [
         r.asDict()
@@ -777,12 +507,12 @@ def build_report(
         )
         .collect()
     ]
-    replay = read_table(spark, lakehouse, "produce_replay")
     topics = sorted({(r["cluster"], r["topic"]) for r in summary})
+    clusters = sorted({c for c, _ in topics})
+    replay = read_table(spark, lakehouse, "produce_replay")
     if topics:
-        replay = replay.filter(F.col("cluster").isin(sorted({c for c, _ in topics})))
-    in_scope = F.col("cluster").isin(sorted({c for c, _ in topics}))
-    record_sends = read_record_sends(spark, lakehouse, in_scope)
+        replay = replay.filter(F.col("cluster").isin(clusters))
+    record_sends = read_record_sends(spark, lakehouse, F.col("cluster").isin(clusters))
     cdf = [r.asDict() for r in latency_quantiles(replay, cdf_probabilities(200), record_sends, linger_ms).collect()]
     ranges = {
         (r["cluster"], r["topic"]): (r["first"], r["last"])
@@ -790,48 +520,81 @@ def build_report(
         .collect()
     }  # fmt: skip
     slots = {key: slot_seconds((last - first).total_seconds()) for key, (first, last) in ranges.items()}
-    over_time = latency_over_time(spark, replay, record_sends, slots, linger_ms)
-    clusters = sorted({c for c, _ in topics})
     spans, leaders = fault_marks(spark, lakehouse, replay, clusters)
-    per_partition = latency_by_partition(replay, record_sends, linger_ms)
-    routed = routing_totals(spark, lakehouse, clusters)
+    return ReportData(
+        topics=topics,
+        summary=summary,
+        risk=risk,
+        cdf=cdf,
+        over_time=latency_over_time(spark, replay, record_sends, slots, linger_ms),
+        ranges=ranges,
+        slots=slots,
+        spans=spans,
+        leaders=leaders,
+        per_partition=latency_by_partition(replay, record_sends, linger_ms),
+        routed=routing_totals(spark, lakehouse, clusters),
+    )
 
+
+def topic_figures(data: ReportData, cluster: str, topic: str) -> dict:
+    """The report's charts of one topic (`CHARTS`' names -> Plotly figures): also for a notebook to show."""
+    rows = data.of(data.summary, cluster, topic)
+    policies = [r["policy"] for r in rows]
+    style = charts.Styles(policies)
+    label = f"{cluster} / {topic}"
+    spans, leaders = data.of(data.spans, cluster, topic), data.of(data.leaders, cluster, topic)
+    return {
+        "latency_over_time": charts.latency_over_time(
+            f"Produce latency over time — {label}", data.of(data.over_time, cluster, topic), spans, leaders,
+            data.ranges.get((cluster, topic)), data.slots.get((cluster, topic), 1), policies, style,
+        ),
+        "latency_cdf": charts.latency_cdf(
+            f"Produce latency CDF per policy — {label}", data.of(data.cdf, cluster, topic), policies, style
+        ),
+        "exposure_over_time": charts.exposure_over_time(
+            f"Durability risk per window — {label}", data.of(data.risk, cluster, topic), policies, style
+        ),
+        "p999_vs_risk": charts.p999_vs_risk(f"P999 latency vs durability risk per policy — {label}", rows, style),
+    }  # fmt: skip
+
+
+def _chart_html(figure, div_id: str, name: str, caption: str) -> str:
+    body = figure.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=_PLOTLY_CONFIG)
+    return f'<h3>{html.escape(caption)}</h3>\n<div class="chart" data-chart="{name}">{body}</div>'
+
+
+def build_report(
+    spark: SparkSession,
+    lakehouse: str,
+    out_dir: str | Path | None = None,
+    target: DecisionTarget | None = None,
+    linger_ms: float = 0.0,
+    data: ReportData | None = None,
+) -> Path:
+    """Write report.html for every (cluster, topic) of the gold tables, opening with the decision for `target`
+    (ackreplay/gold/decision.py); return its path. `linger_ms`: the producers' linger.ms
+    (`transforms.gold.record_latencies`); `data`: what :func:`collect_report_data` returned, if at hand."""
+    from plotly.offline import get_plotlyjs
+
+    out = Path(out_dir) if out_dir is not None else Path(lakehouse.rstrip("/")) / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    data = data if data is not None else collect_report_data(spark, lakehouse, linger_ms)
+    summary, clusters = data.summary, data.clusters
     sections = []
-    for cluster, topic in topics:
-
-        def mine(rows, c=cluster, t=topic):
-            return [r for r in rows if r["cluster"] == c and r["topic"] == t]
-
-        rows = mine(summary)
+    for cluster, topic in data.topics:
+        rows = data.of(data.summary, cluster, topic)
         policies = [r["policy"] for r in rows]
-        style = _Styles(policies)
+        figures = topic_figures(data, cluster, topic)
         slug = _slug(cluster, topic)
-        label = f"{cluster} / {topic}"
-        files = {name: f"{name}-{slug}.png" for name, _ in CHARTS}
-        _chart_over_time(
-            out / files["latency_over_time"], f"Produce latency over time — {label}", mine(over_time), mine(spans),
-            mine(leaders), ranges.get((cluster, topic)), slots.get((cluster, topic), 1), policies, style,
-        )  # fmt: skip
-        _chart_cdf(out / files["latency_cdf"], f"Produce latency CDF per policy — {label}", mine(cdf), policies, style)
-        _chart_exposure(
-            out / files["exposure_over_time"], f"Durability risk per window — {label}", mine(risk), policies, style
-        )
-        _chart_tradeoff(
-            out / files["p999_vs_risk"], f"P999 latency vs durability risk per policy — {label}", rows, style
-        )
-        # embedded, so the page is one file that can be mailed; the PNGs stay beside it for other uses
-        images = "\n".join(
-            f'<h3>{html.escape(caption)}</h3>\n<img src="{_data_uri(out / files[name])}" alt="{html.escape(caption)}"'
-            f' data-file="{html.escape(files[name])}">'
-            for name, caption in CHARTS
-        )
+        chart_html = "\n".join(_chart_html(figures[name], f"{name}-{slug}", name, caption) for name, caption in CHARTS)
         drill_down = _partition_section(
-            mine(per_partition), mine(spans), mine(leaders), policies, ranges.get((cluster, topic))
-        )
+            data.of(data.per_partition, cluster, topic), data.of(data.spans, cluster, topic),
+            data.of(data.leaders, cluster, topic), policies, data.ranges.get((cluster, topic)),
+        )  # fmt: skip
         sections.append(
             f'<section data-cluster="{html.escape(cluster)}" data-topic="{html.escape(topic)}">\n'
-            f"<h2>{html.escape(label)}</h2>\n{_summary_table(rows)}\n{drill_down}{_routing_section(mine(routed))}"
-            f"{images}\n</section>"
+            f"<h2>{html.escape(cluster)} / {html.escape(topic)}</h2>\n{_summary_table(rows)}\n{drill_down}"
+            f"{_routing_section(data.of(data.routed, cluster, topic))}{chart_html}\n</section>"
         )
     untrusted = sorted(
         {(r["cluster"], r["self_check"]) for r in summary if (r.get("self_check") or "").startswith("FAILED")}
@@ -847,19 +610,22 @@ def build_report(
     page = (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>'
         + ("UNTRUSTED " if untrusted else "")
-        + f"ackreplay report</title><style>{_CSS}</style></head><body>\n{warning}"
+        + f"ackreplay report</title><style>{_CSS}</style>\n"
+        + (f'<script type="text/javascript" id="plotly-js">{get_plotlyjs()}</script>\n' if sections else "")
+        + f"</head><body>\n{warning}"
         "<h1>ackreplay: produce acknowledgement policies</h1>\n"
         + _decision_section(summary, target)
         + _accuracy_section(spark, lakehouse, clusters)
-        + f'<p class="note">{_NOTES}</p>\n'
+        + f'<p class="note">{_NOTES} Charts: hover a point for its values, drag to zoom (double-click to reset), '
+        "click a policy in a legend to hide or show it.</p>\n"
         + ("\n".join(sections) or "<p>No gold rows.</p>")
         + _provenance_section(spark, lakehouse, clusters, summary)
         + "\n</body></html>\n"
     )
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
-    log.info("report written to %s (%d topics)", path, len(topics))
+    log.info("report written to %s (%d topics)", path, len(data.topics))
     return path
 
 
-__all__ = ["build_report", "CHARTS", "policy_rank"]
+__all__ = ["build_report", "collect_report_data", "topic_figures", "CHARTS", "ReportData", "policy_rank"]

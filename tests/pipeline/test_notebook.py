@@ -53,6 +53,20 @@ def test_notebook_shows_the_summary_and_draws_the_charts(tmp_path, monkeypatch, 
     summary = next(t for t in tables if "p999 ms" in t)
     assert all(f">{policy}<" in summary for policy in POLICIES), summary
     assert "lab-3.9.1" in summary
-    images = [o for o in _outputs(nb, "display_data") if "image/png" in o.get("data", {})]
-    # One P999-vs-loss chart per topic, and the report's four charts per topic.
-    assert len(images) >= 5
+    figures = [
+        o["data"]["application/vnd.plotly.v1+json"]
+        for o in _outputs(nb, "display_data")
+        if "application/vnd.plotly.v1+json" in o.get("data", {})
+    ]
+    # the P999-vs-risk chart of the one topic, then the report's four charts of it, each with a trace per policy
+    titles = [f["layout"]["title"]["text"].split("<br>")[0] for f in figures]
+    assert titles == [
+        "lab-3.9.1 / ackreplay-lab",
+        "Produce latency over time — lab-3.9.1 / ackreplay-lab",
+        "Produce latency CDF per policy — lab-3.9.1 / ackreplay-lab",
+        "Durability risk per window — lab-3.9.1 / ackreplay-lab",
+        "P999 latency vs durability risk per policy — lab-3.9.1 / ackreplay-lab",
+    ]
+    assert [t["name"] for t in figures[2]["data"]] == [  # the CDF: every policy of conf/local.yaml, in reading order
+        "acks=all", "acks=all@lag=3000", "acks=all@lag=30000", "min.insync", "quorum=2", "acks=1"
+    ]  # fmt: skip

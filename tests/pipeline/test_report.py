@@ -3,7 +3,6 @@ and the summary numbers in the html are the gold table's."""
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import html
 import math
@@ -31,18 +30,25 @@ from transforms.common import conform
 MINUTE = dt.timedelta(minutes=1)
 
 
+PLOTLY_JS = re.compile(r'<script type="text/javascript" id="plotly-js">.*?</script>', re.S)
+
+
 class _ReportParser(HTMLParser):
     def __init__(self):
         super().__init__()
-        self.images: list[str] = []
+        self.charts: list[tuple[str, str]] = []  # (data-chart, the Plotly div's id)
+        self._chart: str | None = None
         self.rows: list[dict[str, tuple[str, str]]] = []  # key -> (data-value, text)
         self._cell: tuple[str, str] | None = None
         self._text = ""
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
-        if tag == "img":
-            self.images.append((a["data-file"], a["src"]))
+        if tag == "div" and a.get("class") == "chart":
+            self._chart = a["data-chart"]
+        elif tag == "div" and self._chart and "id" in a:
+            self.charts.append((self._chart, a["id"]))
+            self._chart = None
         elif tag == "tr" and "data-policy" in a:
             self.rows.append({})
         elif tag == "td" and "data-key" in a:
@@ -115,15 +121,13 @@ def test_gold_tables_and_report(spark, lakehouse, tmp_path):
 
     html_path = build_report(spark, lakehouse, tmp_path / "out", config.report.target)
     assert html_path == tmp_path / "out" / "report.html"
+    page = html_path.read_text(encoding="utf-8")
     parser = _ReportParser()
-    parser.feed(html_path.read_text(encoding="utf-8"))
-    pngs = sorted(p.name for p in (tmp_path / "out").glob("*.png"))
-    assert len(pngs) == len(CHARTS)
-    assert sorted(name for name, _ in parser.images) == pngs  # every chart, and nothing else
-    for name, src in parser.images:  # embedded (one file to mail), the same bytes as the PNG beside it
-        png = (tmp_path / "out" / name).read_bytes()
-        assert png[:8] == b"\x89PNG\r\n\x1a\n"
-        assert src == "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+    parser.feed(PLOTLY_JS.sub("", page))
+    # every chart once, in the order of CHARTS, each a Plotly div drawn by the page's one copy of plotly.js
+    assert parser.charts == [(name, f"{name}-c1__orders") for name, _ in CHARTS]
+    assert len(PLOTLY_JS.findall(page)) == 1 and page.count("Plotly.newPlot(") == len(CHARTS)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report.html"]  # one file to mail
 
     gold = {r["policy"]: r.asDict() for r in read_table(spark, lakehouse, "policy_summary").collect()}
     assert [row["policy"][0] for row in parser.rows] == ["acks=all", "min.insync", "quorum=2", "acks=1"]
@@ -182,10 +186,11 @@ def test_gold_tables_and_report(spark, lakehouse, tmp_path):
         ("min.insync", T10): ("keyed", 1, 1, 2_700_000.0, 1_800_000.0, 900_000.0),
         ("min.insync", T11): ("keyed", 0, 0, 0.0, None, None),
     }
-    html_text = html_path.read_text(encoding="utf-8")
+    html_text = PLOTLY_JS.sub("", page)
     assert "<summary>Routing around partitions below min ISR (KIP-637)</summary>" in html_text
     assert '<td class="left">min.insync</td><td class="right">1 (0)</td>' in html_text
-    # one self-contained file: nothing fetched from elsewhere (every src or href an embedded data: URI)
+    # one self-contained file: nothing fetched from elsewhere (every src or href outside plotly.js an embedded data:
+    # URI; the browser test checks that the page requests nothing)
     assert re.findall(r'(?:src|href)="(?!data:)[^"]*"', html_text) == []
     assert html_text.index('<section class="decision"') < html_text.index(
         "<section data-cluster"
@@ -268,9 +273,10 @@ def _chromium() -> str | None:
 
 @pytest.mark.skipif(_chromium() is None, reason="no Chromium on this machine (make test installs Debian's chromium)")
 def test_the_report_renders_in_a_browser(spark, lakehouse, tmp_path):
-    """Headless Chromium opens report.html as a user would (a file, no server): no console or page error,
-    every chart decoded, the decision above everything else, the drill-down opens, and a screenshot of a
-    chart shows a drawing (hundreds of colours), not an empty box."""
+    """Headless Chromium opens report.html as a user would (a file, no server): no console or page error, no
+    request for anything but the file itself, every chart drawn by plotly.js (its SVG in each chart's div), the
+    decision above everything else, the drill-down opens, a screenshot of a chart shows a drawing (hundreds of
+    colours), not an empty box, and hovering a CDF line shows its values."""
     import io
 
     from PIL import Image
@@ -280,14 +286,19 @@ def test_the_report_renders_in_a_browser(spark, lakehouse, tmp_path):
     run_gold(spark, config, lakehouse, ["c1"], "gold-browser", window="hour")
     page_path = build_report(spark, lakehouse, tmp_path / "out", config.report.target)
     errors: list[str] = []
+    requests: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
             page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("request", lambda request: requests.append(request.url))
             page.goto(page_path.as_uri())
-            images = page.evaluate("Array.from(document.images).map(i => [i.complete, i.naturalWidth])")
+            drawn = page.evaluate(
+                "Array.from(document.querySelectorAll('div.chart')).map(c => [c.dataset.chart, "
+                "c.querySelectorAll('svg.main-svg').length > 0, c.querySelectorAll('.scatterlayer .trace').length])"
+            )
             tops = page.evaluate(
                 "['section.decision', '#provenance', 'section[data-cluster]']"
                 ".map(s => document.querySelector(s).getBoundingClientRect().top)"
@@ -297,11 +308,22 @@ def test_the_report_renders_in_a_browser(spark, lakehouse, tmp_path):
             page.locator("details summary").first.click()  # per partition
             page.get_by_text("Routing around partitions below min ISR (KIP-637)").click()
             assert all(table.is_visible() for table in folded.all())
-            chart = Image.open(io.BytesIO(page.locator("img").first.screenshot())).convert("RGB")
+            chart = Image.open(io.BytesIO(page.locator("div.chart").first.screenshot())).convert("RGB")
+            page.evaluate(  # what a pointer over the acks=all line's 150th point shows
+                "Plotly.Fx.hover(document.querySelector('div.chart[data-chart=\"latency_cdf\"] .js-plotly-plot'),"
+                " [{curveNumber: 0, pointNumber: 149}])"
+            )
+            hover = page.locator('div.chart[data-chart="latency_cdf"] .hoverlayer').text_content(timeout=5000)
         finally:
             browser.close()
     assert errors == []
-    assert len(images) == len(CHARTS) and all(done and width > 0 for done, width in images)
+    assert requests == [page_path.as_uri()]
+    # each chart drawn, with a trace per policy that has something to plot (the CDF: acks=all and quorum=2 acked
+    # 1,200 and 1,100 records, acks=1 two; min.insync none)
+    assert [name for name, _, _ in drawn] == [name for name, _ in CHARTS]
+    assert all(svg and traces > 0 for _, svg, traces in drawn), drawn
+    assert dict((name, traces) for name, _, traces in drawn)["latency_cdf"] == 3
+    assert re.search(r"of records ≤ [\d,.]+ ms", hover), hover
     decision, provenance, topic = tops
     assert decision < topic < provenance  # the decision first, how it was made last
     assert chart.width > 600 and len(chart.getcolors(maxcolors=1 << 16) or []) > 200
