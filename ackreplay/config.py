@@ -70,10 +70,12 @@ class ClusterSettings(_Strict):
     # `kafka.sasl.jaas.config`). Empty: only kafka-dump-log output and client logs give send times.
     create_times_from_kafka: dict[str, str] = Field(default_factory=dict)
     # Whether the producers' records have keys, for KIP-637's what-if (gold `routing`): a keyed record cannot move
-    # to another partition (its key picks the partition), a keyless one can. Request logs do not say; per topic in
-    # `topic_partitioning`, `partitioning` for the others.
-    partitioning: Literal["keyed", "keyless"] = "keyed"
-    topic_partitioning: dict[str, Literal["keyed", "keyless"]] = Field(default_factory=dict)
+    # to another partition (its key picks the partition), a keyless one can. Request logs do not say; `auto` reads
+    # it from the records where the send-time input shows them (kafka-dump-log --deep-iteration's keySize, or the
+    # topic read with Spark's Kafka source): keyless where none of a topic's records seen has a key, keyed
+    # otherwise and where no record was seen. Per topic in `topic_partitioning`, `partitioning` for the others.
+    partitioning: Literal["auto", "keyed", "keyless"] = "auto"
+    topic_partitioning: dict[str, Literal["auto", "keyed", "keyless"]] = Field(default_factory=dict)
 
     @field_validator("create_times_from_kafka")
     @classmethod

@@ -226,5 +226,11 @@ POLICY_SUMMARY = _schema(
     ("reroutable_rejections", LongType(), True),
     ("rejected_wait_ms", DoubleType(), True),
     ("reroutable_wait_ms", DoubleType(), True),
+    # whether the topic's records were taken as keyless (as gold `routing`: keyed | keyless), and the longest time
+    # a broker that led its produces logged no request line within its data (a paused or stopped broker:
+    # transforms.replay_inputs.broker_silences; null: none over 1 s). With keyless records such a pause moves
+    # them between partitions differently under each policy (ackreplay/gold/decision.py's caution)
+    ("partitioning", StringType(), False),
+    ("leader_silence_ms", DoubleType(), True),
     ("gold_run_id", StringType(), False),
 )

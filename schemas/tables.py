@@ -158,6 +158,10 @@ BATCH_SEND_TIMES = _schema(
     # when each record was sent: ms after t_send, with how many records share that ms, in time order (the
     # records' own CreateTimes, printed by kafka-dump-log --deep-iteration); null: only the batch's is known
     ("record_sends", RECORD_SENDS, True),
+    # how many of its records have a key (kafka-dump-log --deep-iteration's keySize >= 0, or the topic's records
+    # read with a key); null: not known (client logs, or not every record seen). Keyless records can move to
+    # another partition (gold `routing`, KIP-637)
+    ("keyed_records", IntegerType(), True),
     *_LINE_ORIGIN,
 )
 

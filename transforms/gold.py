@@ -483,6 +483,24 @@ def _isr_time_by_policy(availability_df: DataFrame) -> DataFrame:
     )
 
 
+def leader_silence_by_topic(replay: DataFrame, request_lines: DataFrame) -> DataFrame:
+    """(cluster, topic, leader_silence_ms): the longest span in which a broker that led the topic's produces logged
+    no request line (`replay_inputs.broker_silences`: its JVM did not run), overlapping the topic's produces.
+    `request_lines`: (cluster, broker_id, t_local_done) of every request the brokers logged. Topics without such
+    a span have no row."""
+    from transforms.replay_inputs import broker_silences
+
+    led = replay.groupBy("cluster", "topic", "broker_id").agg(
+        F.min(F.unix_micros("t_start")).alias("_first"), F.max(F.unix_micros("t_start")).alias("_last")
+    )
+    return (
+        led.join(F.broadcast(broker_silences(request_lines)), ["cluster", "broker_id"])
+        .where((F.col("silent_from_us") < F.col("_last")) & (F.col("resumed_us") > F.col("_first")))
+        .groupBy("cluster", "topic")
+        .agg((F.max(F.col("resumed_us") - F.col("silent_from_us")) / 1000).alias("leader_silence_ms"))
+    )
+
+
 def policy_summary(
     replay: DataFrame,
     partitions: DataFrame,
@@ -573,6 +591,24 @@ def latency_quantiles(
             F.posexplode(F.arrays_zip(F.array(*[F.lit(float(p)) for p in probs]).alias("q"), F.col("_v").alias("v"))),
         )
         .select("cluster", "topic", "policy", F.col("col.q").alias("q"), F.col("col.v").alias("latency_ms"))
+    )
+
+
+def broker_latency_quantiles(replay: DataFrame, probabilities: list[float]) -> DataFrame:
+    """Exact quantiles of the broker's view per (cluster, topic, policy): `broker_latency_ms` of the produces the
+    producer saw acknowledged, one per produce (the summary's broker P99/P999), one row per fraction q."""
+    probs = list(probabilities)
+    return (
+        replay.where(delivered())
+        .groupBy("cluster", "topic", "policy")
+        .agg(F.percentile("broker_latency_ms", probs).alias("_v"))
+        .select(
+            "cluster",
+            "topic",
+            "policy",
+            F.posexplode(F.arrays_zip(F.array(*[F.lit(float(p)) for p in probs]).alias("q"), F.col("_v").alias("v"))),
+        )
+        .select("cluster", "topic", "policy", F.col("col.q").alias("q"), F.col("col.v").alias("broker_latency_ms"))
     )
 
 

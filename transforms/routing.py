@@ -57,6 +57,7 @@ NEAREST_WITHIN_US = 1_000_000
 # one rejection under one policy: a produce-request line names each (topic, partition) once
 REJECTION_KEY = ["cluster", "topic", "partition", "policy", "source_file", "line_number"]
 KEYED, KEYLESS = "keyed", "keyless"
+AUTO = "auto"  # the conf's choice: from the records' keys where the send-time input shows them
 
 
 def writable_spans(segments: DataFrame, partitions: DataFrame) -> DataFrame:

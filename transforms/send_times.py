@@ -61,7 +61,7 @@ def dump_lines_classified(classified: DataFrame) -> DataFrame:
         "cluster", "source_file", "line_number", "line", "status", "detail", "topic",
         F.lit(None).cast("string").alias("client_id"), "partition", "base_offset", "records", "leader_epoch",
         "t_send", F.lit("create_time").alias("source"), F.col("record_sends").cast(RECORD_SENDS).alias("record_sends"),
-        "lines",
+        "keyed_records", "lines",
     )  # fmt: skip
 
 
@@ -108,7 +108,7 @@ def classify_client_lines(lines: DataFrame) -> DataFrame:
         F.when(F.col("line_number") == 1, "header").when(unused, "blank").otherwise(reason).alias("detail"),
         "topic", "client_id", "partition", "base_offset", "records", F.lit(None).cast("int").alias("leader_epoch"),
         "t_send", F.lit("client_log").alias("source"), F.lit(None).cast(RECORD_SENDS).alias("record_sends"),
-        F.lit(1).cast("long").alias("lines"),
+        F.lit(None).cast("int").alias("keyed_records"), F.lit(1).cast("long").alias("lines"),
     )  # fmt: skip
 
 
@@ -231,9 +231,11 @@ def topic_send_times(records: DataFrame, extents: DataFrame, batches: DataFrame,
         "cluster", "topic", "partition", F.col("base_offset").alias("offset"), F.lit(0).alias("start_first"),
         F.struct("base_offset", "end_offset", F.unix_micros("t_start").alias("start_us")).alias("owner"),
     )  # fmt: skip
+    # whether each record has a key, where the source says (Spark's Kafka source: `keyed`, its key not null)
+    keyed = F.col("keyed").cast("int") if "keyed" in records.columns else F.lit(None).cast("int")
     stamped = records.select(
         "cluster", "topic", "partition", "offset", F.unix_micros("timestamp").alias("created_us"),
-        F.col("timestampType").alias("timestamp_type"), F.lit(1).alias("start_first"),
+        F.col("timestampType").alias("timestamp_type"), F.lit(1).alias("start_first"), keyed.alias("keyed"),
     )  # fmt: skip
     # every record takes the last batch start at or before its offset (a start sorts first at its offset)
     order = Window.partitionBy("cluster", "topic", "partition").orderBy("offset", "start_first")
@@ -247,6 +249,8 @@ def topic_send_times(records: DataFrame, extents: DataFrame, batches: DataFrame,
     first = F.col("offset") == F.col("_base_offset")
     per_ms = owned.groupBy("cluster", "topic", "partition", "_base_offset", "created_us").agg(
         F.count("*").alias("n"),
+        F.sum("keyed").alias("keyed"),
+        F.count("keyed").alias("key_known"),
         F.max(F.when(first, F.col("timestamp_type"))).alias("first_type"),
         F.max(first).alias("has_first"),
         F.max(F.col("created_us") > F.col("_start_us") + CREATED_AFTER_SLACK_US).alias("late"),
@@ -255,6 +259,8 @@ def topic_send_times(records: DataFrame, extents: DataFrame, batches: DataFrame,
         F.max(F.when(F.col("has_first"), F.col("created_us"))).alias("first_us"),
         F.max("first_type").alias("first_type"),
         F.sum("n").cast("int").alias("n"),
+        F.sum("keyed").cast("int").alias("keyed"),
+        F.sum("key_known").alias("key_known"),
         F.max("late").alias("any_late"),
         F.sort_array(F.collect_list(F.struct(F.col("created_us").alias("us"), F.col("n")))).alias("sends"),
     )
@@ -278,7 +284,9 @@ def topic_send_times(records: DataFrame, extents: DataFrame, batches: DataFrame,
         "cluster", "topic", F.lit(None).cast("string").alias("client_id"), "partition", "base_offset",
         F.when(counted, F.col("n")).alias("records"), F.col("leader_epoch").cast("int").alias("leader_epoch"),
         F.timestamp_micros(first_us).alias("t_send"), F.lit(TOPIC_RECORDS).alias("source"),
-        F.when(counted, after_ms).cast(RECORD_SENDS).alias("record_sends"), "source_file", "line_number",
+        F.when(counted, after_ms).cast(RECORD_SENDS).alias("record_sends"),
+        F.when(counted & (F.col("key_known") == F.col("n")), F.col("keyed")).alias("keyed_records"),
+        "source_file", "line_number",
         F.to_date(F.timestamp_micros(first_us)).alias("event_date"), F.lit(run_id).alias("ingest_run_id"),
         problem.alias("problem"),
     )  # fmt: skip

@@ -183,9 +183,13 @@ def latency_over_time(
     return fig
 
 
-def latency_cdf(title: str, rows: list[dict], policies: list[str], style: Styles) -> go.Figure:
+def latency_cdf(
+    title: str, rows: list[dict], policies: list[str], style: Styles, broker_rows: list[dict] | None = None
+) -> go.Figure:
     """The fraction of acked records at or below each latency, per policy: latency on a log scale, the fraction
-    by its nines (0.5, 0.9, 0.99, 0.999 evenly spaced), so the tail is where the room is."""
+    by its nines (0.5, 0.9, 0.99, 0.999 evenly spaced), so the tail is where the room is. `broker_rows`: the
+    broker's view of the same produces (per produce, `broker_latency_ms`), drawn thin and dotted, hidden until
+    its legend entry is clicked."""
     fig = go.Figure()
     series = {}
     for policy in policies:
@@ -201,9 +205,27 @@ def latency_cdf(title: str, rows: list[dict], policies: list[str], style: Styles
                 hovertemplate=f"{policy}<br>%{{customdata:.4%}} of records ≤ %{{x:,.1f}} ms<extra></extra>",
             )
         )  # fmt: skip
+    for policy in policies:
+        pts = sorted(
+            (r["q"], r["broker_latency_ms"])
+            for r in broker_rows or []
+            if r["policy"] == policy and r["broker_latency_ms"] is not None
+        )
+        pts = [(q, v) for q, v in pts if v > 0 and q < 1]
+        if not pts:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=[v for _, v in pts], y=[nines(q) for q, _ in pts], customdata=[q for q, _ in pts],
+                name=f"{policy}, broker's view", mode="lines", visible="legendonly",
+                line={"color": style.colour(policy), "dash": "dot", "width": 1},
+                hovertemplate=f"{policy}, broker's view<br>%{{customdata:.4%}} of produces ≤ %{{x:,.1f}} ms"
+                "<extra></extra>",
+            )
+        )  # fmt: skip
     fig.update_xaxes(type="log", title_text="producer-visible latency per record, send() to ack (ms, log)")
     fig.update_yaxes(
-        title_text="fraction of acked records ≤ latency",
+        title_text="fraction of acked records ≤ latency<br>(broker's view: of acked produces)",
         tickvals=[nines(q) for q in CDF_TICKS], ticktext=[f"{q:g}" for q in CDF_TICKS], range=[0, nines(0.9999)],
     )  # fmt: skip
     fig.update_layout(title={"text": title}, height=480, hovermode="closest")

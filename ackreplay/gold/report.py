@@ -33,6 +33,7 @@ from ackreplay.gold.stage import (
 from ackreplay.storage.lakehouse import read_table, table_exists
 from transforms.gold import (
     P999_MIN_N,
+    broker_latency_quantiles,
     cdf_probabilities,
     isr_segments,
     latency_quantiles,
@@ -472,6 +473,7 @@ class ReportData:
     summary: list[dict]
     risk: list[dict]
     cdf: list[dict]
+    broker_cdf: list[dict]
     over_time: list[dict]
     ranges: dict[tuple[str, str], tuple]
     slots: dict[tuple[str, str], int]
@@ -513,7 +515,9 @@ def collect_report_data(spark: SparkSession, lakehouse: str, linger_ms: float = 
     if topics:
         replay = replay.filter(F.col("cluster").isin(clusters))
     record_sends = read_record_sends(spark, lakehouse, F.col("cluster").isin(clusters))
-    cdf = [r.asDict() for r in latency_quantiles(replay, cdf_probabilities(200), record_sends, linger_ms).collect()]
+    probabilities = cdf_probabilities(200)
+    cdf = [r.asDict() for r in latency_quantiles(replay, probabilities, record_sends, linger_ms).collect()]
+    broker_cdf = [r.asDict() for r in broker_latency_quantiles(replay, probabilities).collect()]
     ranges = {
         (r["cluster"], r["topic"]): (r["first"], r["last"])
         for r in replay.groupBy("cluster", "topic").agg(F.min("t_start").alias("first"), F.max("t_start").alias("last"))
@@ -526,6 +530,7 @@ def collect_report_data(spark: SparkSession, lakehouse: str, linger_ms: float = 
         summary=summary,
         risk=risk,
         cdf=cdf,
+        broker_cdf=broker_cdf,
         over_time=latency_over_time(spark, replay, record_sends, slots, linger_ms),
         ranges=ranges,
         slots=slots,
@@ -549,7 +554,8 @@ def topic_figures(data: ReportData, cluster: str, topic: str) -> dict:
             data.ranges.get((cluster, topic)), data.slots.get((cluster, topic), 1), policies, style,
         ),
         "latency_cdf": charts.latency_cdf(
-            f"Produce latency CDF per policy — {label}", data.of(data.cdf, cluster, topic), policies, style
+            f"Produce latency CDF per policy — {label}", data.of(data.cdf, cluster, topic), policies, style,
+            data.of(data.broker_cdf, cluster, topic),
         ),
         "exposure_over_time": charts.exposure_over_time(
             f"Durability risk per window — {label}", data.of(data.risk, cluster, topic), policies, style

@@ -12,6 +12,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -28,12 +29,13 @@ from transforms.gold import (
     availability,
     isr_segments,
     latency_percentiles,
+    leader_silence_by_topic,
     observed_until,
     policy_summary,
     record_sends_by_batch,
     risk_exposure,
 )
-from transforms.routing import KEYLESS, routing
+from transforms.routing import AUTO, KEYED, KEYLESS, routing
 
 log = logging.getLogger(__name__)
 
@@ -238,14 +240,43 @@ def build_gold(
     return {name: conform(df.withColumn("gold_run_id", run), GOLD_CONTRACTS[name]) for name, df in frames.items()}
 
 
-def keyless_topics(config: AppConfig) -> Column:
-    """True where a (cluster, topic) row's records have no key (ClusterSettings `partitioning` and
-    `topic_partitioning`; a cluster the conf does not name takes `default_cluster`'s)."""
+def keyless_in_records(batch_send_times: DataFrame | None) -> dict[tuple[str, str], bool]:
+    """Per (cluster, topic) whose records' keys were seen (`batch_send_times.keyed_records`): True where none had a
+    key, False where some had. Small: a row per topic."""
+    if batch_send_times is None or "keyed_records" not in batch_send_times.columns:
+        return {}
+    seen = (
+        batch_send_times.where(F.col("topic").isNotNull() & F.col("keyed_records").isNotNull())
+        .groupBy("cluster", "topic")
+        .agg(F.sum("keyed_records").alias("keyed"))
+        .collect()
+    )
+    return {(r["cluster"], r["topic"]): r["keyed"] == 0 for r in seen}
+
+
+def keyless_topics(config: AppConfig, seen: dict[tuple[str, str], bool] | None = None) -> Column:
+    """True where a (cluster, topic) row's records have no key: ClusterSettings `topic_partitioning`, then
+    `partitioning` (a cluster the conf does not name takes `default_cluster`'s); `auto` takes what the records
+    showed (`seen`: :func:`keyless_in_records`), keyed where they showed nothing."""
+    seen = seen or {}
+    from_records = (
+        F.coalesce(
+            F.create_map(*[F.lit(v) for (c, t), k in sorted(seen.items()) for v in (f"{c}\x00{t}", k)])[
+                F.concat_ws("\x00", F.col("cluster"), F.col("topic"))
+            ],
+            F.lit(False),
+        )
+        if seen
+        else F.lit(False)
+    )
+
+    def chosen(partitioning: str) -> Column:
+        return from_records if partitioning == AUTO else F.lit(partitioning == KEYLESS)
 
     def of(settings) -> Column:
-        keyless = F.lit(settings.partitioning == KEYLESS)
+        keyless = chosen(settings.partitioning)
         for topic, partitioning in sorted(settings.topic_partitioning.items()):
-            keyless = F.when(F.col("topic") == F.lit(topic), F.lit(partitioning == KEYLESS)).otherwise(keyless)
+            keyless = F.when(F.col("topic") == F.lit(topic), chosen(partitioning)).otherwise(keyless)
         return keyless
 
     keyless = of(config.default_cluster)
@@ -262,11 +293,21 @@ def summary_frame(
     record_sends: DataFrame | None = None,
     self_checks: dict[str, str] | None = None,
     linger_ms: float = 0.0,
+    keyless: Column | None = None,
+    request_lines: DataFrame | None = None,
 ) -> DataFrame:
-    """policy_summary conformed to its contract, from `available`: the availability rows this run wrote."""
+    """policy_summary conformed to its contract, from `available`: the availability rows this run wrote.
+    `keyless`: which topics' records have no key (:func:`keyless_topics`; None: all keyed); `request_lines`:
+    (cluster, broker_id, t_local_done) of the brokers' request lines, for `leader_silence_ms` (None: null)."""
     summary = policy_summary(replay, partitions, available, record_sends, linger_ms).withColumn(
         "self_check", _verdict_of(self_checks)
     )
+    keyless = F.lit(False) if keyless is None else keyless
+    summary = summary.withColumn("partitioning", F.when(keyless, F.lit(KEYLESS)).otherwise(F.lit(KEYED)))
+    if request_lines is not None:
+        summary = summary.join(leader_silence_by_topic(replay, request_lines), ["cluster", "topic"], "left")
+    else:
+        summary = summary.withColumn("leader_silence_ms", F.lit(None).cast("double"))
     return conform(summary.withColumn("gold_run_id", F.lit(run_id)), POLICY_SUMMARY)
 
 
@@ -357,6 +398,11 @@ def run_gold(
     predicate = f"cluster IN ({', '.join(map(sql_string, clusters))})"
     self_checks = self_check_verdicts(spark, lakehouse, clusters)  # before anything is written
     record_sends = read_record_sends(spark, lakehouse, in_scope)
+    seen_keys = keyless_in_records(
+        read_table(spark, lakehouse, "batch_send_times").filter(in_scope)
+        if table_exists(spark, lakehouse, "batch_send_times")
+        else None
+    )
     for name, contract in GOLD_CONTRACTS.items():
         check_contract(spark, lakehouse, name, contract)
 
@@ -374,14 +420,26 @@ def run_gold(
     )
     linger_ms = config.replay.producer.linger_ms
     frames = build_gold(
-        replay, partitions, isr_changes, window, run_id, record_sends, produce_requests, keyless_topics(config),
-        linger_ms,
+        replay, partitions, isr_changes, window, run_id, record_sends, produce_requests,
+        keyless_topics(config, seen_keys), linger_ms,
     )  # fmt: skip
     for name, df in frames.items():
         write(name, df)
     # from the availability rows just written: planning and computing them again inside the summary's plan
     # cost as much as writing them (the two frames share no Spark work)
     written = read_table(spark, lakehouse, "availability").filter(in_scope)
-    write("policy_summary", summary_frame(replay, partitions, written, run_id, record_sends, self_checks, linger_ms))
+    # every request line the leaders logged, for the time a leader did not run (leader_silence_ms)
+    request_lines = [
+        read_table(spark, lakehouse, name).filter(in_scope).select("cluster", "broker_id", "t_local_done")
+        for name in ("produce_requests", "follower_fetches")
+        if table_exists(spark, lakehouse, name)
+    ]
+    write(
+        "policy_summary",
+        summary_frame(
+            replay, partitions, written, run_id, record_sends, self_checks, linger_ms,
+            keyless_topics(config, seen_keys), reduce(DataFrame.unionByName, request_lines) if request_lines else None,
+        ),
+    )  # fmt: skip
     report.summary = summary_rows(read_table(spark, lakehouse, "policy_summary").filter(in_scope))
     return report

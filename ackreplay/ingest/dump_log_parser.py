@@ -29,6 +29,8 @@ _BATCH = (
 # batch per epoch: this tells the replay which one the dump holds.
 _BATCH_EPOCH = r"^baseOffset: .*? partitionLeaderEpoch: (?P<epoch>-?\d{1,9}) "
 _RECORD = r"^\| offset: (?P<offset>\d{1,19}) (?P<type>CreateTime|LogAppendTime|NoTimestampType): (?P<ms>-?\d{1,19})"
+# A record's key length (`DumpLogSegments` prints `keySize: -1` for a record without a key)
+_RECORD_KEY = r"^\| offset: .*? keySize: (?P<size>-?\d{1,10})"
 
 NO_PARTITION = "a batch before any 'Dumping <segment>' line: partition unknown"
 NO_FIRST_RECORD = "a batch of several records without its first record's line: run kafka-dump-log with --deep-iteration"
@@ -47,6 +49,7 @@ CLASSIFIED_FIELDS = [
     ("leader_epoch", pa.int32()),
     ("t_send", pa.timestamp("us", tz="UTC")),
     ("record_sends", RECORD_SENDS),
+    ("keyed_records", pa.int32()),
 ]
 # A file's classified lines with their line numbers, as Spark reads them (mapInArrow, applyInArrow)
 CLASSIFIED_SCHEMA = pa.schema([("line_number", pa.int64()), *CLASSIFIED_FIELDS])
@@ -124,6 +127,7 @@ class DumpLogClassifier:
         record_offset = _to_int(pc.struct_field(record, "offset"), 64)
         record_type = pc.struct_field(record, "type")
         record_ms = _to_int(pc.struct_field(record, "ms"), 64)
+        key_size = _to_int(pc.struct_field(pc.extract_regex(line, _RECORD_KEY), "size"), 32)
         is_record = pc.is_valid(record_offset)
         is_batch = pc.is_valid(base)
 
@@ -176,7 +180,9 @@ class DumpLogClassifier:
         status_arr = pa.array(status, pa.string())
         quarantined = pc.equal(status_arr, "quarantined")
 
-        record_sends = self._record_sends(n, belongs, owner_line, numbers, record_ms, records32, send_ms)
+        record_sends, keyed_records = self._record_sends(
+            n, belongs, owner_line, numbers, record_ms, records32, send_ms, key_size
+        )
         out = pa.table(
             {
                 "line_number": numbers,
@@ -192,22 +198,27 @@ class DumpLogClassifier:
                 ),
                 "t_send": t_send,
                 "record_sends": record_sends,
+                "keyed_records": keyed_records,
             }
         )
         section_after = section[n - 1].as_py() if n else self._section
         return out, section_after
 
     @staticmethod
-    def _record_sends(n, belongs, owner_line, numbers, record_ms, records, send_ms) -> pa.Array:
+    def _record_sends(
+        n, belongs, owner_line, numbers, record_ms, records, send_ms, key_size
+    ) -> tuple[pa.Array, pa.Array]:
         """Per batch line whose record lines all follow it: each record's CreateTime as ms after the
-        batch's first, with how many records share it, in time order; null otherwise."""
+        batch's first, with how many records share it, in time order, and how many of its records have a key
+        (null where a record line shows no keySize); both null otherwise."""
         rows = np.flatnonzero(belongs)
         if len(rows) == 0:
-            return pa.nulls(n, RECORD_SENDS)
+            return pa.nulls(n, RECORD_SENDS), pa.nulls(n, pa.int32())
         owners = np.asarray(owner_line.to_numpy(zero_copy_only=False)[rows], dtype=np.int64)
         ms = np.asarray(record_ms.to_numpy(zero_copy_only=False)[rows], dtype=np.int64)
+        sizes = np.asarray(pc.fill_null(key_size, -2).to_numpy(zero_copy_only=False)[rows], dtype=np.int64)
         order = np.lexsort((ms, owners))
-        owners, ms = owners[order], ms[order]
+        owners, ms, sizes = owners[order], ms[order], sizes[order]
         # (batch, ms) pairs with their record counts, then the batches
         pair_starts = np.flatnonzero(np.r_[True, (owners[1:] != owners[:-1]) | (ms[1:] != ms[:-1])])
         pair_counts = np.diff(np.r_[pair_starts, len(owners)])
@@ -230,12 +241,23 @@ class DumpLogClassifier:
             ],
             fields=list(RECORD_SENDS.value_type),
         )
+        # per batch (in the order of `owners`): its records with a key, and whether every record showed its keySize
+        batch_starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+        keyed = np.add.reduceat((sizes >= 0).astype(np.int64), batch_starts)
+        key_known = np.minimum.reduceat((sizes >= -1).astype(np.int64), batch_starts).astype(bool)
+        keyed_records = np.zeros(n, dtype=np.int32)
+        keyed_valid = np.zeros(n, dtype=bool)
+        keyed_records[batch_row[complete]] = keyed[complete]
+        keyed_valid[batch_row[complete]] = key_known[complete]
         lengths = np.zeros(n, dtype=np.int32)
         lengths[batch_row[complete]] = group_pairs[complete]
         offsets = np.r_[0, np.cumsum(lengths)].astype(np.int32)
         has_list = np.zeros(n, dtype=bool)
         has_list[batch_row[complete]] = True
-        return pa.ListArray.from_arrays(pa.array(offsets), values, type=RECORD_SENDS, mask=pa.array(~has_list))
+        return (
+            pa.ListArray.from_arrays(pa.array(offsets), values, type=RECORD_SENDS, mask=pa.array(~has_list)),
+            pa.array(keyed_records, pa.int32(), mask=~keyed_valid),
+        )
 
 
 def fold_unused_lines(classified: pa.Table) -> pa.Table:

@@ -43,7 +43,7 @@ from transforms.send_times import (
 log = logging.getLogger(__name__)
 KINDS = (CREATE_TIMES, CLIENT_BATCHES)
 _TOPIC_RECORDS_DDL = (
-    "cluster string, topic string, partition int, offset bigint, timestamp timestamp, timestampType int"
+    "cluster string, topic string, partition int, offset bigint, timestamp timestamp, timestampType int, keyed boolean"
 )
 
 
@@ -175,7 +175,8 @@ def _topic_records(spark: SparkSession, cluster: str, options: dict[str, str], r
     return (
         reader.option("assign", json.dumps(assign)).option("startingOffsets", json.dumps(starting))
         .option("endingOffsets", json.dumps(ending)).option("failOnDataLoss", "false").load()
-        .select(F.lit(cluster).alias("cluster"), "topic", "partition", "offset", "timestamp", "timestampType")
+        .select(F.lit(cluster).alias("cluster"), "topic", "partition", "offset", "timestamp", "timestampType",
+                F.col("key").isNotNull().alias("keyed"))
     )  # fmt: skip
 
 

@@ -361,6 +361,23 @@ def test_kafkas_producer_performance_at_a_higher_rate_and_where_the_what_if_brea
     assert abs(across["acks=1"][2] / printed["acks=all"][2] - 1) <= 0.10
 
 
+def test_the_decision_on_keyless_records_through_a_leader_pause_carries_the_partitioners_caution(spark, corpus_run):
+    """Gold and the decision of the two perf-fast traces and of a lab trace with keyed records: ProducerPerformance's
+    keyless records (taken as keyless from the dumps, `partitioning: auto`) went through broker 1's 9.5 s pause, so
+    their decision says that another policy's P99 can be far off (the test above measures how far); the keyed
+    lab trace, whose brokers paused and restarted too, carries no such caution. Writes gold into the module's
+    lakehouse."""
+    from ackreplay.gold.decision import decide
+    from ackreplay.gold.stage import run_gold
+
+    clusters = [*PERF_FAST_CLUSTERS.values(), "lab-4.4.0"]
+    gold = run_gold(spark, load_config(SAMPLE_CONF), corpus_run.lakehouse, clusters, "corpus-gold", window="minute")
+    silences = {r["cluster"]: (r["partitioning"], round(r["leader_silence_ms"] / 1000, 1)) for r in gold.summary}
+    assert silences == LEADER_SILENCES
+    cautions = {d.cluster: d.keyless_leader_silence_ms is not None for d in decide(gold.summary, None)}
+    assert cautions == {"perf-fast-4.4.0": True, "perf-fast-4.4.0-acks-1": True, "lab-4.4.0": False}
+
+
 def test_every_kafka_version_trace_passes_the_replays_ground_truth(spark, corpus_run):
     """Real traces of 3.7, 4.0 and of the oldest and newest release with the 4.2+ become-leader line
     (manifest.json has each command), one of them with the brokers' log4j2 stamps to the microsecond
@@ -665,7 +682,8 @@ def test_real_rejections_of_keyless_producers_and_what_kip_637_would_have_done(s
     local handling ended). The replay applies Kafka 3.6's rule, under which the HW advances below min ISR
     (replay.strict_min_isr auto, from the brokers' "Kafka version: 3.6.2").
 
-    Gold routing with the conf's `partitioning: keyless` for this cluster: the rejected batches that could
+    Gold routing with conf/local.yaml's `partitioning: auto`, which takes the cluster's records as keyless from its
+    kafka-dump-log output (every record's keySize -1): the rejected batches that could
     have gone to a partition writable then, what they waited, and the producers' retries as measured. Every one
     of the 1,171 rejections (the 682 real ones, and 489 acks=1 batches acks=all would have rejected) had another
     partition writable (RF 2: the partitions the paused broker does not replicate), 1.66 MB in all. The 682
@@ -673,7 +691,7 @@ def test_real_rejections_of_keyless_producers_and_what_kip_637_would_have_done(s
     and then appended: 159.08 s from their first rejections to the retries' acks, where the model says 157.13 s
     (until writable again); a KIP-637 producer would have sent them, and the acks=1 producer's 489, elsewhere,
     saving 4,498 s of waiting in the producers' buffers."""
-    from ackreplay.gold.stage import build_gold
+    from ackreplay.gold.stage import build_gold, keyless_in_records, keyless_topics
 
     check = corpus_run.self_check["lab-3.6.2"]
     assert (check.n, check.not_acked, check.passed) == (10_122, 0, True)
@@ -686,7 +704,10 @@ def test_real_rejections_of_keyless_producers_and_what_kip_637_would_have_done(s
         "minute",
         "keyless",
         produce_requests=read_table(spark, lakehouse, "produce_requests").where(in_trace),
-        keyless=F.lit(True),
+        keyless=keyless_topics(
+            load_config(SAMPLE_CONF),
+            keyless_in_records(read_table(spark, lakehouse, "batch_send_times").where(in_trace)),
+        ),
     )
     columns = ("rejections", "recorded_rejections", "rerouted", "held", "never_writable", "recorded_batches",
                "recorded_unlinked")  # fmt: skip
@@ -709,6 +730,26 @@ def test_real_rejections_of_keyless_producers_and_what_kip_637_would_have_done(s
         .collect()
     }
     assert totals == KEYLESS_TRACE_ROUTING
+
+
+def test_partitioning_auto_reads_whether_records_have_keys_from_every_corpus_dump(spark, corpus_run):
+    """Every corpus trace's kafka-dump-log output prints each record's keySize: ProducerPerformance's records
+    (the perf traces) and the keyless lab producers' (3.6.2) have none, the lab's other producers draw one of
+    1,000 keys. `partitioning: auto` (the default) takes that for KIP-637's what-if."""
+    from ackreplay.gold.stage import keyless_in_records
+
+    keyless = {"lab-3.6.2", "perf-acks-1", "perf-acks-all", "perf-fast-4.4.0", "perf-fast-4.4.0-acks-1"}
+    keyed = {"lab-3.7.2", "lab-3.8.1", "lab-4.0.2", "lab-4.2.2", "lab-4.4.0", "lab-4.4.0-crash",
+             "lab-4.4.0-us", "minisr3-4.4.0", "pair-acks-1", "pair-acks-all"}  # fmt: skip
+    seen = keyless_in_records(read_table(spark, corpus_run.lakehouse, "batch_send_times"))
+    assert seen == {(c, "ackreplay-lab"): c in keyless for c in keyless | keyed}
+
+
+# cluster -> (how its records were taken, the longest time a leader of its produces did not run, s)
+LEADER_SILENCES = {
+    # the lab trace's longest: a broker's controlled shutdown and restart (its 8 s stall is the next longest)
+    "perf-fast-4.4.0": ("keyless", 9.5), "perf-fast-4.4.0-acks-1": ("keyless", 9.6), "lab-4.4.0": ("keyed", 24.3),
+}  # fmt: skip
 
 
 # cluster -> (commits whose printed eligible leader replicas Kafka's rule derives, commits that print them and

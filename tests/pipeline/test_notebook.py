@@ -67,6 +67,6 @@ def test_notebook_shows_the_summary_and_draws_the_charts(tmp_path, monkeypatch, 
         "Durability risk per window — lab-3.9.1 / ackreplay-lab",
         "P999 latency vs durability risk per policy — lab-3.9.1 / ackreplay-lab",
     ]
-    assert [t["name"] for t in figures[2]["data"]] == [  # the CDF: every policy of conf/local.yaml, in reading order
-        "acks=all", "acks=all@lag=3000", "acks=all@lag=30000", "min.insync", "quorum=2", "acks=1"
-    ]  # fmt: skip
+    policies = ["acks=all", "acks=all@lag=3000", "acks=all@lag=30000", "min.insync", "quorum=2", "acks=1"]
+    # the CDF: every policy of conf/local.yaml in reading order, then the broker's view of each
+    assert [t["name"] for t in figures[2]["data"]] == policies + [f"{p}, broker's view" for p in policies]

@@ -150,6 +150,8 @@ def test_gold_tables_and_report(spark, lakehouse, tmp_path):
     assert gold["acks=1"]["never_min_isr_acks"] == 1 and gold["acks=1"]["exposure_byte_ms"] == 1500.0
     assert gold["min.insync"]["not_enough_replicas"] == 1 and gold["min.insync"]["timeouts"] == 1
     assert gold["acks=1"]["full_replication_p99_ms"] == 12.5 and gold["acks=1"]["never_full_replication_acks"] == 1
+    # no send-time input shows keys (`partitioning: auto` -> keyed), no request lines show a leader's pause
+    assert {(r["partitioning"], r["leader_silence_ms"]) for r in gold.values()} == {("keyed", None)}
     # 15 minutes under min ISR, the same recorded ISR for every policy
     assert {p: (r["under_min_isr_ms"], r["under_min_isr_source"]) for p, r in gold.items()} == {
         p: (900_000.0, "isr_changes") for p in ("acks=all", "min.insync", "quorum=2", "acks=1")

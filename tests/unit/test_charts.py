@@ -79,12 +79,21 @@ def test_latency_cdf_plots_each_policy_by_its_nines():
         {"policy": "acks=all", "q": 0.99, "latency_ms": 300.0},
         {"policy": "quorum=2", "q": 0.99, "latency_ms": None},
     ]
-    fig = charts.latency_cdf("t", rows, ["acks=all", "quorum=2", "acks=1"], charts.Styles(["acks=all", "acks=1"]))
-    assert [(t.name, list(t.x), list(t.customdata)) for t in fig.data] == [
-        ("acks=all", [300.0], [0.99]),
-        ("acks=1", [2.0, 40.0], [0.5, 0.999]),
+    broker = [
+        {"policy": "acks=all", "q": 0.5, "broker_latency_ms": 3.0},
+        {"policy": "acks=all", "q": 0.99, "broker_latency_ms": 80.0},
+        {"policy": "acks=1", "q": 1.0, "broker_latency_ms": 9.0},  # the maximum: no room on a nines axis
+    ]
+    policies = ["acks=all", "quorum=2", "acks=1"]
+    fig = charts.latency_cdf("t", rows, policies, charts.Styles(["acks=all", "acks=1"]), broker)
+    assert [(t.name, list(t.x), list(t.customdata), t.visible) for t in fig.data] == [
+        ("acks=all", [300.0], [0.99], None),
+        ("acks=1", [2.0, 40.0], [0.5, 0.999], None),
+        # the broker's view of the same produces: hidden until its legend entry is clicked
+        ("acks=all, broker's view", [3.0, 80.0], [0.5, 0.99], "legendonly"),
     ]
     assert list(fig.data[1].y) == pytest.approx([math.log10(2), 3.0])
+    assert (fig.data[2].line.dash, fig.data[2].line.color) == ("dot", fig.data[0].line.color)
     assert list(fig.layout.yaxis.ticktext) == ["0.5", "0.9", "0.99", "0.999", "0.9999"]
     assert fig.layout.xaxis.type == "log"
 

@@ -184,3 +184,28 @@ def test_rejected_batches_a_retry_delivered_carry_no_caution():
         "  c1 / t: frontier min.insync; caution: P999 without the rejected batches left undelivered under"
         " min.insync (3): a lower bound there"
     )
+
+
+def test_keyless_records_through_a_leader_that_did_not_run_carry_the_partitioners_caution():
+    """A topic of keyless records one of whose leaders did not run for 9.5 s (a paused JVM): the what-ifs keep
+    each batch's recorded partition, which Kafka's partitioner would have changed. Keyed records, or keyless
+    ones without such a pause, carry no caution."""
+
+    def rows(partitioning, silence):
+        return [
+            {**_row("events", "acks=all", 900.0), "partitioning": partitioning, "leader_silence_ms": silence},
+            {**_row("events", "acks=1", 40.0, lost=3), "partitioning": partitioning, "leader_silence_ms": silence},
+        ]
+
+    [paused] = decide(rows("keyless", 9_512.4), None)
+    assert paused.keyless_leader_silence_ms == 9_512.4
+    assert decision_lines([paused], None)[1] == (
+        "  c1 / events: frontier acks=all, acks=1; caution: keyless records and a leader that did not run for 9.5 s:"
+        " Kafka's partitioner (KIP-794) sends keyless records away from partitions whose queues back up, which"
+        " differs with the policy, and the replay keeps each batch on its recorded partition, so another policy's"
+        ' P99 there can be far off (README "Against Kafka\'s own client")'
+    )
+    for quiet in (rows("keyed", 9_512.4), rows("keyless", None)):
+        [decision] = decide(quiet, None)
+        assert decision.keyless_leader_silence_ms is None
+        assert decision_lines([decision], None)[1] == "  c1 / events: frontier acks=all, acks=1"

@@ -722,12 +722,12 @@ def test_latency_is_counted_per_record_from_each_records_own_send(spark):
     replay = replay_frame(spark, rows)
     sends = spark.createDataFrame(
         [
-            ("c1", "orders", None, 0, 0, 4, 0, T10, "create_time", [(0, 1), (40, 2), (90, 1)], "d1", 1, None, "i"),
+            ("c1", "orders", None, 0, 0, 4, 0, T10, "create_time", [(0, 1), (40, 2), (90, 1)], 0, "d1", 1, None, "i"),
             # the same batch dumped from another replica: counted once
-            ("c1", "orders", None, 0, 0, 4, 0, T10, "create_time", [(0, 1), (40, 2), (90, 1)], "d2", 1, None, "i"),
-            ("c1", "orders", None, 0, 4, 3, None, T10, "create_time", None, "d1", 5, None, "i"),
+            ("c1", "orders", None, 0, 0, 4, 0, T10, "create_time", [(0, 1), (40, 2), (90, 1)], 0, "d2", 1, None, "i"),
+            ("c1", "orders", None, 0, 4, 3, None, T10, "create_time", None, None, "d1", 5, None, "i"),
             # epoch 3's batch at offset 7, which reused the offset of the replayed (epoch 0) batch: not its records
-            ("c1", "orders", None, 0, 7, 2, 3, T10, "create_time", [(0, 1), (50, 1)], "d1", 9, None, "i"),
+            ("c1", "orders", None, 0, 7, 2, 3, T10, "create_time", [(0, 1), (50, 1)], 0, "d1", 9, None, "i"),
         ],
         BATCH_SEND_TIMES,
     )
@@ -761,7 +761,8 @@ def test_a_record_sent_after_its_batch_left_early_counts_a_later_batchs_wait(spa
     replay = replay_frame(spark, rows)
     record_sends = [(0, 1), (4, 1), (11, 1), (13, 1), (27, 1)]
     sends = spark.createDataFrame(
-        [("c1", "orders", None, 0, 0, 5, 0, T10, "create_time", record_sends, "d1", 1, None, "i")], BATCH_SEND_TIMES
+        [("c1", "orders", None, 0, 0, 5, 0, T10, "create_time", record_sends, 0, "d1", 1, None, "i")],
+        BATCH_SEND_TIMES,
     )
     by_batch = record_sends_by_batch(sends)
     for linger_ms, expected in ((5.0, [1.0, 4.0, 5.0, 8.0, 12.0]), (0.0, [1.0, 2.0, 2.0, 8.0, 12.0])):
@@ -831,3 +832,33 @@ def test_policy_summary_counts_a_rejected_batch_a_retry_delivered_in_the_latency
         "acked_bytes bigint, not_enough_replicas bigint, undelivered bigint",
     )
     assert_approx_df_equality(actual, expected, 1e-9, ignore_nullable=True)
+
+
+def test_leader_silence_by_topic_is_the_longest_pause_of_a_broker_that_led_the_topic(spark):
+    """Broker 1 led `orders` from 10:00:00 to 10:00:30, logging a line every 0.5 s (a running leader) but nothing
+    from 10:00:10 to 10:00:19.5 (9.5 s, a paused JVM) and from 10:00:38 to :40, after orders' last produce (not
+    counted); broker 2, which led `audit` (produces at :05 and :06), logged nothing from :05 to :08. `events`, led by
+    broker 3, which never paused, gets no row."""
+    from transforms.gold import leader_silence_by_topic
+
+    def at(seconds):
+        return T10 + dt.timedelta(seconds=seconds)
+
+    replay = spark.createDataFrame(
+        [("c1", "orders", 1, at(0)), ("c1", "orders", 1, at(30)), ("c1", "audit", 2, at(5)), ("c1", "audit", 2, at(6)),
+         ("c1", "events", 3, at(1)), ("c1", "events", 3, at(50))],
+        "cluster string, topic string, broker_id int, t_start timestamp",
+    )  # fmt: skip
+    every_half_second = [x * 0.5 for x in range(121)]
+    request_lines = spark.createDataFrame(
+        [("c1", 1, at(s)) for s in every_half_second if s <= 10 or 19.5 <= s <= 38 or s >= 40]
+        + [("c1", 2, at(s)) for s in every_half_second if s <= 5 or s >= 8]
+        + [("c1", 3, at(s)) for s in every_half_second],
+        "cluster string, broker_id int, t_local_done timestamp",
+    )  # fmt: skip
+    expected = spark.createDataFrame(
+        [("c1", "orders", 9_500.0), ("c1", "audit", 3_000.0)], "cluster string, topic string, leader_silence_ms double"
+    )
+    assert_df_equality(
+        leader_silence_by_topic(replay, request_lines), expected, ignore_row_order=True, ignore_nullable=True
+    )

@@ -8,7 +8,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
-from ackreplay.gold.stage import keyless_topics
+from ackreplay.gold.stage import keyless_in_records, keyless_topics
 from schemas.gold import ROUTING
 from schemas.tables import PRODUCE_REQUESTS
 from tests.unit.test_gold import T10, _row, isr_frame, partitions_frame, replay_frame
@@ -182,6 +182,29 @@ def test_keyless_topics_from_the_conf(spark):
     expected = spark.createDataFrame(
         [("c1", "orders", True), ("c1", "audit", False), ("c1", "events", True), ("c2", "events", True),
          ("c2", "orders", False)],
+        "cluster string, topic string, keyless boolean",
+    )  # fmt: skip
+    assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
+
+
+def test_keyless_topics_auto_from_the_records_keys(spark):
+    """`auto` (the default) takes what the records showed: keyless where no record seen had a key, keyed where
+    one had or where none was seen; the conf's own word wins where it gives one."""
+    sends = spark.createDataFrame(
+        [("c1", "orders", 0), ("c1", "orders", 0), ("c1", "audit", 0), ("c1", "audit", 2), ("c1", "events", None),
+         ("c2", "orders", 0), ("c1", None, 0)],
+        "cluster string, topic string, keyed_records int",
+    )  # fmt: skip
+    seen = keyless_in_records(sends)
+    assert seen == {("c1", "orders"): True, ("c1", "audit"): False, ("c2", "orders"): True}
+    config = AppConfig.model_validate({"clusters": {"c2": {"partitioning": "keyed"}}})
+    rows = [("c1", "orders"), ("c1", "audit"), ("c1", "events"), ("c2", "orders"), ("c3", "orders")]
+    actual = spark.createDataFrame(rows, "cluster string, topic string").withColumn(
+        "keyless", keyless_topics(config, seen)
+    )
+    expected = spark.createDataFrame(
+        [("c1", "orders", True), ("c1", "audit", False), ("c1", "events", False), ("c2", "orders", False),
+         ("c3", "orders", False)],
         "cluster string, topic string, keyless boolean",
     )  # fmt: skip
     assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)

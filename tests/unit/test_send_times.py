@@ -33,7 +33,7 @@ DUMP = [
     "Log starting offset: 0",  # 3
     _BATCH.format(base=0, last=1, count=2, kind="CreateTime", ms=MS + 6),  # 4: max timestamp of the batch
     f"| offset: 0 CreateTime: {MS} keySize: -1 valueSize: 5 sequence: 0 headerKeys: []",  # 5
-    f"| offset: 1 CreateTime: {MS + 6} keySize: -1 valueSize: 5 sequence: 1 headerKeys: []",  # 6
+    f"| offset: 1 CreateTime: {MS + 6} keySize: 3 valueSize: 5 sequence: 1 headerKeys: []",  # 6: a key
     # 7: one record, no record line; appended by the leader of epoch 4
     _BATCH.format(base=2, last=2, count=1, kind="CreateTime", ms=MS + 20).replace("LeaderEpoch: 0", "LeaderEpoch: 4"),
     _BATCH.format(base=3, last=4, count=2, kind="CreateTime", ms=MS + 30),  # 8: two records, no record line
@@ -81,8 +81,9 @@ def test_dump_log_lines_give_each_batch_its_first_records_create_time(spark):
     expected = spark.createDataFrame(
         [
             ("c1", "orders", None, 3, 0, 2, 0, datetime(2026, 11, 22, 18, 31, 3, 6000), "create_time",
-             [(0, 1), (6, 1)], "c1/create-times/dump.txt", 4, date(2026, 11, 22), "run"),
-            ("c1", "orders", None, 3, 2, 1, 4, datetime(2026, 11, 22, 18, 31, 3, 26000), "create_time", None,
+             [(0, 1), (6, 1)], 1, "c1/create-times/dump.txt", 4, date(2026, 11, 22), "run"),
+            # one record and no record line: its key not seen
+            ("c1", "orders", None, 3, 2, 1, 4, datetime(2026, 11, 22, 18, 31, 3, 26000), "create_time", None, None,
              "c1/create-times/dump.txt", 7, date(2026, 11, 22), "run"),
         ],
         BATCH_SEND_TIMES,
@@ -195,21 +196,27 @@ def test_send_times_read_from_the_topic_take_each_batchs_records_up_to_the_next_
         " line_number bigint",
     )  # fmt: skip
     records = spark.createDataFrame(
-        [("c1", "orders", 0, o, at(ms), 0) for o, ms in
+        [("c1", "orders", 0, o, at(ms), 0, o == 4) for o, ms in
          [(0, 0), (1, 0), (2, 4), (3, 10), (4, 12), (5, 20), (6, 21), (7, 60), (8, 61), (9, 80), (10, 95)]]
-        + [("c1", "orders", 1, 0, at(1), 1), ("c1", "orders", 2, 6, at(1), 0), ("c1", "orders", 3, 0, at(7), 0)],
-        "cluster string, topic string, partition int, offset bigint, timestamp timestamp, timestampType int",
+        + [("c1", "orders", 1, 0, at(1), 1, False), ("c1", "orders", 2, 6, at(1), 0, False),
+           ("c1", "orders", 3, 0, at(7), 0, False)],
+        "cluster string, topic string, partition int, offset bigint, timestamp timestamp, timestampType int,"
+        " keyed boolean",
     )  # fmt: skip
     rows = topic_send_times(records, topic_batch_extents(produces), batches, "run")
     expected = spark.createDataFrame(
         [
-            ("c1", "orders", None, 0, 0, 3, None, at(0), "topic", [(0, 2), (4, 1)], "r.log", 1, t0.date(), "run", None),
-            ("c1", "orders", None, 0, 3, 2, None, at(10), "topic", [(0, 1), (2, 1)], "r.log", 2, t0.date(), "run", None),
-            ("c1", "orders", None, 0, 5, None, None, at(20), "topic", None, "r.log", 3, t0.date(), "run", None),
-            ("c1", "orders", None, 0, 9, None, None, at(80), "topic", None, "r.log", 5, t0.date(), "run", None),
-            ("c1", "orders", None, 1, 0, None, None, at(1), "topic", None, "r.log", 6, t0.date(), "run", LOG_APPEND_TIME),
-            ("c1", "orders", None, 2, 4, None, None, None, "topic", None, "r.log", 7, None, "run", NOT_IN_TOPIC),
-            ("c1", "orders", None, 3, 0, None, None, at(7), "topic", None, "r.log", 8, t0.date(), "run",
+            # keyed_records: of the records counted (offset 4 alone has a key)
+            ("c1", "orders", None, 0, 0, 3, None, at(0), "topic", [(0, 2), (4, 1)], 0, "r.log", 1, t0.date(), "run",
+             None),
+            ("c1", "orders", None, 0, 3, 2, None, at(10), "topic", [(0, 1), (2, 1)], 1, "r.log", 2, t0.date(), "run",
+             None),
+            ("c1", "orders", None, 0, 5, None, None, at(20), "topic", None, None, "r.log", 3, t0.date(), "run", None),
+            ("c1", "orders", None, 0, 9, None, None, at(80), "topic", None, None, "r.log", 5, t0.date(), "run", None),
+            ("c1", "orders", None, 1, 0, None, None, at(1), "topic", None, None, "r.log", 6, t0.date(), "run",
+             LOG_APPEND_TIME),
+            ("c1", "orders", None, 2, 4, None, None, None, "topic", None, None, "r.log", 7, None, "run", NOT_IN_TOPIC),
+            ("c1", "orders", None, 3, 0, None, None, at(7), "topic", None, None, "r.log", 8, t0.date(), "run",
              CREATED_AFTER_REQUEST),
         ],
         StructType([StructField(f.name, f.dataType) for f in BATCH_SEND_TIMES.fields] + [StructField("problem", StringType())]),
