@@ -574,42 +574,39 @@ def cdf_probabilities(points: int = 200) -> list[float]:
     return out
 
 
+def _quantile_rows(df: DataFrame, column: str, probabilities: list[float], weight: Column | None = None) -> DataFrame:
+    """Exact quantiles of `column` per (cluster, topic, policy) (`weight`: each row's frequency), one row per
+    fraction: (cluster, topic, policy, q, `column`)."""
+    probs = [float(p) for p in probabilities]
+    percentile = F.percentile(column, probs) if weight is None else F.percentile(column, probs, weight)
+    return (
+        df.groupBy("cluster", "topic", "policy")
+        .agg(percentile.alias("_v"))
+        .select(
+            "cluster",
+            "topic",
+            "policy",
+            F.posexplode(F.arrays_zip(F.array(*[F.lit(p) for p in probs]).alias("q"), F.col("_v").alias("v"))),
+        )
+        .select("cluster", "topic", "policy", F.col("col.q").alias("q"), F.col("col.v").alias(column))
+    )
+
+
 def latency_quantiles(
     replay: DataFrame, probabilities: list[float], record_sends: DataFrame | None = None, linger_ms: float = 0.0
 ) -> DataFrame:
     """Exact quantiles of the records' latency per (cluster, topic, policy) (module docstring; `record_sends`
     as for :func:`record_latencies`): one row per fraction q."""
-    probs = list(probabilities)
-    return (
-        record_latencies(replay, record_sends, linger_ms)
-        .groupBy("cluster", "topic", "policy")
-        .agg(F.percentile("record_latency_ms", probs, F.col("records")).alias("_v"))
-        .select(
-            "cluster",
-            "topic",
-            "policy",
-            F.posexplode(F.arrays_zip(F.array(*[F.lit(float(p)) for p in probs]).alias("q"), F.col("_v").alias("v"))),
-        )
-        .select("cluster", "topic", "policy", F.col("col.q").alias("q"), F.col("col.v").alias("latency_ms"))
+    records = record_latencies(replay, record_sends, linger_ms)
+    return _quantile_rows(records, "record_latency_ms", probabilities, F.col("records")).withColumnRenamed(
+        "record_latency_ms", "latency_ms"
     )
 
 
 def broker_latency_quantiles(replay: DataFrame, probabilities: list[float]) -> DataFrame:
     """Exact quantiles of the broker's view per (cluster, topic, policy): `broker_latency_ms` of the produces the
     producer saw acknowledged, one per produce (the summary's broker P99/P999), one row per fraction q."""
-    probs = list(probabilities)
-    return (
-        replay.where(delivered())
-        .groupBy("cluster", "topic", "policy")
-        .agg(F.percentile("broker_latency_ms", probs).alias("_v"))
-        .select(
-            "cluster",
-            "topic",
-            "policy",
-            F.posexplode(F.arrays_zip(F.array(*[F.lit(float(p)) for p in probs]).alias("q"), F.col("_v").alias("v"))),
-        )
-        .select("cluster", "topic", "policy", F.col("col.q").alias("q"), F.col("col.v").alias("broker_latency_ms"))
-    )
+    return _quantile_rows(replay.where(delivered()), "broker_latency_ms", probabilities)
 
 
 def reduced_isr_spans(segments: DataFrame, partitions: DataFrame | None = None) -> DataFrame:

@@ -333,12 +333,14 @@ def _checks() -> list[Check]:
         ),
         c(
             "batch_send_times.values",
-            "offsets and partitions >= 0, a batch holds >= 1 record, known sources, a topic"
-            " or a client id to match produces on",
+            "offsets and partitions >= 0, a batch holds >= 1 record, of which 0 or more have a key, known sources, a"
+            " topic or a client id to match produces on",
             (
                 _between("base_offset", 0),
                 _between("partition", 0),
                 _between("records", 1),
+                _ge("records", "keyed_records"),
+                _between("keyed_records", 0),
                 _in_set("source", ["create_time", "client_log", "topic"]),
                 _not_null("client_id", "topic IS NULL"),
             ),
@@ -519,6 +521,11 @@ def _checks() -> list[Check]:
             "policy_summary.unique_policy",
             "one row per (cluster, topic, policy)",
             (_unique("cluster", "topic", "policy"),),
+        ),
+        c(
+            "policy_summary.keys_and_pauses",
+            "records taken as keyed or keyless; a leader's silence >= 0",
+            (_in_set("partitioning", ["keyed", "keyless"]), _between("leader_silence_ms", 0)),
         ),
         c(
             "policy_summary.counts",
