@@ -222,7 +222,8 @@ POLICY_SUMMARY = _schema(
     ("under_min_isr_source", StringType(), False),
     # KIP-637, summed from `availability` (null for not_stored): rejections another partition could have taken,
     # and the wait of the rejected batches until their own partition was writable again, of all and of the
-    # reroutable ones (what routing saves a producer of keyless records)
+    # reroutable ones (what routing saves a producer of keyless records); both 0 where the topic's records are keyed
+    # (`partitioning`: they cannot move)
     ("reroutable_rejections", LongType(), True),
     ("rejected_wait_ms", DoubleType(), True),
     ("reroutable_wait_ms", DoubleType(), True),

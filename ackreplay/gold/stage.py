@@ -173,10 +173,10 @@ def format_summary(rows: list[dict], columns: tuple = SUMMARY_COLUMNS) -> list[s
                 " loss: acked batches a leader failure at the ack loses, least–most; losable batch·s: how long after"
                 " their acks a leader failure would still have lost them, summed (finite windows), least–most;"
                 " offline: acked with no follower in the ISR and no live eligible leader replica, a failure leaves the"
-                " partition without a leader; NER reroutable: rejections (NotEnoughReplicas) at a moment another"
-                " partition of the topic was writable, what a KIP-637 producer would have sent there; NER wait s:"
-                " the rejected batches' summed wait until their own partition was writable again; KIP-637 saves s: that"
-                " wait of the reroutable ones;"
+                " partition without a leader; NER reroutable: rejections (NotEnoughReplicas) a KIP-637 producer"
+                " of keyless records would have sent to another partition of the topic writable then (keyed records"
+                " cannot move: 0); NER wait s: the rejected batches' summed wait until their own partition was"
+                " writable again; KIP-637 saves s: that wait of the reroutable ones;"
                 " '-': too few samples, or for <minISR s (partition·s under min ISR) an ISR not stored: acks=all@lag)"
             )
         share = send_time_share(block)
@@ -304,6 +304,10 @@ def summary_frame(
     )
     keyless = F.lit(False) if keyless is None else keyless
     summary = summary.withColumn("partitioning", F.when(keyless, F.lit(KEYLESS)).otherwise(F.lit(KEYED)))
+    # what KIP-637 reroutes and saves is a keyless producer's: keyed records cannot move (availability keeps the
+    # keys-agnostic figures)
+    for column, zero in (("reroutable_rejections", F.lit(0).cast("bigint")), ("reroutable_wait_ms", F.lit(0.0))):
+        summary = summary.withColumn(column, F.when(keyless | F.col(column).isNull(), F.col(column)).otherwise(zero))
     if request_lines is not None:
         summary = summary.join(leader_silence_by_topic(replay, request_lines), ["cluster", "topic"], "left")
     else:

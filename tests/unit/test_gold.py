@@ -490,6 +490,24 @@ def test_rejections_another_partition_could_have_taken_kip_637(spark):
         "topic string, policy string, reroutable_rejections bigint, rejected_wait_ms double, reroutable_wait_ms double",
     )  # fmt: skip
     assert_df_equality(summary, expected, ignore_nullable=True, ignore_row_order=True)
+    # gold's policy_summary: a KIP-637 producer reroutes keyless records only; keyed ones wait (orders keyed here)
+    from ackreplay.gold.stage import summary_frame
+
+    gold = summary_frame(replay, parts, available, "run", keyless=F.col("topic") == "solo").select(
+        "topic", "policy", "partitioning", "reroutable_rejections", "rejected_wait_ms", "reroutable_wait_ms"
+    )
+    expected = spark.createDataFrame(
+        [("orders", "acks=all", "keyed", 0, 300_000.0, 0.0), ("orders", lag, "keyed", None, None, None),
+         ("solo", "acks=all", "keyless", 0, 600_000.0, 0.0)],
+        "topic string, policy string, partitioning string, reroutable_rejections bigint, rejected_wait_ms double,"
+        " reroutable_wait_ms double",
+    )  # fmt: skip
+    assert_df_equality(gold, expected, ignore_nullable=True, ignore_row_order=True)
+    keyless = summary_frame(replay, parts, available, "run", keyless=F.lit(True)).where("topic = 'orders'")
+    assert [(r["reroutable_rejections"], r["reroutable_wait_ms"]) for r in keyless.orderBy("policy").collect()] == [
+        (2, 300_000.0),
+        (None, None),
+    ]
 
 
 def test_isr_time_in_minute_windows(spark):
