@@ -170,6 +170,13 @@ def test_a_real_rejection_is_linked_to_the_retry_that_got_its_batch_appended(spa
     ]
 
 
+def _assert_keyless(spark, column, expected: list[tuple[str, str, bool]]) -> None:
+    """`column` (a :func:`keyless_topics`) on the (cluster, topic) rows of `expected` gives their flags."""
+    rows = spark.createDataFrame([(c, t) for c, t, _ in expected], "cluster string, topic string")
+    want = spark.createDataFrame(expected, "cluster string, topic string, keyless boolean")
+    assert_df_equality(rows.withColumn("keyless", column), want, ignore_nullable=True, ignore_row_order=True)
+
+
 def test_keyless_topics_from_the_conf(spark):
     config = AppConfig.model_validate(
         {
@@ -177,14 +184,11 @@ def test_keyless_topics_from_the_conf(spark):
             "clusters": {"c1": {"partitioning": "keyless", "topic_partitioning": {"audit": "keyed"}}},
         }
     )
-    rows = [("c1", "orders"), ("c1", "audit"), ("c1", "events"), ("c2", "events"), ("c2", "orders")]
-    actual = spark.createDataFrame(rows, "cluster string, topic string").withColumn("keyless", keyless_topics(config))
-    expected = spark.createDataFrame(
+    _assert_keyless(
+        spark, keyless_topics(config),
         [("c1", "orders", True), ("c1", "audit", False), ("c1", "events", True), ("c2", "events", True),
          ("c2", "orders", False)],
-        "cluster string, topic string, keyless boolean",
     )  # fmt: skip
-    assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
 
 
 def test_keyless_topics_auto_from_the_records_keys(spark):
@@ -198,16 +202,11 @@ def test_keyless_topics_auto_from_the_records_keys(spark):
     seen = keyless_in_records(sends)
     assert seen == {("c1", "orders"): True, ("c1", "audit"): False, ("c2", "orders"): True}
     config = AppConfig.model_validate({"clusters": {"c2": {"partitioning": "keyed"}}})
-    rows = [("c1", "orders"), ("c1", "audit"), ("c1", "events"), ("c2", "orders"), ("c3", "orders")]
-    actual = spark.createDataFrame(rows, "cluster string, topic string").withColumn(
-        "keyless", keyless_topics(config, seen)
-    )
-    expected = spark.createDataFrame(
+    _assert_keyless(
+        spark, keyless_topics(config, seen),
         [("c1", "orders", True), ("c1", "audit", False), ("c1", "events", False), ("c2", "orders", False),
          ("c3", "orders", False)],
-        "cluster string, topic string, keyless boolean",
     )  # fmt: skip
-    assert_df_equality(actual, expected, ignore_nullable=True, ignore_row_order=True)
 
 
 def test_retry_episodes_give_each_retry_its_rejected_attempts_and_each_held_batch_the_retry_it_waited_behind(spark):
