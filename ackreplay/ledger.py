@@ -34,6 +34,7 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
+from ackreplay.storage.filesystems import s3a_settings
 from ackreplay.storage.fingerprint import FileFacts, collect_facts
 from ackreplay.storage.inputs import (
     InputError,
@@ -206,8 +207,9 @@ def plan_ingest(
     """List `roots` and decide, file by file, what this run ingests, skips or records."""
     plan = IngestPlan(dates, full)
     files: list[InputFile] = []
+    settings = s3a_settings(spark)
     for root in roots:
-        inventory = discover_inputs(root)
+        inventory = discover_inputs(root, settings)
         files.extend(inventory.files)
         plan.ignored.extend(inventory.ignored)
         plan.misplaced.extend(inventory.misplaced)

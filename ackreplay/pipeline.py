@@ -74,7 +74,7 @@ class RunResult:
     ingest: object | None = None  # ackreplay.ingest.stage.IngestReport
     replay: StageRun | None = None
     gold: StageRun | None = None
-    report_html: Path | None = None
+    report_html: str | None = None  # a path, or a URI on object storage
     steps: StepTimes = field(default_factory=StepTimes)
 
 
@@ -195,7 +195,7 @@ def report(
     out_dir: str | Path | None = None,
     target: DecisionTarget | None = None,
     linger_ms: float = 0.0,
-) -> Path:
+) -> str:
     """Charts and report.html from the gold tables (default folder: <lakehouse>/report), opening with the
     decision for `target` (the conf's `report.target`); the html's path. `linger_ms`: the conf's
     `replay.producer.linger_ms`."""

@@ -13,6 +13,7 @@ import datetime as dt
 import html
 import logging
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,8 @@ from ackreplay.gold.stage import (
     summary_cell,
     summary_rows,
 )
-from ackreplay.storage.lakehouse import read_table, table_exists
+from ackreplay.storage.arrow_delta import arrow_writable
+from ackreplay.storage.lakehouse import HadoopFiles, read_table, table_exists
 from transforms.gold import (
     P999_MIN_N,
     broker_latency_quantiles,
@@ -576,14 +578,13 @@ def build_report(
     target: DecisionTarget | None = None,
     linger_ms: float = 0.0,
     data: ReportData | None = None,
-) -> Path:
+) -> str:
     """Write report.html for every (cluster, topic) of the gold tables, opening with the decision for `target`
-    (ackreplay/gold/decision.py); return its path. `linger_ms`: the producers' linger.ms
-    (`transforms.gold.record_latencies`); `data`: what :func:`collect_report_data` returned, if at hand."""
+    (ackreplay/gold/decision.py); return where (a path, or a URI on object storage). `linger_ms`: the producers'
+    linger.ms (`transforms.gold.record_latencies`); `data`: what :func:`collect_report_data` returned, if at hand."""
     from plotly.offline import get_plotlyjs
 
-    out = Path(out_dir) if out_dir is not None else Path(lakehouse.rstrip("/")) / "report"
-    out.mkdir(parents=True, exist_ok=True)
+    out = str(out_dir) if out_dir is not None else f"{lakehouse.rstrip('/')}/report"
     data = data if data is not None else collect_report_data(spark, lakehouse, linger_ms)
     summary, clusters = data.summary, data.clusters
     sections = []
@@ -628,10 +629,25 @@ def build_report(
         + _provenance_section(spark, lakehouse, clusters, summary)
         + "\n</body></html>\n"
     )
-    path = out / "report.html"
-    path.write_text(page, encoding="utf-8")
+    path = _write_page(spark, out, page)
     log.info("report written to %s (%d topics)", path, len(data.topics))
     return path
+
+
+def _write_page(spark: SparkSession, folder: str, page: str) -> str:
+    """`folder`/report.html, whole or not at all: a local file is written beside it and moved into place; on
+    an object store the upload becomes visible when it completes (Hadoop's `FileSystem.create`)."""
+    if arrow_writable(folder):
+        out = Path(folder.removeprefix("file://"))
+        out.mkdir(parents=True, exist_ok=True)
+        local = out / "report.html"
+        partial = out / f".report.html.{os.getpid()}.tmp"
+        partial.write_text(page, encoding="utf-8")
+        os.replace(partial, local)
+        return str(local)
+    uri = f"{folder.rstrip('/')}/report.html"
+    HadoopFiles(spark, uri).write_bytes(uri, page.encode("utf-8"))
+    return uri
 
 
 __all__ = ["build_report", "collect_report_data", "topic_figures", "CHARTS", "ReportData", "policy_rank"]

@@ -29,6 +29,7 @@ from ackreplay.ingest.send_times import (
     ingest_topic_send_times,
     topic_clusters,
 )
+from ackreplay.storage.filesystems import s3a_settings
 from ackreplay.storage.inputs import (
     InputError,
     InputFile,
@@ -307,7 +308,7 @@ def run_ingest(
     spark: SparkSession, config: AppConfig, inputs: str | Sequence[str | InputFile], lakehouse: str
 ) -> IngestReport:
     """Ingest every request log and topics.txt under the input folder(s) into `lakehouse`."""
-    inventory: InputInventory = discover_all([inputs] if isinstance(inputs, str) else list(inputs))
+    inventory: InputInventory = discover_all([inputs] if isinstance(inputs, str) else list(inputs), s3a_settings(spark))
     refuse_misplaced(inventory.misplaced, config.ingest.misplaced_files)
     run_id = "ingest-" + inventory.fingerprint(
         ("request_log", "topics", "server_log", "state_change_log", "metrics", *SEND_TIME_KINDS)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from ackreplay.kafka_lines import LINE_STAMP_BYTES
+from ackreplay.storage.filesystems import open_uri, s3a_settings
 from ackreplay.storage.inputs import InputError, InputFile
 
 SAMPLE_BYTES = 1 << 20
@@ -73,16 +74,6 @@ class FileFacts:
     detail: str | None = None  # e.g. a gzip stream that ends early: the fingerprint covers what was read
 
 
-def _open_file(uri: str):
-    from pyarrow import fs as pafs
-
-    try:
-        filesystem, path = pafs.FileSystem.from_uri(uri)
-    except Exception:  # a plain local path
-        filesystem, path = pafs.LocalFileSystem(), uri
-    return filesystem, path
-
-
 def _sample_plain(filesystem, path: str, listed_size: int) -> tuple[bytes, bytes, int]:
     # Only the bytes up to the listed size: a live log may have grown since the listing.
     with filesystem.open_input_file(path) as f:
@@ -122,9 +113,12 @@ def _time_text(pattern: re.Pattern | None, data: bytes, last: bool) -> str | Non
     return max(found) if last else min(found)
 
 
-def read_facts(uri: str, compression: str, kind: str, listed_size: int) -> FileFacts:
-    """Fingerprint and first/last line times of one file (raises OSError if it cannot be opened)."""
-    filesystem, path = _open_file(uri)
+def read_facts(
+    uri: str, compression: str, kind: str, listed_size: int, settings: Mapping[str, str] | None = None
+) -> FileFacts:
+    """Fingerprint and first/last line times of one file (raises OSError if it cannot be opened); an object
+    store's file is opened with the Hadoop S3A `settings` (`filesystems.s3a_settings`)."""
+    filesystem, path = open_uri(uri, settings)
     detail = None
     if compression == "gzip":
         head, tail, size, detail = _sample_gzip(filesystem, path)
@@ -151,9 +145,9 @@ def _bytes_to_read(f: InputFile) -> int:
     return f.size if f.compression == "gzip" else min(f.size, 2 * SAMPLE_BYTES)
 
 
-def _facts_row(uri: str, compression: str, kind: str, size: int) -> dict:
+def _facts_row(uri: str, compression: str, kind: str, size: int, settings: Mapping[str, str] | None = None) -> dict:
     try:
-        return {"uri": uri, **read_facts(uri, compression, kind, size).__dict__, "error": None}
+        return {"uri": uri, **read_facts(uri, compression, kind, size, settings).__dict__, "error": None}
     except OSError as exc:
         return {"uri": uri, "error": str(exc).splitlines()[0] if str(exc) else repr(exc)}
 
@@ -170,14 +164,15 @@ def collect_facts(
     if not files:
         return {}
     rows = [(f.uri, f.compression, f.kind, f.size) for f in files]
+    settings = s3a_settings(spark)
     if distributed is None:
         distributed = sum(map(_bytes_to_read, files)) > DRIVER_MAX_READ_BYTES
     if distributed:
-        collected = _collect_on_executors(spark, rows)
+        collected = _collect_on_executors(spark, rows, settings)
     else:
         # pyarrow reads and inflates without the GIL: a thread per core
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-            collected = list(pool.map(lambda row: _facts_row(*row), rows))
+            collected = [*pool.map(lambda row: _facts_row(row[0], row[1], row[2], row[3], settings), rows)]
     result = {}
     for row in collected:
         if row["error"] is not None:
@@ -188,13 +183,13 @@ def collect_facts(
     return result
 
 
-def _collect_on_executors(spark: SparkSession, rows: list[tuple]) -> list:
+def _collect_on_executors(spark: SparkSession, rows: list[tuple], settings: Mapping[str, str]) -> list:
     files_df = spark.createDataFrame(rows, "uri string, compression string, kind string, size bigint").repartition(
         min(len(rows), _MAX_TASKS)
     )
 
     def read_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        out = [_facts_row(**row) for batch in batches for row in batch.to_pylist()]
+        out = [_facts_row(**row, settings=settings) for batch in batches for row in batch.to_pylist()]
         yield pa.RecordBatch.from_pylist(out, schema=_FACTS_ARROW)
 
     return files_df.mapInArrow(read_partition, from_arrow_schema(_FACTS_ARROW)).collect()

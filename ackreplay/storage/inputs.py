@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from pyarrow import fs as pafs
 
+from ackreplay.storage.filesystems import UnsupportedInputLocation, open_uri, scheme_of, uri_of
 from transforms.send_times import CLIENT_BATCHES, CREATE_TIMES
 
 _BROKER_DIR = re.compile(r"^broker-(\d+)$")
@@ -94,13 +95,16 @@ def rotation_period(f: InputFile) -> tuple[datetime, datetime] | None:
     return start, start + (timedelta(hours=1) if m.group(2) is not None else timedelta(days=1))
 
 
-def _filesystem(root: str) -> tuple[pafs.FileSystem, str]:
+def _filesystem(root: str, settings: Mapping[str, str] | None) -> tuple[pafs.FileSystem, str]:
     try:
-        return pafs.FileSystem.from_uri(root)
-    except Exception:  # a plain relative or absolute local path
+        filesystem, base = open_uri(root, settings)
+    except UnsupportedInputLocation as exc:
+        raise InputError(str(exc)) from None
+    if isinstance(filesystem, pafs.LocalFileSystem):
         import os
 
-        return pafs.LocalFileSystem(), os.path.abspath(root)
+        base = os.path.abspath(base)
+    return filesystem, base
 
 
 def _kind_of(cluster_rel: list[str]) -> tuple[str | None, int | None]:
@@ -119,15 +123,19 @@ def _kind_of(cluster_rel: list[str]) -> tuple[str | None, int | None]:
     return None, None
 
 
-def discover_inputs(root: str) -> InputInventory:
-    """List the input files under `root`, check each can be opened, and detect its compression."""
-    filesystem, base = _filesystem(root)
-    info = filesystem.get_file_info(base)
-    if info.type != pafs.FileType.Directory:
-        raise InputError(f"input folder {root} does not exist or is not a folder")
+def discover_inputs(root: str, settings: Mapping[str, str] | None = None) -> InputInventory:
+    """List the input files under `root` (a folder, or an object store prefix opened with the Hadoop S3A
+    `settings`: `filesystems.s3a_settings`), check each can be opened, and detect its compression."""
+    filesystem, base = _filesystem(root, settings)
+    try:
+        info = filesystem.get_file_info(base)
+        if info.type != pafs.FileType.Directory:
+            raise InputError(f"input folder {root} does not exist or is not a folder")
+        entries = filesystem.get_file_info(pafs.FileSelector(base, recursive=True))
+    except OSError as exc:  # an object store's refusal (credentials, endpoint): its own words, one line
+        raise InputError(f"cannot list input folder {root}: {_first_line(exc)}") from None
     files, ignored, misplaced, controller_files = [], [], [], []
-    selector = pafs.FileSelector(base, recursive=True)
-    for entry in sorted(filesystem.get_file_info(selector), key=lambda e: e.path):
+    for entry in sorted(entries, key=lambda e: e.path):
         if entry.type != pafs.FileType.File:
             continue
         rel = entry.path[len(base.rstrip("/")) + 1 :]
@@ -145,12 +153,8 @@ def discover_inputs(root: str) -> InputInventory:
             with filesystem.open_input_stream(entry.path, compression=None) as stream:
                 magic = stream.read(2)
         except OSError as exc:
-            raise InputError(f"cannot read input file {entry.path}: {exc}") from None
-        uri = (
-            entry.path
-            if isinstance(filesystem, pafs.LocalFileSystem)
-            else f"{root.split('://', maxsplit=1)[0]}://{entry.path}"
-        )
+            raise InputError(f"cannot read input file {entry.path}: {_first_line(exc)}") from None
+        uri = entry.path if isinstance(filesystem, pafs.LocalFileSystem) else uri_of(scheme_of(root), entry.path)
         files.append(
             InputFile(
                 cluster=parts[0],
@@ -169,6 +173,10 @@ def discover_inputs(root: str) -> InputInventory:
             f"and <cluster>/topics.txt (see README, 'Input layout')"
         )
     return InputInventory(tuple(files), tuple(ignored), tuple(misplaced), tuple(controller_files))
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _read_by_name(name: str) -> bool:
@@ -214,7 +222,7 @@ def skipped_lines(ignored: Sequence[str], misplaced: Sequence[str], controller_f
     return out
 
 
-def discover_all(sources: Sequence[str | InputFile]) -> InputInventory:
+def discover_all(sources: Sequence[str | InputFile], settings: Mapping[str, str] | None = None) -> InputInventory:
     """`discover_inputs` over several input folders; the same relative file in two of them is an error.
 
     A source may also be an `InputFile` already discovered: the scheduler (`ackreplay.ledger`) selects
@@ -229,7 +237,7 @@ def discover_all(sources: Sequence[str | InputFile]) -> InputInventory:
         if isinstance(source, InputFile):
             found, where = [source], source.uri
         else:
-            inventory = discover_inputs(source)
+            inventory = discover_inputs(source, settings)
             found, where = list(inventory.files), source
             ignored.extend(inventory.ignored)
             misplaced.extend(inventory.misplaced)

@@ -250,6 +250,14 @@ class HadoopFiles:
     def write_empty(self, path: str) -> None:
         self._fs.create(self._path(path), False).close()
 
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Create or replace the file at `path` with `data`."""
+        stream = self._fs.create(self._path(path), True)
+        try:
+            stream.write(bytearray(data))
+        finally:
+            stream.close()
+
     def delete(self, path: str, recursive: bool) -> None:
         self._fs.delete(self._path(path), recursive)
 

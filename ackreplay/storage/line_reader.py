@@ -10,7 +10,7 @@ line they concern (`read_error`) so that the ingestion can quarantine them inste
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +21,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from ackreplay.kafka_lines import LINE_STAMP_BYTES
+from ackreplay.storage.filesystems import open_uri, s3a_settings
 from ackreplay.storage.inputs import InputFile
 
 # What the Python reader emits; cluster, broker and file are looked up from `file_index` in Spark.
@@ -45,13 +46,8 @@ LINES_SCHEMA = StructType(
 )
 
 
-def _open(uri: str, compression: str):
-    from pyarrow import fs as pafs
-
-    try:
-        filesystem, path = pafs.FileSystem.from_uri(uri)
-    except Exception:
-        filesystem, path = pafs.LocalFileSystem(), uri
+def _open(uri: str, compression: str, settings: Mapping[str, str] | None = None):
+    filesystem, path = open_uri(uri, settings)
     try:
         raw = filesystem.open_input_stream(path, compression=None)
     except OSError as exc:
@@ -92,10 +88,15 @@ def _decode(lines: list[bytes], max_line_bytes: int) -> tuple[pa.Array, pa.Array
 
 
 def iter_file_lines(
-    file_row: dict, chunk_bytes: int, max_line_bytes: int, batch_lines: int = 65536
+    file_row: dict,
+    chunk_bytes: int,
+    max_line_bytes: int,
+    batch_lines: int = 65536,
+    settings: Mapping[str, str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Stream one file as Arrow batches of numbered lines (1-based line numbers)."""
-    stream = _open(file_row["uri"], file_row["compression"])
+    """Stream one file as Arrow batches of numbered lines (1-based line numbers); an object store's file is
+    opened with the Hadoop S3A `settings` (`filesystems.s3a_settings`)."""
+    stream = _open(file_row["uri"], file_row["compression"], settings)
     carry = b""
     carry_overflow = 0  # bytes of an oversized line dropped beyond max_line_bytes
     next_line = 1
@@ -230,8 +231,10 @@ def read_lines(spark: SparkSession, files: Sequence[InputFile], chunk_bytes: int
     if not files:
         return spark.createDataFrame([], LINES_SCHEMA)
 
+    settings = s3a_settings(spark)
+
     def read_file(row: dict) -> Iterator[pa.RecordBatch]:
-        return iter_file_lines(row, chunk_bytes, max_line_bytes)
+        return iter_file_lines(row, chunk_bytes, max_line_bytes, settings=settings)
 
     columns = ["line_number", "line", "line_bytes", "read_error", "first_log_time"]
     return _map_files(spark, files, read_file, from_arrow_schema(READER_SCHEMA), columns)
@@ -249,8 +252,10 @@ def read_request_logs(
     from ackreplay.ingest.request_log_parser import parsed_batches
     from schemas.request_log import PARSED_ROW_FIELDS, PARSED_ROW_SPARK_SCHEMA
 
+    settings = s3a_settings(spark)
+
     def read_file(row: dict) -> Iterator[pa.RecordBatch]:
-        for batch in iter_file_lines(row, chunk_bytes, max_line_bytes):
+        for batch in iter_file_lines(row, chunk_bytes, max_line_bytes, settings=settings):
             n = batch.num_rows
             yield from parsed_batches(
                 batch.select(["file_index", "line_number", "first_log_time"]),
@@ -275,6 +280,8 @@ def read_dump_logs(spark: SparkSession, files: Sequence[InputFile], chunk_bytes:
     into one row per detail that says how many `lines` it stands for)."""
     from ackreplay.ingest.dump_log_parser import FOLDED_SCHEMA, DumpLogClassifier, fold_unused_lines
 
+    settings = s3a_settings(spark)
+
     def read_file(row: dict) -> Iterator[pa.RecordBatch]:
         classifier = DumpLogClassifier()
         index = pa.scalar(row["file_index"], pa.int32())
@@ -285,7 +292,7 @@ def read_dump_logs(spark: SparkSession, files: Sequence[InputFile], chunk_bytes:
                 table = part.add_column(0, "file_index", pa.repeat(index, part.num_rows))
                 yield from table.to_batches()
 
-        for batch in iter_file_lines(row, chunk_bytes, max_line_bytes):
+        for batch in iter_file_lines(row, chunk_bytes, max_line_bytes, settings=settings):
             yield from with_file(
                 classifier.feed(batch.column("line_number"), batch.column("line"), batch.column("read_error"))
             )

@@ -8,6 +8,7 @@ import html
 import math
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
@@ -120,8 +121,9 @@ def test_gold_tables_and_report(spark, lakehouse, tmp_path):
     assert lines[8:] == decision
 
     html_path = build_report(spark, lakehouse, tmp_path / "out", config.report.target)
-    assert html_path == tmp_path / "out" / "report.html"
-    page = html_path.read_text(encoding="utf-8")
+    assert html_path == str(tmp_path / "out" / "report.html")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report.html"]  # nothing left beside it
+    page = Path(html_path).read_text(encoding="utf-8")
     parser = _ReportParser()
     parser.feed(PLOTLY_JS.sub("", page))
     # every chart once, in the order of CHARTS, each a Plotly div drawn by the page's one copy of plotly.js
@@ -286,7 +288,7 @@ def test_the_report_renders_in_a_browser(spark, lakehouse, tmp_path):
 
     config = parse_config({"report": {"target": {"p999_ms": 2000, "max_lost_acks": 0}}})
     run_gold(spark, config, lakehouse, ["c1"], "gold-browser", window="hour")
-    page_path = build_report(spark, lakehouse, tmp_path / "out", config.report.target)
+    page_path = Path(build_report(spark, lakehouse, tmp_path / "out", config.report.target))
     errors: list[str] = []
     requests: list[str] = []
     with sync_playwright() as playwright:

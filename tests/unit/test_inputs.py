@@ -251,7 +251,9 @@ def test_little_to_read_is_read_on_the_driver_much_on_the_executors(spark, tmp_p
     log.write_bytes(_log([("2026-11-20 10:00:00,000", "a")]))
     small = InputFile("c1", 1, "request_log", "c1/broker-1/kafka-request.log", str(log), log.stat().st_size, 0, "none")
     used = []
-    monkeypatch.setattr(fingerprint, "_collect_on_executors", lambda spark, rows: used.append(len(rows)) or [])
+    monkeypatch.setattr(
+        fingerprint, "_collect_on_executors", lambda spark, rows, settings: used.append(len(rows)) or []
+    )
     collect_facts(spark, [small])
     assert used == []
     # a plain file counts its two samples only; a gzip file its whole size
