@@ -32,6 +32,11 @@ def _parser() -> argparse.ArgumentParser:
             "--conf", help="YAML configuration (conf/local.yaml, conf/cluster.yaml); default: built-in local"
         )
         p.add_argument("--lakehouse", help="lakehouse root folder or URI (default: `lakehouse` from the conf)")
+        p.add_argument(
+            "--remote",
+            metavar="sc://HOST:PORT",
+            help="run on this Spark Connect server (overrides spark.remote in the conf and SPARK_REMOTE)",
+        )
         p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
         p.add_argument(
             "--metastore",
@@ -117,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.conf)  # validated before Spark starts
         config.privacy.salt()  # hashing identities needs its salt: fail now, not after ingest
+        if args.remote:
+            config = config.model_copy(update={"spark": config.spark.model_copy(update={"remote": args.remote})})
         if getattr(args, "allow_skipped", False):
             config = config.model_copy(
                 update={"ingest": config.ingest.model_copy(update={"misplaced_files": "warning"})}

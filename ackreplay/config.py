@@ -31,6 +31,9 @@ class SparkSettings(_Strict):
     """How the SparkSession is built."""
 
     master: str | None = "local[*]"  # None: leave it to spark-submit --master
+    # A Spark Connect server (`sc://host:port`) to run on instead of a driver in this process; SPARK_REMOTE in the
+    # environment does the same (ackreplay/session.py, README "Spark Connect").
+    remote: str | None = None
     app_name: str = "ackreplay"
     # Maven coordinates of Delta; None derives them from the installed pyspark/delta-spark pair.
     delta_package: str | None = None

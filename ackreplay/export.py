@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType, StructType
 
+from ackreplay.session import is_connect
 from ackreplay.storage.lakehouse import HadoopFiles, read_table
 
 CSV_OPTIONS = {
@@ -44,6 +45,12 @@ def export_table(
     spark: SparkSession, lakehouse: str, table: str, fmt: str, out: str, parts: bool = False, replace: bool = False
 ) -> str:
     """Write `table` to `out` (one file, or a folder of part files with `parts`); what was written."""
+    if is_connect(spark):
+        raise ExportRefused(
+            "export moves and checks files through the driver's Hadoop filesystem, which a Spark Connect client "
+            "does not have: run it with a classic session (without --remote / SPARK_REMOTE), or read the table "
+            "with spark.read.format('delta')"
+        )
     df = _exportable(read_table(spark, lakehouse, table), fmt)
     fs = HadoopFiles(spark, out, raw_local=True)
     given, out = out, fs.qualified(out)

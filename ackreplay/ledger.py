@@ -47,11 +47,12 @@ from ackreplay.storage.inputs import (
 )
 from ackreplay.storage.lakehouse import (
     TABLES,
+    delta_sql_name,
     read_table,
     replace_rows,
     source_files_predicate,
+    sql_string,
     table_exists,
-    table_path,
 )
 from schemas.ledger import INGESTED_FILES
 
@@ -380,14 +381,15 @@ def remove_rows_of(spark: SparkSession, lakehouse: str, items: Sequence[Listed])
     """Delete the rows of files found to be copies of another file from every table keyed by source file."""
     if not items:
         return
-    from delta.tables import DeltaTable
-
     predicate = source_files_predicate([i.file for i in items])
     for name in TABLES:
-        if name != LEDGER and table_exists(spark, lakehouse, name):
-            table = DeltaTable.forPath(spark, table_path(lakehouse, name))
-            if "source_file" in table.toDF().columns:
-                table.delete(predicate)
+        # SQL rather than DeltaTable's API, which on Spark Connect needs Delta's plugin on the server
+        if (
+            name != LEDGER
+            and table_exists(spark, lakehouse, name)
+            and "source_file" in read_table(spark, lakehouse, name).columns
+        ):
+            spark.sql(f"DELETE FROM {delta_sql_name(lakehouse, name)} WHERE {predicate}")
 
 
 def ingest_new_files(spark: SparkSession, config: AppConfig, lakehouse: str, plan: IngestPlan):
@@ -416,10 +418,11 @@ def ingest_new_files(spark: SparkSession, config: AppConfig, lakehouse: str, pla
 
 # A ledger row is pending for a stage until a run of that stage has covered its version of the file.
 # Duplicates count too: a copy found later may have had its rows removed (`demoted`).
+_PENDING = {"replay": "replay_run_id IS NULL", "gold": "replay_run_id IS NOT NULL AND gold_run_id IS NULL"}
+
+
 def _pending(stage: str) -> Column:
-    if stage == "replay":
-        return F.col("replay_run_id").isNull()
-    return F.col("replay_run_id").isNotNull() & F.col("gold_run_id").isNull()
+    return F.expr(_PENDING[stage])
 
 
 _STAGE_SOURCE = {"replay": "produce_requests", "gold": "produce_replay"}
@@ -536,10 +539,10 @@ def mark_done(spark: SparkSession, lakehouse: str, scope: Scope, run_id: str) ->
     """
     if not scope.clusters or not table_exists(spark, lakehouse, LEDGER):
         return
-    from delta.tables import DeltaTable
-
-    condition = (
-        _pending(scope.stage) & F.col("cluster").isin(scope.clusters) & (F.col("recorded_at") <= F.lit(scope.watermark))
+    clusters = ", ".join(map(sql_string, scope.clusters))
+    # the session's time zone is UTC (ackreplay.session), the watermark a UTC time without zone
+    spark.sql(
+        f"UPDATE {delta_sql_name(lakehouse, LEDGER)} SET {scope.stage}_run_id = {sql_string(run_id)} "
+        f"WHERE ({_PENDING[scope.stage]}) AND cluster IN ({clusters}) "
+        f"AND recorded_at <= TIMESTAMP {sql_string(scope.watermark.isoformat(sep=' '))}"
     )
-    column = f"{scope.stage}_run_id"
-    DeltaTable.forPath(spark, table_path(lakehouse, LEDGER)).update(condition, {column: F.lit(run_id)})

@@ -26,13 +26,23 @@ _FIXED_CONF = {
 }
 
 
+def is_connect(spark: Any) -> bool:
+    """Whether `spark` is a Spark Connect session (a client of a remote driver: no JVM, no SparkContext here)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def session_jvm(spark: SparkSession) -> Any:
     """The session's Py4J gateway to its driver JVM (Hadoop filesystems, Delta's Scala API). A Spark Connect
     session has none."""
-    jvm = spark.sparkContext._jvm
-    if jvm is None:
+    if is_connect(spark) or spark.sparkContext._jvm is None:
         raise RuntimeError("this needs a classic Spark session with a driver JVM, not a Spark Connect session")
-    return jvm
+    return spark.sparkContext._jvm
+
+
+def remote_of(settings: SparkSettings) -> str | None:
+    """The Spark Connect server to use: `settings.remote` (the conf's `spark.remote`, the CLI's `--remote`),
+    else the environment's SPARK_REMOTE, as pyspark reads it."""
+    return settings.remote or os.environ.get("SPARK_REMOTE") or None
 
 
 def build_spark_session(
@@ -46,6 +56,9 @@ def build_spark_session(
     same coordinates with `--packages` (see README). `jvm_output`: a file the driver JVM this call may start
     writes its own output to (its start-up warnings and log4j's console), instead of this process's console.
     """
+    remote = remote_of(settings)
+    if remote:
+        return connect_session(settings, remote)
     builder = SparkSession.builder.appName(app_name or settings.app_name)
     if settings.master:
         builder = builder.master(settings.master)
@@ -60,6 +73,34 @@ def build_spark_session(
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.log_level)
     log.info("Spark %s session %s (master %s)", spark.version, spark.sparkContext.appName, spark.sparkContext.master)
+    return spark
+
+
+# A Spark Connect client sets only the settings a session may change; these are the server's, checked instead.
+_SERVER_CONF = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")
+
+
+def connect_session(settings: SparkSettings, remote: str) -> SparkSession:
+    """A Spark Connect session on `remote` (`sc://host:port`): the conf's settings that a session may change are
+    set (SQL, Delta and Hadoop settings); the driver's own (memory, jars, master) belong to the server and are
+    skipped. The server must run Delta's session extension and catalog (README "Spark Connect")."""
+    spark = SparkSession.builder.remote(remote).getOrCreate()
+    extensions = spark.conf.get("spark.sql.extensions", None) or ""
+    if "DeltaSparkSessionExtension" not in extensions:
+        raise RuntimeError(
+            f"the Spark Connect server at {remote} does not run Delta (spark.sql.extensions is {extensions!r}): "
+            "start it with Delta's jars and " + ", ".join(f"{k}={_FIXED_CONF[k]}" for k in _SERVER_CONF)
+        )
+    skipped = []
+    for key, value in {**settings.conf, "spark.sql.session.timeZone": "UTC"}.items():
+        if key in _SERVER_CONF:
+            continue
+        try:
+            spark.conf.set(key, str(value).lower() if isinstance(value, bool) else str(value))
+        except Exception:  # a static or core setting: the server's
+            skipped.append(key)
+    log.info("Spark Connect session on %s (Spark %s); settings left to the server: %s", remote, spark.version,
+             ", ".join(skipped) or "none")  # fmt: skip
     return spark
 
 

@@ -113,6 +113,7 @@ SAMPLE_RUN_MODULES = frozenset(
         "tests/pipeline/test_notebook.py",
         "tests/pipeline/test_object_storage.py",
         "tests/pipeline/test_samples.py",
+        "tests/pipeline/test_spark_connect.py",
     }
 )
 

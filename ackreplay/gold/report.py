@@ -31,7 +31,9 @@ from ackreplay.gold.stage import (
     summary_cell,
     summary_rows,
 )
+from ackreplay.session import is_connect
 from ackreplay.storage.arrow_delta import arrow_writable
+from ackreplay.storage.filesystems import open_uri, s3a_settings
 from ackreplay.storage.lakehouse import HadoopFiles, read_table, table_exists
 from transforms.gold import (
     P999_MIN_N,
@@ -646,6 +648,11 @@ def _write_page(spark: SparkSession, folder: str, page: str) -> str:
         os.replace(partial, local)
         return str(local)
     uri = f"{folder.rstrip('/')}/report.html"
+    if is_connect(spark):  # no driver JVM here: pyarrow's client for the store, with the session's S3A settings
+        filesystem, path = open_uri(uri, s3a_settings(spark))
+        with filesystem.open_output_stream(path) as stream:
+            stream.write(page.encode("utf-8"))
+        return uri
     HadoopFiles(spark, uri).write_bytes(uri, page.encode("utf-8"))
     return uri
 

@@ -140,4 +140,5 @@ def with_margins(df: DataFrame, names: list[str]) -> DataFrame:
 
     # a margin of a missing column is left out: its check then fails with GX's "column not found"
     pairs = {name: margin_sources(name) for name in names}
-    return df.withColumns({name: value(a) - value(b) for name, (a, b) in pairs.items() if a in types and b in types})
+    margins = {name: value(a) - value(b) for name, (a, b) in pairs.items() if a in types and b in types}
+    return df.withColumns(margins) if margins else df  # Spark Connect refuses an empty withColumns

@@ -46,6 +46,7 @@ from ackreplay.replay.kafka_release import MinIsrRule, logged_releases, min_isr_
 from ackreplay.replay.own_lag import OwnLag, own_lags
 from ackreplay.replay.retries import RetrySettings
 from ackreplay.replay.self_check import SelfCheck, ack_truth_columns, check_replay
+from ackreplay.session import is_connect
 from ackreplay.storage.arrow_delta import ArrowFileWriter, arrow_writable, commit_files, local_path
 from ackreplay.storage.inputs import InputError
 from ackreplay.storage.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path, table_spec
@@ -310,14 +311,20 @@ class DateScope:
         return (first is None or day >= first) and (last is None or day <= last)
 
 
-def choose_writer(setting: str, lakehouse: str) -> str:
-    """`replay.writer` resolved: arrow or spark (auto: arrow on a local filesystem)."""
+def choose_writer(setting: str, lakehouse: str, connect: bool = False) -> str:
+    """`replay.writer` resolved: arrow or spark (auto: arrow on a local filesystem of a classic session; on Spark
+    Connect the workers and this process, which commits their files, need not share a filesystem)."""
     if setting == "auto":
-        return "arrow" if arrow_writable(lakehouse) else "spark"
+        return "arrow" if arrow_writable(lakehouse) and not connect else "spark"
     if setting == "arrow" and not arrow_writable(lakehouse):
         raise ValueError(
             f"replay.writer is arrow, but the lakehouse {lakehouse} is not a local path: the Python workers "
             "cannot write there. Set replay.writer to spark (or auto)."
+        )
+    if setting == "arrow" and connect:
+        raise ValueError(
+            "replay.writer is arrow, but the session is a Spark Connect client: the server's workers write the "
+            "files this process would commit. Set replay.writer to spark (or auto)."
         )
     return setting
 
@@ -576,7 +583,7 @@ def run_replay(
     releases = logged_releases(broker_configs, clusters) if settings.strict_min_isr == "auto" else {}
     report.min_isr_rules = min_isr_rules(releases, clusters, settings.strict_min_isr)
     own_lag_ms = recorded_lag_ms if settings.own_lag else {}
-    writer_kind = choose_writer(settings.writer, lakehouse)
+    writer_kind = choose_writer(settings.writer, lakehouse, is_connect(spark))
     phases: dict[str, float] = {}
     mark = time.monotonic()
 

@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 
 from pyarrow import fs as pafs
 
+from ackreplay.session import is_connect
+
 S3_SCHEMES = frozenset({"s3a", "s3", "s3n"})
 LOCAL_SCHEMES = frozenset({"", "file"})
 # The Hadoop S3A keys mapped to pyarrow's S3 client (org.apache.hadoop.fs.s3a.Constants).
@@ -49,16 +51,11 @@ def s3a_settings(spark) -> dict[str, str]:
     """The session's Hadoop `fs.s3a.*` settings (names without the `spark.hadoop.` prefix): from the driver's
     Hadoop configuration on a classic session (core-site.xml included), from the session's conf on Spark
     Connect, which has no driver JVM here."""
-    jvm = getattr(spark.sparkContext, "_jvm", None) if not _is_connect(spark) else None
-    if jvm is not None:
+    if not is_connect(spark):
         props = spark.sparkContext._jsc.hadoopConfiguration().getPropsWithPrefix("fs.s3a.")
         return {f"fs.s3a.{key}": str(props.get(key)) for key in props.keySet()}
     prefix = "spark.hadoop."
     return {k[len(prefix) :]: v for k, v in spark.conf.getAll.items() if k.startswith(prefix + "fs.s3a.")}
-
-
-def _is_connect(spark) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _bucket_setting(settings: Mapping[str, str], bucket: str, key: str) -> str | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 
-from ackreplay.session import session_jvm
+from ackreplay.session import is_connect, session_jvm
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +87,12 @@ class LakehouseError(ValueError):
 def check_writable(spark: SparkSession, lakehouse: str) -> None:
     """Fail before any work when `lakehouse` is a file or cannot be written (read-only, no permission, bad
     credentials), with the filesystem's own reason on one line, instead of a Delta error at the first commit.
-    The folder is created if missing; a probe file is written and removed (nothing of the user's is touched)."""
+    The folder is created if missing; a probe file is written and removed (nothing of the user's is touched).
+    On Spark Connect the lakehouse is the server's: its first commit says what is wrong with it instead."""
     import uuid
 
+    if is_connect(spark):
+        return
     try:
         fs = HadoopFiles(spark, lakehouse)
         if fs.exists(lakehouse) and not fs.is_dir(lakehouse):
@@ -112,8 +115,21 @@ def table_path(lakehouse: str, name: str) -> str:
     return f"{lakehouse.rstrip('/')}/{spec.layer}/{spec.name}"
 
 
+def delta_sql_name(lakehouse: str, name: str) -> str:
+    """Table `name` as SQL names a Delta table by its path: delta.`<path>`."""
+    return "delta.`" + table_path(lakehouse, name).replace("`", "``") + "`"
+
+
 def table_exists(spark: SparkSession, lakehouse: str, name: str) -> bool:
     """Whether table `name` was written (its Delta log exists)."""
+    if is_connect(spark):  # DeltaTable's API needs Delta's Connect plugin on the server; reading needs nothing
+        from pyspark.errors import AnalysisException
+
+        try:
+            _ = spark.read.format("delta").load(table_path(lakehouse, name)).schema
+        except AnalysisException:
+            return False
+        return True
     from delta.tables import DeltaTable
 
     return DeltaTable.isDeltaTable(spark, table_path(lakehouse, name))
@@ -183,6 +199,10 @@ def _last_commit(spark: SparkSession, lakehouse: str, name: str) -> dict:
     """The table's last commit: userMetadata, operationParameters and operationMetrics, from the commitInfo
     action of its newest `_delta_log/<version>.json` (the values `DeltaTable.history` shows, read without
     the Spark queries a history read runs: two per write, a tenth of a small run's queries)."""
+    if is_connect(spark):  # the log's files are the server's: Delta's own history, one query
+        (row,) = spark.sql(f"DESCRIBE HISTORY {delta_sql_name(lakehouse, name)} LIMIT 1").collect()
+        history = row.asDict()
+        return {k: history[k] for k in ("userMetadata", "operationParameters", "operationMetrics")}
     files = HadoopFiles(spark, lakehouse)
     logged = files.glob(f"{table_path(lakehouse, name)}/_delta_log/*.json")
     newest = max(p for p in logged if _COMMIT_FILE.fullmatch(p.rsplit("/", 1)[-1]))  # zero-padded: by name

@@ -21,6 +21,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from ackreplay.kafka_lines import LINE_STAMP_BYTES
+from ackreplay.session import is_connect
 from ackreplay.storage.filesystems import open_uri, s3a_settings
 from ackreplay.storage.inputs import InputFile
 
@@ -204,7 +205,7 @@ def _map_files(
             for i, f in enumerate(files)
         ]
     )
-    tasks = min(len(files), 2 * spark.sparkContext.defaultParallelism)
+    tasks = min(len(files), 2 * session_cores(spark))
     order = F.array(*[F.lit(i) for i in read_order([f.size for f in files], tasks)])
     files_df = (
         spark.range(0, len(files), 1, numPartitions=tasks)
@@ -224,6 +225,15 @@ def _map_files(
         file_of_line["source_file"].alias("source_file"),
         *columns,
     )
+
+
+def session_cores(spark: SparkSession) -> int:
+    """The cores the session's tasks run on: Spark's default parallelism; on Spark Connect, which does not say,
+    `spark.default.parallelism` if the server set it, else its shuffle partitions (sized to its cores)."""
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    setting = spark.conf.get("spark.default.parallelism", None) or spark.conf.get("spark.sql.shuffle.partitions")
+    return max(1, int(setting or 1))
 
 
 def read_lines(spark: SparkSession, files: Sequence[InputFile], chunk_bytes: int, max_line_bytes: int) -> DataFrame:

@@ -12,7 +12,7 @@ import logging
 from pyspark.sql import SparkSession
 
 from ackreplay.config import MetastoreSettings
-from ackreplay.session import session_jvm
+from ackreplay.session import is_connect, session_jvm
 from ackreplay.storage.lakehouse import TABLES, sql_string, table_exists, table_path, table_spec
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,15 @@ def _same_location(registered: str, path: str) -> bool:
     return normal(registered) == normal(path)
 
 
+def _qualified(spark: SparkSession, path: str) -> str:
+    """`path` with its filesystem's scheme (file:/…, s3a://…), as the metastore records locations; on Spark Connect
+    the path as given (the server resolves it)."""
+    if is_connect(spark):
+        return path
+    hadoop_path = session_jvm(spark).org.apache.hadoop.fs.Path(path)
+    return hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()).makeQualified(hadoop_path).toString()
+
+
 def register_tables(spark: SparkSession, lakehouse: str, settings: MetastoreSettings) -> list[str]:
     """Register every table that exists in the lakehouse under `settings`; return the names.
 
@@ -51,8 +60,7 @@ def register_tables(spark: SparkSession, lakehouse: str, settings: MetastoreSett
         if not table_exists(spark, lakehouse, name):
             continue
         full_name = table_name(settings, name)
-        path = session_jvm(spark).org.apache.hadoop.fs.Path(table_path(lakehouse, name))
-        qualified = path.getFileSystem(spark._jsc.hadoopConfiguration()).makeQualified(path).toString()
+        qualified = _qualified(spark, table_path(lakehouse, name))
         if spark.catalog.tableExists(full_name):
             location = spark.sql(f"DESCRIBE DETAIL {full_name}").select("location").collect()[0]["location"]
             if not _same_location(location, qualified):

@@ -21,13 +21,10 @@ from pathlib import Path
 import pyspark
 import pytest
 import yaml
-from chispa import assert_df_equality
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, MapType
 
-from ackreplay.storage.lakehouse import TABLES, read_table, table_exists
+from ackreplay.storage.lakehouse import TABLES
 from tests.conftest import CHILD_JVM_OPTIONS, REPO, SAMPLE_CONF, TEST_SPARK_CONF
+from tests.lakehouse_compare import NOT_COMPARED, assert_same_table
 
 boto3 = pytest.importorskip("boto3")
 
@@ -42,14 +39,6 @@ S3A_PACKAGES = [
     f"software.amazon.awssdk:s3:{AWS_SDK_VERSION}",
     f"software.amazon.awssdk:s3-transfer-manager:{AWS_SDK_VERSION}",
 ]
-# Tables whose rows name the run (ids, the files' full paths and times, the checks that ran): compared by
-# their other columns where they have any, or not at all.
-RUN_COLUMNS = ("ingest_run_id", "replay_run_id", "gold_run_id", "run_id")
-NOT_COMPARED = {
-    "ingested_files": "the ledger: files' URIs and the times they were seen",
-    "dq_results": "the checks are off in the object-store run",
-    "replay_checks": "the verdict row carries the run's id and time",
-}
 
 
 def _hadoop_version() -> str:
@@ -168,20 +157,6 @@ def local_lakehouse(sample_run) -> str:
     return sample_run(TRACE, gold=True).lakehouse
 
 
-def comparable(df: DataFrame) -> DataFrame:
-    """Without the run's ids; DOUBLEs to 12 significant digits (a sum's last bits follow the partitioning); maps as
-    their sorted entries (Spark neither sorts nor compares maps)."""
-
-    def column(f):
-        if isinstance(f.dataType, DoubleType):
-            return F.format_string("%.12e", F.col(f.name)).alias(f.name)
-        if isinstance(f.dataType, MapType):
-            return F.to_json(F.array_sort(F.map_entries(F.col(f.name)))).alias(f.name)
-        return F.col(f.name)
-
-    return df.select(*(column(f) for f in df.schema.fields if f.name not in RUN_COLUMNS))
-
-
 def test_the_run_reads_and_writes_the_object_store_and_says_where(s3_run):
     run, _, keys, workdir = s3_run
     assert "done in" in run.stdout and "lakehouse: s3a://lake/ackreplay" in run.stdout, run.stdout
@@ -196,18 +171,7 @@ def test_the_run_reads_and_writes_the_object_store_and_says_where(s3_run):
 @pytest.mark.parametrize("table", sorted(set(TABLES) - set(NOT_COMPARED)))
 def test_each_table_equals_the_local_runs(spark, s3_run, local_lakehouse, table):
     _, s3_lakehouse, _, _ = s3_run
-    if not table_exists(spark, local_lakehouse, table):
-        assert not table_exists(spark, s3_lakehouse, table)
-        return
-    s3_df = comparable(read_table(spark, s3_lakehouse, table))
-    local_df = comparable(read_table(spark, local_lakehouse, table))
-    assert s3_df.count() == local_df.count()
-    if table in ("produce_replay", "request_log_lines", "follower_fetches", "produce_requests"):
-        # too many rows to compare in Python: both ways in Spark, rows with their multiplicity
-        assert local_df.count() > 0
-        assert s3_df.exceptAll(local_df).isEmpty() and local_df.exceptAll(s3_df).isEmpty()
-    else:
-        assert_df_equality(s3_df, local_df, ignore_row_order=True, ignore_column_order=True)
+    assert_same_table(spark, s3_lakehouse, local_lakehouse, table)
 
 
 def test_a_bucket_that_does_not_answer_is_a_clear_input_error(s3_conf, tmp_path):

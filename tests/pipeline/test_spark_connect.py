@@ -1,0 +1,174 @@
+"""`ackreplay run --remote sc://…` on a Spark Connect server gives the tables of a classic session's run.
+
+The module starts Spark's own Connect server (`org.apache.spark.sql.connect.service.SparkConnectServer`, in
+pyspark's jars) on 127.0.0.1 with Delta's jars and the Delta extension, the test session's Spark settings and
+C1-only JIT as other child JVMs (tests/conftest.py). `ackreplay run` then runs in a process of its own as a
+Spark Connect client (no JVM in it), on the 3.9.1 trace with conf/local.yaml and every data-quality check on
+(Great Expectations on Connect DataFrames), and every table is compared with the session's local run of the
+same trace (tests/conftest.py). The lakehouse is a local folder both the server and the client see.
+
+Why it takes minutes: the server is a cold JVM that runs the whole pipeline.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from ackreplay.config import SparkSettings
+from ackreplay.delta_jars import jars_conf
+from ackreplay.session import _FIXED_CONF
+from ackreplay.storage.lakehouse import TABLES
+from tests.conftest import CHILD_JVM_OPTIONS, REPO, SAMPLE_CONF, TEST_SPARK_CONF
+from tests.lakehouse_compare import NOT_COMPARED, assert_same_table
+
+pytest.importorskip("grpc", reason="Spark Connect's client needs pyspark[connect]'s grpcio")
+
+TRACE = REPO / "data/samples/trace-3.9.1-utc"
+SPARK_HOME = Path(pyspark.__file__).parent
+
+
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory):
+    """sc://127.0.0.1:<port>, stopped with the module."""
+    root = tmp_path_factory.mktemp("connect")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = {
+        **TEST_SPARK_CONF,
+        "spark.driver.extraJavaOptions": CHILD_JVM_OPTIONS,
+        **_FIXED_CONF,
+        **jars_conf(SparkSettings()),  # Delta's jars, resolved once for every test JVM
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": port,
+        "spark.driver.host": "127.0.0.1",
+    }
+    command = [
+        str(SPARK_HOME / "bin/spark-submit"),
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+    ]
+    command += ["--master", "local[2]", "--name", "ackreplay-connect-test"]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
+    command.append("spark-internal")
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    log = root / "server.log"
+    server = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 300
+    while "Spark Connect server started" not in log.read_text(errors="replace"):
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            raise RuntimeError(f"the Spark Connect server did not start:\n{log.read_text(errors='replace')[-4000:]}")
+        time.sleep(0.5)
+    try:
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "PYSPARK_GATEWAY_PORT")}
+    return subprocess.run(
+        [sys.executable, "-m", "ackreplay.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def connect_run(connect_server, tmp_path_factory):
+    root = tmp_path_factory.mktemp("connect-run")
+    lakehouse = str(root / "lakehouse")
+    run = _cli(
+        "run", "--remote", connect_server, "--input", str(TRACE), "--lakehouse", lakehouse, "--conf", str(SAMPLE_CONF),
+        cwd=root,
+    )  # fmt: skip
+    assert run.returncode == 0, f"{run.stdout[-4000:]}\n{run.stderr[-8000:]}"
+    return run, lakehouse
+
+
+@pytest.fixture(scope="module")
+def local_lakehouse(sample_run) -> str:
+    return sample_run(TRACE, gold=True).lakehouse
+
+
+def test_the_run_on_spark_connect_checks_replays_and_reports(connect_run):
+    run, lakehouse = connect_run
+    printed = run.stdout
+    assert "data quality after ingest" in printed and "0 blocking failures" in printed, printed
+    assert "lab-3.9.1: n=26,334, 99.46% within 2 ms, 0 not acked, P999 119.2 ms replayed vs 120.1 ms observed  ok" in (
+        printed
+    )
+    # the replay's own writer needs a filesystem shared with the server's workers: Spark's writer, and it says so
+    assert "rejections (NOT_ENOUGH_REPLICAS) against the replay: not counted with Spark's writer" in printed
+    assert f"report: {lakehouse}/report/report.html" in printed
+    assert Path(lakehouse, "report/report.html").stat().st_size > 0
+
+
+@pytest.mark.parametrize("table", sorted(set(TABLES) - set(NOT_COMPARED)))
+def test_each_table_equals_the_classic_sessions(spark, connect_run, local_lakehouse, table):
+    _, lakehouse = connect_run
+    assert_same_table(spark, lakehouse, local_lakehouse, table)
+
+
+def test_a_rerun_on_spark_connect_finds_nothing_new(connect_server, connect_run, tmp_path):
+    _, lakehouse = connect_run
+    run = _cli("run", "--remote", connect_server, "--input", str(TRACE), "--lakehouse", lakehouse, "--conf",
+               str(SAMPLE_CONF), cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "inputs: 15 files listed; 0 to ingest (0 new, 0 changed), 15 unchanged" in run.stdout, run.stdout
+    assert "report: unchanged (no gold table was rebuilt)" in run.stdout, run.stdout
+
+
+def test_export_on_spark_connect_is_refused_with_the_way_out(connect_server, connect_run, tmp_path):
+    _, lakehouse = connect_run
+    run = _cli("export", "policy_summary", "--format", "csv", "--out", str(tmp_path / "p.csv"), "--remote",
+               connect_server, "--lakehouse", lakehouse, cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert "error: export moves and checks files through the driver's Hadoop filesystem" in run.stderr, run.stderr
+    assert not (tmp_path / "p.csv").exists()
+
+
+def test_the_notebook_runs_on_spark_connect(connect_server, connect_run, tmp_path, monkeypatch):
+    """notebooks/explore.ipynb with SPARK_REMOTE set, on a copy of the Connect run's lakehouse (its report removed):
+    the kernel's session is a Connect client (ackreplay.session honours SPARK_REMOTE as pyspark does), and every
+    cell runs, the decision and the report included (test_notebook.py checks the same cells on a classic session)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    _, lakehouse = connect_run
+    copy = tmp_path / "lakehouse"
+    shutil.copytree(lakehouse, copy, ignore=shutil.ignore_patterns("report", "logs"))
+    notebook = REPO / "notebooks/explore.ipynb"
+    for name, value in {"SPARK_REMOTE": connect_server, "ACKREPLAY_LAKEHOUSE": str(copy),
+                        "ACKREPLAY_INPUT": str(TRACE), "ACKREPLAY_CONF": str(SAMPLE_CONF)}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    nb = nbformat.read(notebook, as_version=4)
+    NotebookClient(
+        nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(notebook.parent)}}
+    ).execute()
+    printed = "".join(
+        o.get("text", "")
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for o in cell.outputs
+        if o.output_type == "stream"
+    )
+    assert "running the pipeline" not in printed
+    assert "nothing meets the target; closest: acks=all@lag=3000 (P999 6,735.0 ms > 1,000 ms)" in printed, printed
+    assert (copy / "report/report.html").stat().st_size > 0
