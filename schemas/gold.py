@@ -145,14 +145,17 @@ ROUTING = _schema(
     ("saved_wait_ms", DoubleType(), False),  # wait_today_ms - wait_kip637_ms
     ("buffer_byte_s_today", DoubleType(), False),  # bytes x wait (s) in the producer's buffer
     ("buffer_byte_s_kip637", DoubleType(), False),
-    # latency (ms) at the partitions a rerouted batch could go to: the average over them (p50, p99, max) and the
-    # fastest one (p50, p99), of the rerouted batches with a produce within 1 s on a target (rerouted_latency_known)
+    # latency (ms) at the partitions a rerouted batch could go to: the average over them (p50, p99, p999, max) and
+    # the fastest one (p50, p99, p999), of the rerouted batches with a produce within 1 s on a target
+    # (rerouted_latency_known)
     ("rerouted_latency_known", LongType(), False),
     ("rerouted_p50_ms", DoubleType(), True),
     ("rerouted_p99_ms", DoubleType(), True),
+    ("rerouted_p999_ms", DoubleType(), True),
     ("rerouted_max_ms", DoubleType(), True),
     ("rerouted_fastest_p50_ms", DoubleType(), True),
     ("rerouted_fastest_p99_ms", DoubleType(), True),
+    ("rerouted_fastest_p999_ms", DoubleType(), True),
     ("isr_known_ms", DoubleType(), True),  # time of the window the topic's ISR was known (null: none)
     ("no_writable_ms", DoubleType(), True),  # of it, with no writable partition: routing cannot help
     # today's cost as measured: the real rejections' batches, each linked to the retry that got it appended (its

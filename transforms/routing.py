@@ -257,9 +257,9 @@ def routing(
         F.coalesce(F.sum(own_wait * byte_seconds), F.lit(0.0)).alias("buffer_byte_s_today"),
         F.coalesce(F.sum(held_wait * byte_seconds), F.lit(0.0)).alias("buffer_byte_s_kip637"),
         F.count_if(average.isNotNull()).cast("bigint").alias("rerouted_latency_known"),
-        F.percentile(average, [0.5, 0.99]).alias("_average"),
+        F.percentile(average, [0.5, 0.99, 0.999]).alias("_average"),
         F.max(average).alias("rerouted_max_ms"),
-        F.percentile(fastest, [0.5, 0.99]).alias("_fastest"),
+        F.percentile(fastest, [0.5, 0.99, 0.999]).alias("_fastest"),
         F.count_if(F.col("recorded") & F.col("retry_line").isNull()).cast("bigint").alias("recorded_unlinked"),
     )
     # today's cost as measured: each real rejection's batch linked to the retry that got it appended (its
@@ -301,8 +301,10 @@ def routing(
                 "partitioning": F.when(keyless, F.lit(KEYLESS)).otherwise(F.lit(KEYED)),
                 "rerouted_p50_ms": F.col("_average")[0],
                 "rerouted_p99_ms": F.col("_average")[1],
+                "rerouted_p999_ms": F.col("_average")[2],
                 "rerouted_fastest_p50_ms": F.col("_fastest")[0],
                 "rerouted_fastest_p99_ms": F.col("_fastest")[1],
+                "rerouted_fastest_p999_ms": F.col("_fastest")[2],
                 "saved_wait_ms": F.col("wait_today_ms") - F.col("wait_kip637_ms"),
             }
         )

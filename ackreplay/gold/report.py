@@ -183,6 +183,8 @@ def routing_totals(spark: SparkSession, lakehouse: str, clusters: list[str]) -> 
             *[F.sum(c).alias(c) for c in sums],
             F.max("rerouted_p99_ms").alias("rerouted_p99_ms"),
             F.max("rerouted_fastest_p99_ms").alias("rerouted_fastest_p99_ms"),
+            F.max("rerouted_p999_ms").alias("rerouted_p999_ms"),
+            F.max("rerouted_fastest_p999_ms").alias("rerouted_fastest_p999_ms"),
         )
         .orderBy("cluster", "topic", policy_rank(F.col("policy")))
         .collect()
@@ -213,12 +215,13 @@ def _routing_section(rows: list[dict]) -> str:
         )
     else:
         header = ["policy", "rejections (recorded)", "rerouted", "held", "never writable", "wait today s",
-                  "wait KIP-637 s", "buffer MB·s today → KIP-637", "rerouted P99 ms (fastest)",
+                  "wait KIP-637 s", "buffer MB·s today → KIP-637", "rerouted P99 / P999 ms (fastest)",
                   "no writable partition s"]  # fmt: skip
         table = []
         for r in rows:
             latency = (
-                f"{format_number(r['rerouted_p99_ms'])} ({format_number(r['rerouted_fastest_p99_ms'])})"
+                f"{format_number(r['rerouted_p99_ms'])} / {format_number(r['rerouted_p999_ms'])} "
+                f"({format_number(r['rerouted_fastest_p99_ms'])} / {format_number(r['rerouted_fastest_p999_ms'])})"
                 if r["rerouted_latency_known"]
                 else "-"
             )
@@ -252,8 +255,8 @@ def _routing_section(rows: list[dict]) -> str:
         "<code>partitioning</code>): keyed records cannot move and are held until their partition is writable "
         "again. Rejections: at append (NotEnoughReplicas), in parentheses the real ones in the request logs; "
         "rerouted: keyless and another partition writable then; wait: until the batch's own partition was writable "
-        "again (today's retries wait that long at best); rerouted P99: the latency at the partitions it could go "
-        "to, averaged over them (the fastest in parentheses), the worst window's (README, \"Routing around "
+        "again (today's retries wait that long at best); rerouted P99 / P999: the latency at the partitions it could "
+        "go to, averaged over them (the fastest in parentheses), the worst window's (README, \"Routing around "
         'partitions below min ISR").</p></details>\n'
     )
 

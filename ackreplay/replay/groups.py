@@ -224,6 +224,9 @@ class ReplayContext:
     # (pkey, leader_epoch) -> the kernel's elr_membership where the cluster keeps eligible leader replicas
     elr_rows: Mapping[tuple[int, int], np.ndarray] = field(default_factory=dict)
     writer: ArrowFileWriter | None = None  # write the rows as Delta data files here; None: return them to Spark
+    # return only each group's rejection ground truth (one WRITTEN_FILE row without a file): the count Spark's
+    # writer cannot return beside the rows it writes (stage._rejections_beside_sparks_writer)
+    rejections_only: bool = False
     linger_us: int = 5_000  # replay.producer.linger_ms (connections.py)
     blocked_gap_us: int = 1_000  # replay.producer.blocked_gap_ms
     max_in_flight: int = 5  # replay.producer.max_in_flight
@@ -991,10 +994,14 @@ def _written_files(ctx: ReplayContext, replayed: _Replayed) -> pa.Table:
             truth.update(replayed.rejections)
         records.append({**record, "outcome_counts": json.dumps(counts), "ground_truth": json.dumps(truth)})
     if not records and replayed.rejections:  # every produce of the group was rejected: its counts, no data file
-        records.append({"path": "", "size_bytes": 0, "modification_time_ms": 0, "partition_values": "{}",
-                        "num_records": 0, "stats": "{}", "outcome_counts": "{}",
-                        "ground_truth": json.dumps(replayed.rejections)})  # fmt: skip
+        records.append(_rejections_row(replayed.rejections))
     return pa.Table.from_pylist(records, schema=WRITTEN_FILE_ARROW)
+
+
+def _rejections_row(rejections: dict[str, int]) -> dict:
+    """A WRITTEN_FILE row without a file: a group's rejection ground truth alone."""
+    return {"path": "", "size_bytes": 0, "modification_time_ms": 0, "partition_values": "{}", "num_records": 0,
+            "stats": "{}", "outcome_counts": "{}", "ground_truth": json.dumps(rejections)}  # fmt: skip
 
 
 def _truth_counts(ctx: ReplayContext, replayed: _Replayed) -> dict[str, int]:
@@ -1012,7 +1019,7 @@ def _truth_counts(ctx: ReplayContext, replayed: _Replayed) -> dict[str, int]:
 
 
 def empty_output(ctx: ReplayContext) -> pa.Table:
-    return (WRITTEN_FILE_ARROW if ctx.writer is not None else PRODUCE_REPLAY_ARROW).empty_table()
+    return (WRITTEN_FILE_ARROW if ctx.writer is not None or ctx.rejections_only else PRODUCE_REPLAY_ARROW).empty_table()
 
 
 def replay_group(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> pa.Table:
@@ -1024,6 +1031,10 @@ def replay_group(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> pa
     replayed = _replay(ctx, produces, events) if produces.num_rows else None
     if replayed is None:
         return empty_output(ctx)
+    if ctx.rejections_only:
+        if not replayed.rejections:
+            return empty_output(ctx)
+        return pa.Table.from_pylist([_rejections_row(replayed.rejections)], schema=WRITTEN_FILE_ARROW)
     if ctx.writer is not None:
         return _written_files(ctx, replayed)
     if not replayed.n:

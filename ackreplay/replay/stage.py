@@ -15,6 +15,7 @@ Delta writer (`spark`: storage pyarrow cannot write, e.g. Unity Catalog volumes)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -95,11 +96,11 @@ class ReplayReport:
     outcomes: dict[tuple[str, str], int] = field(default_factory=dict)  # (policy, outcome) -> rows
     ground_truth: dict[str, float | None] = field(default_factory=dict)
     # recorded acks=all produces the broker rejected with NOT_ENOUGH_REPLICAS, and how many of them the
-    # replayed acks=all rejects (groups.rejection_truth); None: not counted (Spark's writer)
-    rejections: dict[str, int] | None = field(default_factory=dict)
+    # replayed acks=all rejects (groups.rejection_truth), with either writer
+    rejections: dict[str, int] = field(default_factory=dict)
     # cluster -> (recorded NOT_ENOUGH_REPLICAS produces, of them rejected by the replayed acks=all): judged by the
-    # self-check; None: not counted
-    rejections_by_cluster: dict[str, tuple[int, int]] | None = field(default_factory=dict)
+    # self-check
+    rejections_by_cluster: dict[str, tuple[int, int]] = field(default_factory=dict)
     self_check: SelfCheck | None = None
     metric_clusters: list[str] = field(default_factory=list)  # replayed from JMX LEO scrapes (no FETCH lines)
     blind_clusters: list[str] = field(default_factory=list)  # produces, no follower evidence at all (warning mode)
@@ -159,9 +160,7 @@ class ReplayReport:
                 f"within 1 ms {_share(g['within_1ms'])}, within 2 ms {_share(g['within_2ms'])}; P999 of ack wait "
                 f"{_ms(g['p999_replayed_ms'])} replayed vs {_ms(g['p999_observed_ms'])} observed"
             )
-        if self.rejections is None:
-            out.append("  rejections (NOT_ENOUGH_REPLICAS) against the replay: not counted with Spark's writer")
-        elif self.rejections.get("rejected"):
+        if self.rejections.get("rejected"):
             r = self.rejections
             out.append(
                 f"  rejections: {r['rejected']:,} recorded acks=all produces answered NOT_ENOUGH_REPLICAS, "
@@ -716,15 +715,17 @@ def run_replay(
                     truth_counts[key] += count
             report.outcomes = dict(outcomes)
             report.rejections = {k: truth_counts[k] for k in (REJECTED, REJECTED_REPLAYED)}
-            per_cluster = [key.removeprefix(f"{REJECTED}|") for key in truth_counts if key.startswith(f"{REJECTED}|")]
-            report.rejections_by_cluster = {
-                c: (truth_counts[f"{REJECTED}|{c}"], truth_counts[f"{REJECTED_REPLAYED}|{c}"]) for c in per_cluster
-            }
+            report.rejections_by_cluster = _rejections_per_cluster(truth_counts)
             phases["commit"] = time.monotonic() - mark
         else:
             replace_rows(conform(replayed, PRODUCE_REPLAY), lakehouse, "produce_replay", scope.sql(), run_id)
-            report.rejections = report.rejections_by_cluster = None
-            phases["groups and Spark's write"] = time.monotonic() - mark
+            phases["groups and Spark's write"], mark = time.monotonic() - mark, time.monotonic()
+            truth_counts = _rejections_beside_sparks_writer(
+                context, produce, appended_produces, events, bucket_us, summary.max_timeout_ms * 1000, lookback_us
+            )
+            report.rejections = {k: truth_counts.get(k, 0) for k in (REJECTED, REJECTED_REPLAYED)}
+            report.rejections_by_cluster = _rejections_per_cluster(truth_counts)
+            phases["rejections"] = time.monotonic() - mark
     mark = time.monotonic()
     epochs.unpersist()
     fetched.unpersist()
@@ -758,6 +759,49 @@ def run_replay(
     phases["counts and ground truth"] = time.monotonic() - mark
     log.info("replay phases: %s", ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items()))
     return report
+
+
+def _rejections_per_cluster(truth_counts: Mapping[str, int]) -> dict[str, tuple[int, int]]:
+    """cluster -> (recorded NOT_ENOUGH_REPLICAS answers, of them rejected by the replayed acks=all)."""
+    clusters = [key.removeprefix(f"{REJECTED}|") for key in truth_counts if key.startswith(f"{REJECTED}|")]
+    return {c: (truth_counts[f"{REJECTED}|{c}"], truth_counts.get(f"{REJECTED_REPLAYED}|{c}", 0)) for c in clusters}
+
+
+def _rejections_beside_sparks_writer(
+    context: ReplayContext,
+    produce: DataFrame,
+    appended_produces: DataFrame,
+    events: DataFrame,
+    bucket_us: int,
+    timeout_us: int,
+    lookback_us: int,
+) -> dict[str, int]:
+    """The rejection ground truth when Spark's writer wrote produce_replay: the groups it returns rows to cannot
+    also return counts, so the few groups holding a recorded NOT_ENOUGH_REPLICAS answer are replayed again for
+    their counts alone (`ReplayContext.rejections_only`). Empty when no produce was rejected."""
+    rejected = produce_side(produce.filter(rejected_below_min_isr()), bucket_us).select("gid").distinct()
+    if rejected.isEmpty():
+        return {}
+    groups = F.broadcast(rejected)
+    counts_only = dataclasses.replace(context, rejections_only=True, writer=None)
+
+    def count_fn(left: pa.Table, right: pa.Table) -> pa.Table:
+        return replay_group(counts_only, left, right)
+
+    rows = (
+        produce_side(appended_produces, bucket_us)
+        .join(groups, "gid", "left_semi")
+        .groupBy("gid")
+        .cogroup(event_side(events, bucket_us, timeout_us, lookback_us).join(groups, "gid", "left_semi").groupBy("gid"))
+        .applyInArrow(count_fn, WRITTEN_FILE)
+        .select("ground_truth")
+        .collect()
+    )
+    totals: dict[str, int] = defaultdict(int)
+    for row in rows:
+        for key, count in json.loads(row["ground_truth"]).items():
+            totals[key] += count
+    return dict(totals)
 
 
 # produce_replay's columns worth a Parquet dictionary (few distinct values), and those readers filter on.

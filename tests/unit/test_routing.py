@@ -92,17 +92,18 @@ def test_keyless_batches_go_to_a_writable_partition_keyed_ones_wait_for_their_ow
         "topic string, policy string, partitioning string, rejections bigint, recorded_rejections bigint, "
         "rerouted bigint, rerouted_bytes bigint, held bigint, never_writable bigint, wait_today_ms double, "
         "wait_kip637_ms double, saved_wait_ms double, buffer_byte_s_today double, buffer_byte_s_kip637 double, "
-        "rerouted_latency_known bigint, rerouted_p50_ms double, rerouted_p99_ms double, rerouted_max_ms double, "
-        "rerouted_fastest_p50_ms double, rerouted_fastest_p99_ms double, isr_known_ms double, no_writable_ms double"
+        "rerouted_latency_known bigint, rerouted_p50_ms double, rerouted_p99_ms double, rerouted_p999_ms double, "
+        "rerouted_max_ms double, rerouted_fastest_p50_ms double, rerouted_fastest_p99_ms double, "
+        "rerouted_fastest_p999_ms double, isr_known_ms double, no_writable_ms double"
     )
     expected = spark.createDataFrame(
         [
             ("orders", "acks=all", "keyless", 3, 1, 3, 600, 0, 0, 780_000.0, 0.0, 780_000.0,
-             100 * 300.0 + 300 * 480.0, 0.0, 2, 5.0, 5.0, 5.0, 3.0, 3.0, known, 0.0),
+             100 * 300.0 + 300 * 480.0, 0.0, 2, 5.0, 5.0, 5.0, 5.0, 3.0, 3.0, 3.0, known, 0.0),
             ("keyed", "acks=all", "keyed", 1, 0, 0, 0, 1, 0, 240_000.0, 240_000.0, 0.0, 50 * 240.0, 50 * 240.0,
-             0, None, None, None, None, None, known, 0.0),
+             0, None, None, None, None, None, None, None, known, 0.0),
             ("solo", "acks=all", "keyless", 1, 0, 0, 0, 1, 0, 600_000.0, 600_000.0, 0.0, 100 * 600.0, 100 * 600.0,
-             0, None, None, None, None, None, known, 40 * 60_000.0),
+             0, None, None, None, None, None, None, None, known, 40 * 60_000.0),
         ],
         ddl,
     )  # fmt: skip
@@ -241,3 +242,23 @@ def test_retry_episodes_give_each_retry_its_rejected_attempts_and_each_held_batc
         (13, False, episode, episode),
         (17, True, episode, episode),
     ]
+
+
+def test_the_rerouted_batches_latency_quantiles(spark):
+    """Two keyless batches rejected on p0 (below min ISR 2 throughout) at 10:01 and 10:03 go to p1, whose produces
+    within 1 s took 10 and 20 ms: P50 15, P99 19.9, P999 19.99 (interpolated between the two), max 20, the same for
+    the fastest partition (p1 is the only writable one)."""
+    replay_rows = [
+        _rejected("orders", 0, T10 + MINUTE, 1, 100),
+        _rejected("orders", 0, T10 + 3 * MINUTE, 2, 100),
+        _acked("orders", 1, T10 + MINUTE + SECOND / 5, 3, 10.0),
+        _acked("orders", 1, T10 + 3 * MINUTE + SECOND / 5, 4, 20.0),
+        _acked("orders", 1, T10 + 10 * MINUTE, 5, 1.0),  # the data's end
+    ]
+    isr_rows = [("orders", 0, 5, [1], T10), ("orders", 1, 5, [1, 2], T10)]
+    actual = _routing(spark, replay_rows, isr_rows, [("c1", "orders", p, 2) for p in range(2)])
+    columns = ["rerouted", "rerouted_p50_ms", "rerouted_p99_ms", "rerouted_p999_ms", "rerouted_max_ms",
+               "rerouted_fastest_p50_ms", "rerouted_fastest_p99_ms", "rerouted_fastest_p999_ms"]  # fmt: skip
+    (row,) = actual.filter(F.col("policy") == "acks=all").select(*columns).collect()
+    assert row["rerouted"] == 2
+    assert [round(row[c], 6) for c in columns[1:]] == [15.0, 19.9, 19.99, 20.0, 15.0, 19.9, 19.99]

@@ -1,7 +1,12 @@
-"""Two lakehouses written from the same input compared table by table (the object-store and Spark Connect runs
-against the session's local run of the same trace)."""
+"""`ackreplay` run in a process of its own, as a user runs it, and its lakehouse compared table by table with the
+session's local run of the same input (the object-store and Spark Connect tests)."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame
@@ -19,6 +24,21 @@ NOT_COMPARED = {
 }
 # Compared in Spark both ways (rows with their multiplicity): too many rows to compare in Python.
 LARGE_TABLES = frozenset({"produce_replay", "request_log_lines", "follower_fetches", "produce_requests"})
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`python -m ackreplay.cli <args>` from `cwd`, its output captured; the session's own Spark environment
+    (a Connect URL, a gateway) is not handed down."""
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "PYSPARK_GATEWAY_PORT")}
+    return subprocess.run(
+        [sys.executable, "-m", "ackreplay.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
 
 
 def comparable(df: DataFrame) -> DataFrame:
