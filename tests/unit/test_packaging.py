@@ -99,8 +99,13 @@ def test_bundle_declares_every_variable_it_uses(bundle):
         "bundle.target",
         "bundle.name",
         "resources.schemas.ackreplay.name",
+        "resources.volumes.reports.name",
     }
     assert set(bundle["targets"]) == {"dev", "prod"}
+    # production runs as a service principal; development mode's prefixed names reach the tasks (no task names
+    # the schema by the variable, which a dev deployment would share with production)
+    assert bundle["targets"]["prod"]["run_as"] == {"service_principal_name": "${var.service_principal}"}
+    assert "var.schema" not in _references(bundle["resources"]["jobs"])
 
 
 def test_bundle_job_runs_the_stages_in_order_through_the_entry_points(bundle):
@@ -117,7 +122,8 @@ def test_bundle_job_runs_the_stages_in_order_through_the_entry_points(bundle):
         "workspace.file_path": str(REPO),
         "var.lakehouse": "abfss://lake@acct.dfs.core.windows.net/ackreplay",
         "var.catalog": "main",
-        "var.schema": "ackreplay",
+        "resources.schemas.ackreplay.name": "ackreplay",
+        "resources.volumes.reports.name": "reports",
         "var.input": "abfss://logs@acct.dfs.core.windows.net/kafka",
     }
     for task in tasks:
@@ -141,4 +147,7 @@ def test_bundle_report_goes_to_the_bundles_volume(bundle):
     (job,) = bundle["resources"]["jobs"].values()
     report = next(t for t in job["tasks"] if t["task_key"] == "report")
     out = report["spark_python_task"]["parameters"]
-    assert out[out.index("--out") + 1].startswith(f"/Volumes/${{var.catalog}}/${{var.schema}}/{volume['name']}/")
+    assert volume["schema_name"] == "${resources.schemas.ackreplay.name}"
+    assert out[out.index("--out") + 1] == (
+        "/Volumes/${var.catalog}/${resources.schemas.ackreplay.name}/${resources.volumes.reports.name}/latest"
+    )
