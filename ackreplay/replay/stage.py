@@ -720,8 +720,12 @@ def run_replay(
         else:
             replace_rows(conform(replayed, PRODUCE_REPLAY), lakehouse, "produce_replay", scope.sql(), run_id)
             phases["groups and Spark's write"], mark = time.monotonic() - mark, time.monotonic()
-            truth_counts = _rejections_beside_sparks_writer(
-                context, produce, appended_produces, events, bucket_us, summary.max_timeout_ms * 1000, lookback_us
+            truth_counts = (  # the summary counted the recorded rejections already: no query when there are none
+                _rejections_beside_sparks_writer(
+                    context, produce, appended_produces, events, bucket_us, summary.max_timeout_ms * 1000, lookback_us
+                )
+                if summary.rejected
+                else {}
             )
             report.rejections = {k: truth_counts.get(k, 0) for k in (REJECTED, REJECTED_REPLAYED)}
             report.rejections_by_cluster = _rejections_per_cluster(truth_counts)
@@ -778,11 +782,8 @@ def _rejections_beside_sparks_writer(
 ) -> dict[str, int]:
     """The rejection ground truth when Spark's writer wrote produce_replay: the groups it returns rows to cannot
     also return counts, so the few groups holding a recorded NOT_ENOUGH_REPLICAS answer are replayed again for
-    their counts alone (`ReplayContext.rejections_only`). Empty when no produce was rejected."""
-    rejected = produce_side(produce.filter(rejected_below_min_isr()), bucket_us).select("gid").distinct()
-    if rejected.isEmpty():
-        return {}
-    groups = F.broadcast(rejected)
+    their counts alone (`ReplayContext.rejections_only`). Called only when the logs hold such an answer."""
+    groups = F.broadcast(produce_side(produce.filter(rejected_below_min_isr()), bucket_us).select("gid").distinct())
     counts_only = dataclasses.replace(context, rejections_only=True, writer=None)
 
     def count_fn(left: pa.Table, right: pa.Table) -> pa.Table:
