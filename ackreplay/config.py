@@ -156,6 +156,11 @@ class ProducerSettings(_Strict):
     # max.in.flight.requests.per.connection (Kafka's default 5): a request is sent once one of these slots
     # is free; batches that were waiting by then go into it (fewer, larger requests under a slower policy)
     max_in_flight: int = Field(default=5, ge=1)
+    # batch.size (Kafka's default 16384): keyless records are placed again by the partitioner, which sticks to a
+    # partition for this many bytes (ackreplay/replay/partitioner.py); it draws its next partition at random, so
+    # the figures pool this many seeded draws
+    batch_size: int = Field(default=16_384, ge=1)
+    partitioner_draws: int = Field(default=5, ge=1)
     # A batch a policy rejects (NOT_ENOUGH_REPLICAS) is retried until appended or until delivery.timeout.ms after
     # it was created (ackreplay/replay/retries.py): retry.backoff.ms (Kafka's default 100), fixed for Java clients
     # before 3.7, else doubling up to retry.backoff.max.ms (default 1000, KIP-580); delivery.timeout.ms (120000).

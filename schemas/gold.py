@@ -236,5 +236,18 @@ POLICY_SUMMARY = _schema(
     # them between partitions differently under each policy (ackreplay/gold/decision.py's caution)
     ("partitioning", StringType(), False),
     ("leader_silence_ms", DoubleType(), True),
+    # keyless topics: the records' latency with Kafka's partitioner re-simulated under the policy (KIP-794: it moves
+    # keyless records away from partitions whose queues back up, which differs with the policy;
+    # ackreplay/replay/partitioner.py), pooled over `placed_draws` seeded draws, with the lowest and highest P99 and
+    # P999 of a single draw; null for keyed topics and without request logs
+    ("placed_records", LongType(), True),
+    ("placed_draws", IntegerType(), True),
+    ("placed_p50_ms", DoubleType(), True),
+    ("placed_p99_ms", DoubleType(), True),
+    ("placed_p999_ms", DoubleType(), True),  # null when fewer than 1000 records a draw
+    ("placed_p99_low_ms", DoubleType(), True),
+    ("placed_p99_high_ms", DoubleType(), True),
+    ("placed_p999_low_ms", DoubleType(), True),
+    ("placed_p999_high_ms", DoubleType(), True),
     ("gold_run_id", StringType(), False),
 )

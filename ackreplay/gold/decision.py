@@ -30,7 +30,9 @@ broker): a producer's partitioner places keyless records by its queues (KIP-794:
 `BuiltInPartitioner.nextPartition` draws the next partition with weights from `updatePartitionLoadStats`, the
 largest queue of batches plus one minus the partition's own, as `RecordAccumulator.partitionReady` counts them),
 which drain differently under each policy through such a pause, while the replay keeps every batch on its recorded
-partition (README "Against Kafka's own client": a P99 predicted at 6.9 s where the real run measured 77 ms).
+partition (README "Against Kafka's own client": a P99 predicted at 6.9 s where the real run measured 77 ms). The
+records placed again by the partitioner (`placed_*`, ackreplay/replay/partitioner.py) give what such a producer
+would see, and the caution points at them.
 """
 
 from __future__ import annotations
@@ -145,8 +147,9 @@ def partition_placement_caution(silence_ms: float | None) -> str | None:
     return (
         f"keyless records and a leader that did not run for {silence_ms / 1000:,.1f} s: Kafka's partitioner (KIP-794)"
         " sends keyless records away from partitions whose queues back up, which differs with the policy, and the"
-        " replay keeps each batch on its recorded partition, so another policy's P99 there can be far off"
-        ' (README "Against Kafka\'s own client")'
+        " replay keeps each batch on its recorded partition, so another policy's P99 there can be far off; the"
+        ' records placed again by the partitioner ("placed" above, policy_summary placed_*) are the better guide'
+        ' (README "Keyless records")'
     )
 
 

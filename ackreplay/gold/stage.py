@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig, DecisionTarget
 from ackreplay.gold.decision import decide, decision_lines, send_time_share
+from ackreplay.replay.partitioner import PlacementSettings, ProducerConfig
 from ackreplay.replay.self_check import ReplayUntrusted
 from ackreplay.storage.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path
 from schemas.broker_logs import ISR_CHANGES
@@ -35,6 +36,7 @@ from transforms.gold import (
     record_sends_by_batch,
     risk_exposure,
 )
+from transforms.keyless import PLACEMENT, keyless_placement, placement_input, read_gaps
 from transforms.routing import AUTO, KEYED, KEYLESS, routing
 
 log = logging.getLogger(__name__)
@@ -110,7 +112,12 @@ SUMMARY_COLUMNS = (
     ("timeouts", "timeouts", "{:,}"),
     ("not leader", "not_leader", "{:,}"),
     ("<minISR s", "under_min_isr_ms", "{:,.1f}"),
+    ("placed p99 ms", "placed_p99_ms", "{:,.1f}"),
+    ("placed p999 ms", "placed_p999_ms", "{:,.1f}"),
 )
+
+# keyless topics: the partitioner's re-simulation, printed with the lowest and highest single draw
+PLACED_RANGE = {"placed_p99_ms": "placed_p99", "placed_p999_ms": "placed_p999"}
 
 
 # acked batches a leader failure at the ack loses: the most, and the column with the least
@@ -129,6 +136,9 @@ def summary_cell(row: dict, key: str, fmt: str) -> str:
         least = row.get(LEAST_OF[key])
         most = format_number(value, fmt)
         return most if least == value else f"{format_number(least, fmt)}–{most}"
+    if key in PLACED_RANGE and value is not None:
+        low, high = (row.get(f"{PLACED_RANGE[key]}_{end}_ms") for end in ("low", "high"))
+        return f"{format_number(value, fmt)} ({format_number(low, fmt)}–{format_number(high, fmt)})"
     if key == "exposure_byte_ms" and value is not None:
         value = value / 1e9  # byte·ms -> MB·s
     if key in ("under_min_isr_ms", "rejected_wait_ms", "reroutable_wait_ms") and value is not None:
@@ -152,6 +162,29 @@ _BRIEF_LEGEND = (
     " Δ against the replayed acks=all; loss: acked batches a leader failure at the ack loses, least–most;"
     " NER: batches rejected with NotEnoughReplicas; -v and report.html: every column"
 )
+
+
+def placement_lines(block: list[dict], in_table: bool) -> list[str]:
+    """For a keyless topic, the records' latency with the partitioner re-simulated under each policy (one line
+    each, unless the table prints those columns already: `in_table`), and what it rests on."""
+    placed = [r for r in block if r.get("placed_draws") is not None and r.get("placed_p99_ms") is not None]
+    if not placed:
+        return []
+    out = [
+        "    keyless records placed again by Kafka's partitioner under each policy (KIP-794,"
+        f" {placed[0]['placed_draws']} seeded draws pooled; in brackets the lowest and highest single draw: a P99"
+        " that moves between draws is set by where the partitioner happened to put a pause's records;"
+        ' README "Keyless records")'
+    ]
+    if not in_table:
+        width = max(len(r["policy"]) for r in placed)
+        for r in placed:
+            out.append(
+                f"      {r['policy'].ljust(width)}  p50 {format_number(r['placed_p50_ms'])} ms"
+                f"  p99 {summary_cell(r, 'placed_p99_ms', '{:,.1f}')} ms"
+                f"  p999 {summary_cell(r, 'placed_p999_ms', '{:,.1f}')} ms"
+            )
+    return out
 
 
 def format_summary(rows: list[dict], columns: tuple = SUMMARY_COLUMNS) -> list[str]:
@@ -199,6 +232,7 @@ def format_summary(rows: list[dict], columns: tuple = SUMMARY_COLUMNS) -> list[s
                     c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))
                 )
             )
+        out += placement_lines(block, columns is SUMMARY_COLUMNS)
     return out
 
 
@@ -285,6 +319,14 @@ def keyless_topics(config: AppConfig, seen: dict[tuple[str, str], bool] | None =
     return keyless
 
 
+def may_have_keyless(config: AppConfig, seen: dict[tuple[str, str], bool] | None = None) -> bool:
+    """Whether :func:`keyless_topics` can be true on any row: a conf that names keyless records, or `auto` with
+    records seen without keys. False spares the runs of keyed topics the partitioner's Spark work."""
+    settings = [config.default_cluster, *(config.cluster(name) for name in config.clusters)]
+    choices = {s.partitioning for s in settings} | {p for s in settings for p in s.topic_partitioning.values()}
+    return KEYLESS in choices or (AUTO in choices and any((seen or {}).values()))
+
+
 def summary_frame(
     replay: DataFrame,
     partitions: DataFrame,
@@ -295,10 +337,12 @@ def summary_frame(
     linger_ms: float = 0.0,
     keyless: Column | None = None,
     request_lines: DataFrame | None = None,
+    placement: DataFrame | None = None,
 ) -> DataFrame:
     """policy_summary conformed to its contract, from `available`: the availability rows this run wrote.
     `keyless`: which topics' records have no key (:func:`keyless_topics`; None: all keyed); `request_lines`:
-    (cluster, broker_id, t_local_done) of the brokers' request lines, for `leader_silence_ms` (None: null)."""
+    (cluster, broker_id, t_local_done) of the brokers' request lines, for `leader_silence_ms` (None: null);
+    `placement`: :func:`placement_frame`'s rows (None: the `placed_*` columns null)."""
     summary = policy_summary(replay, partitions, available, record_sends, linger_ms).withColumn(
         "self_check", _verdict_of(self_checks)
     )
@@ -312,6 +356,12 @@ def summary_frame(
         summary = summary.join(leader_silence_by_topic(replay, request_lines), ["cluster", "topic"], "left")
     else:
         summary = summary.withColumn("leader_silence_ms", F.lit(None).cast("double"))
+    if placement is not None:
+        summary = summary.join(placement, ["cluster", "topic", "policy"], "left")
+    else:
+        summary = summary.withColumns(
+            {f.name: F.lit(None).cast(f.dataType) for f in PLACEMENT.fields if f.name.startswith("placed_")}
+        )
     return conform(summary.withColumn("gold_run_id", F.lit(run_id)), POLICY_SUMMARY)
 
 
@@ -380,6 +430,37 @@ def check_contract(spark: SparkSession, lakehouse: str, name: str, contract) -> 
         )
 
 
+def placement_settings(config: AppConfig) -> PlacementSettings:
+    """The producers' settings (conf `replay.producer`) the partitioner's re-simulation follows."""
+    producer = config.replay.producer
+    return PlacementSettings(
+        ProducerConfig(
+            batch_size=producer.batch_size,
+            linger_us=round(producer.linger_ms * 1000),
+            max_in_flight=producer.max_in_flight,
+        ),
+        draws=producer.partitioner_draws,
+    )
+
+
+def placement_frame(
+    replay: DataFrame,
+    record_sends: DataFrame | None,
+    produce_requests: DataFrame,
+    follower_fetches: DataFrame | None,
+    keyless: Column,
+    config: AppConfig,
+) -> DataFrame:
+    """Per keyless (cluster, topic) and policy, the records' latency with the partitioner re-simulated
+    (transforms/keyless.py). The brokers' request lines (produce and follower fetch) say when each read nothing."""
+    starts = produce_requests.select("cluster", "broker_id", "t_start")
+    if follower_fetches is not None:
+        starts = starts.unionByName(follower_fetches.select("cluster", "broker_id", "t_start"))
+    gaps = read_gaps(replay, produce_requests, starts, config.replay.producer.blocked_gap_ms)
+    inputs = placement_input(replay, record_sends, produce_requests, gaps, keyless)
+    return keyless_placement(inputs, placement_settings(config))
+
+
 def run_gold(
     spark: SparkSession,
     config: AppConfig,
@@ -438,11 +519,22 @@ def run_gold(
         for name in ("produce_requests", "follower_fetches")
         if table_exists(spark, lakehouse, name)
     ]
+    placement = None
+    if produce_requests is not None and may_have_keyless(config, seen_keys):
+        follower_fetches = (
+            read_table(spark, lakehouse, "follower_fetches").filter(in_scope)
+            if table_exists(spark, lakehouse, "follower_fetches")
+            else None
+        )
+        placement = placement_frame(
+            replay, record_sends, produce_requests, follower_fetches, keyless_topics(config, seen_keys), config
+        )
     write(
         "policy_summary",
         summary_frame(
             replay, partitions, written, run_id, record_sends, self_checks, linger_ms,
             keyless_topics(config, seen_keys), reduce(DataFrame.unionByName, request_lines) if request_lines else None,
+            placement,
         ),
     )  # fmt: skip
     report.summary = summary_rows(read_table(spark, lakehouse, "policy_summary").filter(in_scope))

@@ -528,6 +528,11 @@ def _checks() -> list[Check]:
             (_in_set("partitioning", ["keyed", "keyless"]), _between("leader_silence_ms", 0)),
         ),
         c(
+            "policy_summary.placement",
+            "keyless records placed again by the partitioner: a single draw's lowest P99 and P999 <= its highest",
+            (_ge("placed_p99_high_ms", "placed_p99_low_ms"), _ge("placed_p999_high_ms", "placed_p999_low_ms")),
+        ),
+        c(
             "policy_summary.counts",
             "n <= produces; lost acks, batches of known size or send times <= n <= acked_records",
             (

@@ -210,6 +210,21 @@ def test_keyless_topics_auto_from_the_records_keys(spark):
     )  # fmt: skip
 
 
+def test_only_a_conf_or_records_that_can_make_a_topic_keyless_run_the_partitioners_placement():
+    from ackreplay.gold.stage import may_have_keyless
+
+    keyed = AppConfig.model_validate({"clusters": {"c2": {"partitioning": "keyed"}}})
+    assert not may_have_keyless(keyed)
+    assert not may_have_keyless(keyed, {("c1", "orders"): False})
+    assert may_have_keyless(keyed, {("c1", "orders"): False, ("c1", "audit"): True})
+    all_keyed = AppConfig.model_validate({"default_cluster": {"partitioning": "keyed"}})
+    assert not may_have_keyless(all_keyed, {("c1", "orders"): True})
+    by_topic = AppConfig.model_validate(
+        {"default_cluster": {"partitioning": "keyed", "topic_partitioning": {"events": "keyless"}}}
+    )
+    assert may_have_keyless(by_topic)
+
+
 def test_retry_episodes_give_each_retry_its_rejected_attempts_and_each_held_batch_the_retry_it_waited_behind(spark):
     """Client a's 300-byte batch (sent at 10:10:04.9) to orders/0 was rejected at 10:10:05 and 10:10:05.1 by
     broker 1 and appended at 10:10:30.5 (line 13): its episode is the two attempts and its own append. Client
