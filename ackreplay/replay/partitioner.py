@@ -63,20 +63,20 @@ class ProducerConfig:
 
 class AckProfile:
     """When a batch whose request the leader read at t would be answered, from the replayed requests that
-    carried the partition's batches (read at `read_us`, answered at `ack_us`): no later than the earliest
-    answer of one read at or after t (it waits for the same followers' same fetches), nor later than t plus
-    the time the last one read before t took (healthy followers fetch it as fast; the leader's own handling
-    is in it); after the last one, t plus its time, and the first one's before the first. Unanswered ones
-    (`ack_us` NEVER) bound nothing. The same rule as the replay's `groups._AckProfiles`."""
+    carried the partition's batches (read at `read_us`, answered at `ack_us`; NEVER: not acknowledged, e.g.
+    rejected below min ISR): no later than the earliest answer of one read at or after t (it waits for the same
+    followers' same fetches), nor later than t plus the time the last one read before t took (healthy followers
+    fetch it as fast; the leader's own handling is in it; the first one's before the first). Where the last one
+    read before t was not acknowledged, only the next answer bounds it: the partition was not taking batches
+    then, and the producer retries until it does. The same rule as the replay's `groups._AckProfiles`, with
+    the unacknowledged requests kept as such."""
 
     def __init__(self, read_us: np.ndarray, ack_us: np.ndarray) -> None:
         read_us, ack_us = np.asarray(read_us, np.int64), np.asarray(ack_us, np.int64)
         order = np.lexsort((ack_us, read_us))
         read_us, ack_us = read_us[order], ack_us[order]
-        answered = ack_us != NEVER
-        read_us, ack_us = read_us[answered], ack_us[answered]
         self.read = read_us.tolist()
-        self.took = (ack_us - read_us).tolist()
+        self.took = np.where(ack_us == NEVER, NEVER, ack_us - read_us).tolist()
         self.next_answer = np.minimum.accumulate(ack_us[::-1])[::-1].tolist()
 
     def answer_at(self, t: int) -> int:
@@ -84,8 +84,8 @@ class AckProfile:
             return NEVER
         after = bisect_left(self.read, t)
         by_next = self.next_answer[after] if after < len(self.read) else NEVER
-        before = after - 1 if after > 0 else 0
-        return min(by_next, t + self.took[before])
+        took = self.took[after - 1 if after > 0 else 0]
+        return min(by_next, t + took) if took != NEVER else by_next
 
 
 class Spans:

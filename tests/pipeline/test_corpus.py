@@ -415,11 +415,63 @@ PLACED_PERF_FAST = {
     ("perf-fast-4.4.0", "acks=1"): (1.1, 127.4, 33.6, 409.9, 9099.6, 9014.2, 9249.6),
     ("perf-fast-4.4.0", "acks=all@lag=6000"): (1.6, 8630.9, 8553.6, 8663.8, 9454.0, 9401.8, 9528.1),
     ("perf-fast-4.4.0", "min.insync"): (1.4, 143.2, 84.4, 279.8, 9146.4, 9038.7, 9300.8),
-    ("perf-fast-4.4.0-acks-1", "min.insync"): (1.4, 1696.4, 1427.9, 1840.8, 9337.7, 9254.6, 9421.3),
+    ("perf-fast-4.4.0-acks-1", "min.insync"): (1.4, 1683.2, 1428.6, 1828.0, 9337.7, 9254.6, 9421.3),
     ("perf-fast-4.4.0-acks-1", "acks=all@lag=6000"): (1.5, 7333.0, 7273.5, 7420.4, 9426.4, 9370.9, 9459.0),
     ("perf-fast-4.4.0-acks-1", "acks=all"): (1.5, 7200.2, 7139.2, 7283.2, 9371.3, 9278.6, 9459.0),
     ("perf-fast-4.4.0-acks-1", "acks=1"): (0.8, 29.7, 15.3, 75.9, 9143.4, 9062.2, 9220.1),
 }
+
+
+def test_keyless_records_placed_again_on_the_traces_without_a_leader_pause(spark, corpus_run):
+    """The partitioner's placement on the other keyless traces, with their producers' linger.ms 5 (the conf's
+    default): the 4.3.1 ProducerPerformance pair, whose long stall was a follower's, and the 3.6.2 trace, whose
+    RF 2 partitions fell below min ISR 2 for seconds while the lab's two Java producers (acks=all and acks=1, one
+    client id each, placed apart) kept sending. On the 3.6.2 trace under acks=all the records placed again give
+    the acks=all client's P99 and P999 within 5% (15,007 and 16,568 ms, from the client's ack times and the
+    records' CreateTimes; the placed figures also hold the acks=1 producer's records, 15% of them, under
+    acks=all): batches rejected below min ISR wait, in the placement, for the partition's next acknowledgement,
+    as the producer's retries did. On the 4.3.1 pair the placement is no better than the
+    recorded placement (no leader paused, so the recorded policy's placement is already the partitioner's
+    under both): across policies P99 and P999 within 10% of the other run's client (as the recorded placement),
+    and under the recorded acks=1 its P99 is 19% under the client's (3,350 against 4,143 ms, single draws
+    2,640-4,229 ms), the model's own error where a few hundred records decide the P99. Writes gold into the
+    module's lakehouse."""
+    import csv
+
+    import numpy as np
+
+    from ackreplay.gold.stage import run_gold
+
+    clusters = ["perf-acks-all", "perf-acks-1", "lab-3.6.2"]
+    gold = run_gold(spark, load_config(SAMPLE_CONF), corpus_run.lakehouse, clusters, "corpus-gold", window="minute")
+    placed = {
+        (r["cluster"], r["policy"]): tuple(round(r[f"placed_{q}_ms"], 1) for q in ("p50", "p99", "p999"))
+        for r in gold.summary
+        if r["policy"] in ("acks=all", "acks=1")
+    }
+    assert placed == {
+        ("perf-acks-all", "acks=all"): (5.8, 4468.3, 6158.7),
+        ("perf-acks-all", "acks=1"): (5.5, 3780.7, 6123.4),
+        ("perf-acks-1", "acks=all"): (6.0, 4439.4, 6438.8),
+        ("perf-acks-1", "acks=1"): (5.4, 3349.7, 6378.1),
+        ("lab-3.6.2", "acks=all"): (6.3, 14861.1, 16072.0),
+        ("lab-3.6.2", "acks=1"): (5.5, 3881.2, 6114.5),
+    }
+    printed = _printed_steady_state(PERF_TEST, 27_000)
+    for recorded, other in (("acks=all", "acks=1"), ("acks=1", "acks=all")):
+        _, p99, p999 = placed[(f"perf-{recorded.replace('=', '-')}", other)]
+        assert abs(p99 / printed[other][1] - 1) <= 0.10 and abs(p999 / printed[other][2] - 1) <= 0.10, (recorded, p99)
+    trace = VERSION_TRACES["lab-3.6.2"]
+    created = _create_times(trace)
+    per_record = [
+        int(r["ack_us"]) / 1000 - created[(int(r["partition"]), offset)]
+        for path in trace.glob("*/client/batches-lab-producer-acks-all.csv.gz")
+        for r in csv.DictReader(gzip.open(path, "rt"))
+        for offset in range(int(r["base_offset"]), int(r["base_offset"]) + int(r["records"]))
+    ]
+    measured = np.percentile(per_record, [99, 99.9])
+    _, p99, p999 = placed[("lab-3.6.2", "acks=all")]
+    assert all(abs(np.array([p99, p999]) / measured - 1) <= 0.05), (measured, p99, p999)
 
 
 def test_every_kafka_version_trace_passes_the_replays_ground_truth(spark, corpus_run):
@@ -507,7 +559,7 @@ def test_every_lab_client_measured_per_record_what_its_own_policy_replays(spark,
     measured = {}
     for cluster, trace in CLIENT_TRACES.items():
         created = _create_times(trace)
-        for path in trace.glob("*/client/batches-*.csv.gz"):
+        for path in trace.glob("*/client/batches-lab-producer-acks-all.csv.gz"):
             rows = list(csv.DictReader(gzip.open(path, "rt")))
             per_record = [
                 int(r["ack_us"]) / 1000 - created[(int(r["partition"]), offset)]

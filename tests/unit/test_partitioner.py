@@ -33,9 +33,11 @@ def _answering_in(ms: int) -> AckProfile:
 
 
 def test_an_answer_is_no_later_than_the_next_recorded_one_nor_than_the_last_ones_wait():
-    profile = AckProfile(np.array([10, 20, 30, 40]), np.array([15, 100, 35, NEVER]))
-    # before the first: its wait (5); between: the next answer or the previous wait, the earlier
-    assert [profile.answer_at(t) for t in (5, 12, 25, 30, 41)] == [10, 17, 35, 35, 46]
+    profile = AckProfile(np.array([10, 20, 30, 40, 50, 60]), np.array([15, 100, 35, NEVER, 80, NEVER]))
+    # before the first: its wait (5); between: the next answer or the previous wait, the earlier; after a request
+    # that was not acknowledged (rejected below min ISR): the next answer only; after one not acknowledged and no
+    # answer later: never
+    assert [profile.answer_at(t) for t in (5, 12, 25, 30, 32, 41, 55, 61)] == [10, 17, 35, 35, 37, 80, 85, NEVER]
     assert AckProfile(np.array([10]), np.array([NEVER])).answer_at(20) == NEVER
 
 
