@@ -434,20 +434,31 @@ def test_keyless_records_placed_again_on_the_traces_without_a_leader_pause(spark
     recorded placement (no leader paused, so the recorded policy's placement is already the partitioner's
     under both): across policies P99 and P999 within 10% of the other run's client (as the recorded placement),
     and under the recorded acks=1 its P99 is 19% under the client's (3,350 against 4,143 ms, single draws
-    2,640-4,229 ms), the model's own error where a few hundred records decide the P99. Writes gold into the
-    module's lakehouse."""
+    2,640-4,229 ms), the model's own error where a few hundred records decide the P99. The placement alone (gold's
+    `placement_frame`), from the module's corpus run."""
     import csv
 
     import numpy as np
 
-    from ackreplay.gold.stage import run_gold
+    from ackreplay.gold.stage import keyless_in_records, keyless_topics, placement_frame, read_record_sends
 
-    clusters = ["perf-acks-all", "perf-acks-1", "lab-3.6.2"]
-    gold = run_gold(spark, load_config(SAMPLE_CONF), corpus_run.lakehouse, clusters, "corpus-gold", window="minute")
+    config = load_config(SAMPLE_CONF)
+    in_scope = F.col("cluster").isin("perf-acks-all", "perf-acks-1", "lab-3.6.2")
+    tables = {
+        name: read_table(spark, corpus_run.lakehouse, name).where(in_scope)
+        for name in ("produce_replay", "produce_requests", "follower_fetches", "batch_send_times")
+    }
+    placement = placement_frame(
+        tables["produce_replay"].where(F.col("policy").isin("acks=all", "acks=1")),
+        read_record_sends(spark, corpus_run.lakehouse, in_scope),
+        tables["produce_requests"],
+        tables["follower_fetches"],
+        keyless_topics(config, keyless_in_records(tables["batch_send_times"])),
+        config,
+    )
     placed = {
         (r["cluster"], r["policy"]): tuple(round(r[f"placed_{q}_ms"], 1) for q in ("p50", "p99", "p999"))
-        for r in gold.summary
-        if r["policy"] in ("acks=all", "acks=1")
+        for r in placement.collect()
     }
     assert placed == {
         ("perf-acks-all", "acks=all"): (5.8, 4468.3, 6158.7),
@@ -559,7 +570,7 @@ def test_every_lab_client_measured_per_record_what_its_own_policy_replays(spark,
     measured = {}
     for cluster, trace in CLIENT_TRACES.items():
         created = _create_times(trace)
-        for path in trace.glob("*/client/batches-lab-producer-acks-all.csv.gz"):
+        for path in trace.glob("*/client/batches-*.csv.gz"):
             rows = list(csv.DictReader(gzip.open(path, "rt")))
             per_record = [
                 int(r["ack_us"]) / 1000 - created[(int(r["partition"]), offset)]
