@@ -148,8 +148,8 @@ def partition_placement_caution(silence_ms: float | None) -> str | None:
         f"keyless records and a leader that did not run for {silence_ms / 1000:,.1f} s: Kafka's partitioner (KIP-794)"
         " sends keyless records away from partitions whose queues back up, which differs with the policy, and the"
         " replay keeps each batch on its recorded partition, so another policy's P99 there can be far off; the"
-        ' records placed again by the partitioner ("placed" above, policy_summary placed_*) are the better guide'
-        ' (README "Keyless records")'
+        " records placed again by the partitioner (shown with the topic's summary; policy_summary placed_*) are the"
+        ' better guide (README "Keyless records")'
     )
 
 

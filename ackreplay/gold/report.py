@@ -317,6 +317,33 @@ def _summary_table(rows: list[dict]) -> str:
     return _wide_table(head, body)
 
 
+_PLACED_COLUMNS = (
+    ("policy", "policy", "{}"),
+    ("p50 ms", "placed_p50_ms", "{:,.1f}"),
+    ("p99 ms (single draws)", "placed_p99_ms", "{:,.1f}"),
+    ("p999 ms (single draws)", "placed_p999_ms", "{:,.1f}"),
+)
+
+
+def _placement_table(rows: list[dict]) -> str:
+    """For a keyless topic, the records' latency placed again by Kafka's partitioner under each policy, with
+    what it rests on; empty for a keyed topic."""
+    placed = [r for r in rows if r.get("placed_p99_ms") is not None]
+    if not placed:
+        return ""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h, _, _ in _PLACED_COLUMNS)
+    body = "\n".join("<tr>" + "".join(_cell(r, k, f) for _, k, f in _PLACED_COLUMNS) + "</tr>" for r in placed)
+    return (
+        "<h3>Keyless records placed again by Kafka's partitioner</h3>\n"
+        '<p class="note">The records of this topic have no key, so where the producer put each one depends on how '
+        "fast each partition's batches left, i.e. on the policy (KIP-794's adaptive partitioner). Here they are "
+        f"placed again under each policy, record by record, {placed[0]['placed_draws']} seeded draws pooled; in "
+        "brackets the lowest and highest single draw. The table above keeps each batch on its recorded partition. "
+        'Where a leader of the topic paused, these are the better guide (README "Keyless records").</p>\n'
+        + _wide_table(head, body)
+    )
+
+
 def _wide_table(head: str, body: str) -> str:
     """A table of the report's style (header row `head`, rows `body`) that scrolls sideways inside the page."""
     return f'<div class="wide"><table class="summary">\n<tr>{head}</tr>\n{body}\n</table></div>'
@@ -605,7 +632,8 @@ def build_report(
         )  # fmt: skip
         sections.append(
             f'<section data-cluster="{html.escape(cluster)}" data-topic="{html.escape(topic)}">\n'
-            f"<h2>{html.escape(cluster)} / {html.escape(topic)}</h2>\n{_summary_table(rows)}\n{drill_down}"
+            f"<h2>{html.escape(cluster)} / {html.escape(topic)}</h2>\n{_summary_table(rows)}\n"
+            f"{_placement_table(rows)}{drill_down}"
             f"{_routing_section(data.of(data.routed, cluster, topic))}{chart_html}\n</section>"
         )
     untrusted = sorted(

@@ -204,8 +204,8 @@ def test_keyless_records_through_a_leader_that_did_not_run_carry_the_partitioner
         "  c1 / events: frontier acks=all, acks=1; caution: keyless records and a leader that did not run for 9.5 s:"
         " Kafka's partitioner (KIP-794) sends keyless records away from partitions whose queues back up, which"
         " differs with the policy, and the replay keeps each batch on its recorded partition, so another policy's"
-        ' P99 there can be far off; the records placed again by the partitioner ("placed" above, policy_summary'
-        ' placed_*) are the better guide (README "Keyless records")'
+        " P99 there can be far off; the records placed again by the partitioner (shown with the topic's summary;"
+        ' policy_summary placed_*) are the better guide (README "Keyless records")'
     )
     for quiet in (rows("keyed", 9_512.4), rows("keyless", None)):
         [decision] = decide(quiet, None)

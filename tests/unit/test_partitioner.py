@@ -151,3 +151,19 @@ def test_a_group_without_recorded_batches_has_no_figures():
     rows = _group_rows()
     (row,) = placement_of_group(rows[rows["kind"] != BATCH], PlacementSettings()).to_dict("records")
     assert row["placed_records"] == 0 and row["placed_p99_ms"] is None and row["placed_draws"] == 5
+
+
+def test_the_report_shows_a_keyless_topics_placement_and_nothing_for_a_keyed_one():
+    from ackreplay.gold.report import _placement_table
+
+    placed = {
+        "policy": "acks=1", "placed_draws": 5, "placed_p50_ms": 1.1, "placed_p99_ms": 127.4, "placed_p99_low_ms": 33.6,
+        "placed_p99_high_ms": 409.9, "placed_p999_ms": 9099.6, "placed_p999_low_ms": 9014.2,
+        "placed_p999_high_ms": 9249.6,
+    }  # fmt: skip
+    table = _placement_table([placed, {"policy": "acks=all", "placed_p99_ms": None}])
+    assert "5 seeded draws pooled" in table
+    assert '<tr><td class="left" data-key="policy" data-value="acks=1">acks=1</td>' in table
+    assert ">127.4 (33.6–409.9)</td>" in table and ">9,099.6 (9,014.2–9,249.6)</td>" in table
+    assert "acks=all" not in table.split("</p>")[1]  # a policy without figures has no row
+    assert _placement_table([{"policy": "acks=1", "placed_p99_ms": None}]) == ""
