@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 
 from ackreplay.session import is_connect, session_jvm
+from ackreplay.storage.filesystems import scheme_of
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +118,14 @@ def table_path(lakehouse: str, name: str) -> str:
 
 
 def delta_sql_name(lakehouse: str, name: str) -> str:
-    """Table `name` as SQL names a Delta table by its path: delta.`<path>`."""
-    return "delta.`" + table_path(lakehouse, name).replace("`", "``") + "`"
+    """Table `name` as SQL names a Delta table by its path: delta.`<path>`. Delta takes a path there only when
+    it is absolute (`DeltaTableUtils.isValidPath`; a relative one is read as a file source, which cannot be
+    queried: UNSUPPORTED_DATASOURCE_FOR_DIRECT_QUERY), so a relative local lakehouse (`--lakehouse lakehouse`)
+    is made absolute against the working folder, where Spark reads and writes it too."""
+    path = table_path(lakehouse, name)
+    if not scheme_of(path) and not os.path.isabs(path):
+        path = os.path.abspath(path)
+    return "delta.`" + path.replace("`", "``") + "`"
 
 
 def table_exists(spark: SparkSession, lakehouse: str, name: str) -> bool:

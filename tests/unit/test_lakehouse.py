@@ -91,3 +91,23 @@ def test_the_last_commit_is_read_as_delta_history_shows_it(spark, tmp_path):
     expected = history.select("userMetadata", "operationParameters", "operationMetrics").first().asDict()
     assert _last_commit(spark, lakehouse, "produce_requests") == expected
     assert expected["userMetadata"] == "run-2" and expected["operationMetrics"]["numOutputRows"] == "1"
+
+
+def test_delta_sql_names_a_relative_lakehouse_by_its_absolute_path(spark, tmp_path):
+    """`make sample` runs with `--lakehouse lakehouse`: Delta's SQL takes delta.`<path>` only for an absolute path,
+    so the ledger's UPDATE on a relative one failed (UNSUPPORTED_DATASOURCE_FOR_DIRECT_QUERY). The relative path is
+    taken from the working folder the session's JVM started in, which is this process's."""
+    import os
+
+    from ackreplay.storage.lakehouse import delta_sql_name
+
+    relative = os.path.relpath(tmp_path / "lakehouse")
+    rows = spark.createDataFrame([_row(PRODUCE_REQUESTS, source_file=f"{n}.log") for n in "ab"], PRODUCE_REQUESTS)
+    replace_rows(rows, relative, "produce_requests", "true", "run-1")
+    name = delta_sql_name(relative, "produce_requests")
+    assert name == f"delta.`{tmp_path}/lakehouse/silver/produce_requests`"
+    spark.sql(f"DELETE FROM {name} WHERE source_file = 'a.log'")
+    assert [r["source_file"] for r in read_table(spark, str(tmp_path / "lakehouse"), "produce_requests").collect()] == [
+        "b.log"
+    ]
+    assert delta_sql_name("s3a://b/lh", "produce_requests") == "delta.`s3a://b/lh/silver/produce_requests`"
