@@ -19,7 +19,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     ByteType,
-    DoubleType,
     IntegerType,
     LongType,
     StringType,
@@ -27,6 +26,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from schemas.gold import POLICY_SUMMARY
 from schemas.tables import RECORD_SENDS
 from schemas.vocabulary import ACKS_1, ACKS_ALL, Outcome
 from transforms.gold import BATCH_KEY
@@ -57,21 +57,9 @@ PLACEMENT_INPUT = StructType(
     ]
 )
 
+# the placed_* columns of gold policy_summary, keyed by (cluster, topic, policy)
 PLACEMENT = StructType(
-    [
-        StructField("cluster", StringType(), False),
-        StructField("topic", StringType(), False),
-        StructField("policy", StringType(), False),
-        StructField("placed_records", LongType(), True),
-        StructField("placed_draws", IntegerType(), True),
-        StructField("placed_p50_ms", DoubleType(), True),
-        StructField("placed_p99_ms", DoubleType(), True),
-        StructField("placed_p999_ms", DoubleType(), True),
-        StructField("placed_p99_low_ms", DoubleType(), True),
-        StructField("placed_p99_high_ms", DoubleType(), True),
-        StructField("placed_p999_low_ms", DoubleType(), True),
-        StructField("placed_p999_high_ms", DoubleType(), True),
-    ]
+    [f for f in POLICY_SUMMARY.fields if f.name in ("cluster", "topic", "policy") or f.name.startswith("placed_")]
 )
 
 

@@ -48,7 +48,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-NEVER = np.iinfo(np.int64).max
+from schemas.vocabulary import NEVER
+from transforms.gold import P999_MIN_N
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ class PlacementSettings:
     producer: ProducerConfig = ProducerConfig()
     draws: int = 5
     seed: int = 0
-    p999_min_n: int = 1000  # as gold's P999 (transforms.gold.P999_MIN_N)
+    p999_min_n: int = P999_MIN_N  # as gold's P999
 
 
 def _records_of(batches) -> tuple[np.ndarray, np.ndarray]:
@@ -302,7 +303,7 @@ def placement_of_group(pdf, settings: PlacementSettings):
     """One (cluster, topic, policy) group of transforms/keyless.py's rows -> its one row of placed quantiles."""
     import pandas as pd
 
-    from transforms.keyless import ANSWER, BATCH, SPAN
+    from transforms.keyless import ANSWER, BATCH, PLACEMENT, SPAN
 
     key = {c: pdf[c].iloc[0] for c in ("cluster", "topic", "policy")}
     # rows arrive in the shuffle's order: a total order keeps a draw's result the same on every run
@@ -310,11 +311,8 @@ def placement_of_group(pdf, settings: PlacementSettings):
     answers = pdf[pdf["kind"] == ANSWER]
     batches = pdf[pdf["kind"] == BATCH]
     gaps = pdf[pdf["kind"] == SPAN]
-    empty = {"placed_records": 0, "placed_draws": settings.draws} | {
-        name: None
-        for name in ("placed_p50_ms", "placed_p99_ms", "placed_p999_ms", "placed_p99_low_ms", "placed_p99_high_ms")
-        + ("placed_p999_low_ms", "placed_p999_high_ms")
-    }
+    empty: dict[str, int | None] = {name: None for name in PLACEMENT.fieldNames() if name.endswith("_ms")}
+    empty |= {"placed_records": 0, "placed_draws": settings.draws}
     if batches.empty or answers.empty:
         return pd.DataFrame([key | empty])
     profiles = {
