@@ -111,7 +111,6 @@ SAMPLE_RUN_MODULES = frozenset(
         "tests/pipeline/test_isr_check.py",
         "tests/pipeline/test_metrics_samples.py",
         "tests/pipeline/test_notebook.py",
-        "tests/pipeline/test_object_storage.py",
         "tests/pipeline/test_samples.py",
         "tests/pipeline/test_spark_connect.py",
     }
@@ -124,12 +123,12 @@ def _group(nodeid: str) -> str:
 
 
 # Worker-seconds of the groups that take more than a minute (`--durations=0` on a clean clone, 2026-12-02;
-# docs/development.md; sample-runs with the object-storage and Spark Connect runs added the same day, ~180 s each
-# alone). xdist hands out groups by their number of tests, which put a long module of few tests
+# docs/development.md; sample-runs with the Spark Connect run added the same day, ~180 s alone, and the cluster
+# test's run then moved onto the object store, which made the object-store module's own run unneeded). xdist hands out groups by their number of tests, which put a long module of few tests
 # last, with one worker running on alone; instead a free worker takes the longest group left, and groups not
 # listed follow by their number of tests.
 GROUP_SECONDS = {
-    "sample-runs": 1160,
+    "sample-runs": 1050,
     "tests/pipeline/test_corpus.py": 451,
     "tests/pipeline/test_faults.py": 220,
     "tests/pipeline/test_incremental.py": 165,
