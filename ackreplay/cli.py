@@ -189,7 +189,10 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "gold":
             pipeline.gold(spark, config, lakehouse, dates, full, args.cluster, echo=echo, steps=steps, detail=detail)
         elif args.command == "report":
-            html = pipeline.report(spark, lakehouse, args.out, config.report.target, config.replay.producer.linger_ms)
+            from ackreplay.gold.stage import producers_per_cluster
+
+            lingers = producers_per_cluster(config, "linger_ms")
+            html = pipeline.report(spark, lakehouse, args.out, config.report.target, lingers)
             echo(f"report: {html}")
         elif args.command == "export":
             from ackreplay.export import export_table

@@ -79,6 +79,9 @@ class ClusterSettings(_Strict):
     # otherwise and where no record was seen. Per topic in `topic_partitioning`, `partitioning` for the others.
     partitioning: Literal["auto", "keyed", "keyless"] = "auto"
     topic_partitioning: dict[str, Literal["auto", "keyed", "keyless"]] = Field(default_factory=dict)
+    # The settings of this cluster's producers where they differ from `replay.producer` (its keys, e.g.
+    # `{linger_ms: 0}` for clients older than Kafka 4.0, whose linger.ms default is 0): AppConfig.producer_of.
+    producer: dict[str, int | float] = Field(default_factory=dict)
 
     @field_validator("create_times_from_kafka")
     @classmethod
@@ -359,6 +362,32 @@ class AppConfig(_Strict):
         """Settings of one cluster, falling back to `default_cluster`."""
         return self.clusters.get(name, self.default_cluster)
 
+    def producer_of(self, name: str | None) -> ProducerSettings:
+        """The settings of one cluster's producers: `replay.producer` with the cluster's `producer` keys (None: a
+        cluster the conf does not name, `default_cluster`'s)."""
+        overrides = (self.default_cluster if name is None else self.cluster(name)).producer
+        if not overrides:
+            return self.replay.producer
+        return ProducerSettings.model_validate({**self.replay.producer.model_dump(), **overrides})
+
+    @model_validator(mode="after")
+    def _known_producer_settings(self) -> AppConfig:
+        # each cluster's producer keys validated as replay.producer's (an unknown key or a bad value names the key)
+        named = {"default_cluster": self.default_cluster, **{f"clusters.{k}": v for k, v in self.clusters.items()}}
+        for where, cluster in named.items():
+            if not cluster.producer:
+                continue
+            try:
+                ProducerSettings.model_validate({**self.replay.producer.model_dump(), **cluster.producer})
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"'{where}.producer.{'.'.join(map(str, err['loc']))}': "
+                    + ("unknown key" if err["type"] == "extra_forbidden" else err["msg"])
+                    for err in exc.errors()
+                )
+                raise ValueError(problems) from None
+        return self
+
     def log_clocks(self) -> tuple[dict[str, str], str, dict[str, float]]:
         """The arguments of `transforms.request_log.with_event_time` for every log line: each named cluster's
         zone, the default zone, and each "cluster/broker_id"'s clock offset in ms."""
@@ -401,6 +430,8 @@ def parse_config(raw: dict[str, Any] | None, source: str = "<dict>") -> AppConfi
             key = ".".join(str(part) for part in err["loc"]) or "<root>"
             if err["type"] == "extra_forbidden":
                 problems.append(f"unknown key '{key}'")
+            elif not err["loc"]:  # a check across keys, which names them itself
+                problems.append(err["msg"].removeprefix("Value error, "))
             else:
                 problems.append(f"key '{key}': {err['msg']} (got {err.get('input')!r})")
         raise ConfigError(f"invalid configuration {source}: " + "; ".join(problems)) from None

@@ -26,6 +26,7 @@ from pyspark.sql import SparkSession
 from ackreplay.config import AppConfig, DecisionTarget
 from ackreplay.ledger import DateRange, Scope, mark_done, stage_scope
 from ackreplay.replay.self_check import ReplayUntrusted
+from transforms.common import PerCluster
 
 Echo = Callable[[str], None]
 
@@ -194,11 +195,11 @@ def report(
     lakehouse: str,
     out_dir: str | Path | None = None,
     target: DecisionTarget | None = None,
-    linger_ms: float = 0.0,
+    linger_ms: float | PerCluster = 0.0,
 ) -> str:
     """Charts and report.html from the gold tables (default folder: <lakehouse>/report), opening with the
-    decision for `target` (the conf's `report.target`); the html's path. `linger_ms`: the conf's
-    `replay.producer.linger_ms`."""
+    decision for `target` (the conf's `report.target`); the html's path. `linger_ms`: the producers' linger.ms
+    (`ackreplay.gold.stage.producers_per_cluster`)."""
     from ackreplay.gold.report import build_report
 
     return build_report(spark, lakehouse, out_dir, target, linger_ms)
@@ -227,9 +228,10 @@ def run(
         echo("report: unchanged (no gold table was rebuilt)")
         return result
     with steps.timed("report"):
-        result.report_html = report(
-            spark, lakehouse, target=config.report.target, linger_ms=config.replay.producer.linger_ms
-        )
+        from ackreplay.gold.stage import producers_per_cluster
+
+        lingers = producers_per_cluster(config, "linger_ms")
+        result.report_html = report(spark, lakehouse, target=config.report.target, linger_ms=lingers)
     echo(f"report: {result.report_html}")
     assert result.gold.run_id is not None  # a gold stage with clusters in scope has a run id
     mark_done(spark, lakehouse, result.gold.scope, result.gold.run_id)  # after the report: a retry rebuilds it

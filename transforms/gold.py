@@ -58,6 +58,7 @@ from schemas.vocabulary import (
     Outcome,
     PolicyKind,
 )
+from transforms.common import PerCluster, per_cluster
 from transforms.routing import routing_by_partition
 from transforms.windows import split_by_window, with_window
 
@@ -133,7 +134,7 @@ def record_sends_by_batch(send_times: DataFrame) -> DataFrame:
     )
 
 
-def _record_latency(linger_ms: float) -> Column:
+def _record_latency(linger_ms: PerCluster) -> Column:
     """A record's latency: its batch's less how long after the batch's first record it was sent.
 
     Every record existed when its batch's request left the producer, except where a policy sent the batch
@@ -143,7 +144,8 @@ def _record_latency(linger_ms: float) -> Column:
     batches as each lingers) and took as long at the broker (`broker_latency_ms`)."""
     after = F.coalesce(F.col("_send.after_ms"), F.lit(0.0))
     late = after - (F.col("latency_ms") - F.col("broker_latency_ms"))  # sent that long after its batch left
-    lingered = F.pmod(-late, F.lit(float(linger_ms))) if linger_ms > 0 else F.lit(0.0)
+    linger = linger_ms.column()
+    lingered = F.coalesce(F.pmod(-late, F.when(linger > 0, linger)), F.lit(0.0))  # linger.ms 0: sent at once
     sent_late = F.col("_send.after_ms").isNotNull() & (late > LATE_RECORD_MS)
     return F.when(sent_late, F.col("broker_latency_ms") + lingered).otherwise(F.col("latency_ms") - after)
 
@@ -152,11 +154,14 @@ def _record_latency(linger_ms: float) -> Column:
 LATE_RECORD_MS = 1.0
 
 
-def record_latencies(replay: DataFrame, record_sends: DataFrame | None = None, linger_ms: float = 0.0) -> DataFrame:
+def record_latencies(
+    replay: DataFrame, record_sends: DataFrame | None = None, linger_ms: float | PerCluster = 0.0
+) -> DataFrame:
     """The acked produces' records (see the module docstring): their keys, partition and `t_start`, with
     `record_latency_ms` and `records`, how many records share that latency (rows of one batch differ by
     their send time). `record_sends`: the output of :func:`record_sends_by_batch`, None when there is none.
-    `linger_ms`: the producers' `linger.ms` (conf `replay.producer.linger_ms`, :func:`_record_latency`)."""
+    `linger_ms`: the producers' `linger.ms` (conf `replay.producer.linger_ms`, a cluster's own in
+    `clusters.<name>.producer`; :func:`_record_latency`)."""
     acked = replay.where(delivered())
     if record_sends is not None:
         # a listing of another epoch's batch at this offset (reused after a truncation) is not this one's
@@ -181,7 +186,7 @@ def record_latencies(replay: DataFrame, record_sends: DataFrame | None = None, l
     )
     return sends.select(
         "cluster", "topic", "partition", "policy", "t_start",
-        _record_latency(linger_ms).alias("record_latency_ms"),
+        _record_latency(per_cluster(linger_ms)).alias("record_latency_ms"),
         F.coalesce(F.col("_send.records"), F.col("records"), F.lit(1)).cast("bigint").alias("records"),
         # one row of each batch whose records each have a send time (for counting those batches)
         (F.col("_position") == 0).alias("_batch_with_sends"),
@@ -223,7 +228,7 @@ def _percentile_columns() -> dict[str, Column]:
 
 
 def latency_percentiles(
-    replay: DataFrame, window: str = "hour", record_sends: DataFrame | None = None, linger_ms: float = 0.0
+    replay: DataFrame, window: str = "hour", record_sends: DataFrame | None = None, linger_ms: float | PerCluster = 0.0
 ) -> DataFrame:
     """One row per (cluster, topic, policy, window): produces, n, acked_records, p50/p99/p999/p9999 and
     max of the records' latency (module docstring; `record_sends` as for :func:`record_latencies`).
@@ -506,7 +511,7 @@ def policy_summary(
     partitions: DataFrame,
     availability_df: DataFrame,
     record_sends: DataFrame | None = None,
-    linger_ms: float = 0.0,
+    linger_ms: float | PerCluster = 0.0,
 ) -> DataFrame:
     """One row per (cluster, topic, policy) over all the data: the decision table.
 
@@ -593,7 +598,10 @@ def _quantile_rows(df: DataFrame, column: str, probabilities: list[float], weigh
 
 
 def latency_quantiles(
-    replay: DataFrame, probabilities: list[float], record_sends: DataFrame | None = None, linger_ms: float = 0.0
+    replay: DataFrame,
+    probabilities: list[float],
+    record_sends: DataFrame | None = None,
+    linger_ms: float | PerCluster = 0.0,
 ) -> DataFrame:
     """Exact quantiles of the records' latency per (cluster, topic, policy) (module docstring; `record_sends`
     as for :func:`record_latencies`): one row per fraction q."""

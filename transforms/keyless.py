@@ -12,6 +12,7 @@ One group per (cluster, topic, policy) holds three kinds of rows:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, Window
@@ -29,6 +30,7 @@ from pyspark.sql.types import (
 from schemas.gold import POLICY_SUMMARY
 from schemas.tables import RECORD_SENDS
 from schemas.vocabulary import ACKS_1, ACKS_ALL, Outcome
+from transforms.common import PerCluster, per_cluster
 from transforms.gold import BATCH_KEY
 
 if TYPE_CHECKING:
@@ -68,7 +70,7 @@ def _us(column: str) -> Column:
 
 
 def read_gaps(
-    replay: DataFrame, produce_requests: DataFrame, line_starts: DataFrame, blocked_gap_ms: float
+    replay: DataFrame, produce_requests: DataFrame, line_starts: DataFrame, blocked_gap_ms: float | PerCluster
 ) -> DataFrame:
     """(cluster, broker_id, from_us, to_us): spans in which a broker read no request although one had been sent
     to it: a request whose connection was free (not read within `blocked_gap_ms` of the previous response on it,
@@ -96,7 +98,7 @@ def read_gaps(
         .withColumn("_previous_response", previous_sent)
         .where(
             F.col("_previous_response").isNull()
-            | (F.col("t_read") - F.col("_previous_response") > F.lit(int(blocked_gap_ms * 1000)))
+            | (F.col("t_read") - F.col("_previous_response") > per_cluster(blocked_gap_ms).column() * 1000)
         )
         .join(sent, ["cluster", "source_file", "line_number"])
         .where(F.col("t_read") - F.col("t_sent") > F.lit(READ_GAP_EVIDENCE_US))
@@ -148,13 +150,19 @@ def placement_input(
     return answers.unionByName(batch_rows, allowMissingColumns=True).unionByName(span_rows, allowMissingColumns=True)
 
 
-def keyless_placement(inputs: DataFrame, settings: PlacementSettings) -> DataFrame:
+def keyless_placement(
+    inputs: DataFrame, settings: PlacementSettings, by_cluster: Mapping[str, PlacementSettings] | None = None
+) -> DataFrame:
     """(cluster, topic, policy, placed_*) of :data:`PLACEMENT`: per keyless topic and policy, the records'
-    latency with the partitioner re-simulated (ackreplay/replay/partitioner.py), over `settings.draws` draws."""
+    latency with the partitioner re-simulated (ackreplay/replay/partitioner.py), over `settings.draws` draws;
+    a cluster in `by_cluster` with its own producers' settings."""
     from ackreplay.replay.partitioner import placement_of_group
 
+    own = dict(by_cluster or {})
+
     def run(pdf):
-        return placement_of_group(pdf, settings)
+        cluster = pdf["cluster"].iloc[0] if len(pdf) else None
+        return placement_of_group(pdf, own.get(cluster, settings))
 
     return (
         inputs.select(*PLACEMENT_INPUT.fieldNames()).groupBy("cluster", "topic", "policy").applyInPandas(run, PLACEMENT)

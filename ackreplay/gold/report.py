@@ -35,6 +35,7 @@ from ackreplay.session import is_connect
 from ackreplay.storage.arrow_delta import arrow_writable
 from ackreplay.storage.filesystems import open_uri, s3a_settings
 from ackreplay.storage.lakehouse import HadoopFiles, read_table, table_exists
+from transforms.common import PerCluster
 from transforms.gold import (
     P999_MIN_N,
     broker_latency_quantiles,
@@ -79,7 +80,7 @@ def latency_over_time(
     replay: DataFrame,
     record_sends: DataFrame | None,
     slots: dict[tuple[str, str], int],
-    linger_ms: float = 0.0,
+    linger_ms: float | PerCluster = 0.0,
 ) -> list[dict]:
     """P99 and P999 of the records' latency per (cluster, topic, policy, slot of `slots[(cluster, topic)]`
     seconds, by the produce's `t_start`), each only where the slot holds enough records for it (100, 1000): a
@@ -118,7 +119,9 @@ def _tails(records: DataFrame, keys: list[str]) -> list[dict]:
     ]
 
 
-def latency_by_partition(replay: DataFrame, record_sends: DataFrame | None, linger_ms: float = 0.0) -> list[dict]:
+def latency_by_partition(
+    replay: DataFrame, record_sends: DataFrame | None, linger_ms: float | PerCluster = 0.0
+) -> list[dict]:
     """Per (cluster, topic, partition, policy): acked records and their P99 / P999 (`_tails`), for the report's
     drill-down: which partitions make a topic's tail."""
     return _tails(record_latencies(replay, record_sends, linger_ms), ["cluster", "topic", "partition", "policy"])
@@ -524,7 +527,7 @@ class ReportData:
         return [r for r in rows if r["cluster"] == cluster and r["topic"] == topic]
 
 
-def collect_report_data(spark: SparkSession, lakehouse: str, linger_ms: float = 0.0) -> ReportData:
+def collect_report_data(spark: SparkSession, lakehouse: str, linger_ms: float | PerCluster = 0.0) -> ReportData:
     """The report's aggregates for every (cluster, topic) of `policy_summary`. `linger_ms`: the producers'
     linger.ms (`transforms.gold.record_latencies`)."""
     summary = summary_rows(read_table(spark, lakehouse, "policy_summary"))
@@ -608,7 +611,7 @@ def build_report(
     lakehouse: str,
     out_dir: str | Path | None = None,
     target: DecisionTarget | None = None,
-    linger_ms: float = 0.0,
+    linger_ms: float | PerCluster = 0.0,
     data: ReportData | None = None,
 ) -> str:
     """Write report.html for every (cluster, topic) of the gold tables, opening with the decision for `target`

@@ -25,7 +25,7 @@ from ackreplay.storage.lakehouse import read_table, replace_rows, sql_string, ta
 from schemas.broker_logs import ISR_CHANGES
 from schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE, ROUTING
 from schemas.tables import PRODUCE_REQUESTS
-from transforms.common import conform
+from transforms.common import PerCluster, conform
 from transforms.gold import (
     availability,
     isr_segments,
@@ -245,7 +245,7 @@ def build_gold(
     record_sends: DataFrame | None = None,
     produce_requests: DataFrame | None = None,
     keyless: Column | None = None,
-    linger_ms: float = 0.0,
+    linger_ms: float | PerCluster = 0.0,
 ) -> dict[str, DataFrame]:
     """The four per-window gold frames (conformed to their contracts) from produce_replay, partitions,
     isr_changes, the records' send times (:func:`read_record_sends`), produce_requests (the recorded
@@ -334,7 +334,7 @@ def summary_frame(
     run_id: str,
     record_sends: DataFrame | None = None,
     self_checks: dict[str, str] | None = None,
-    linger_ms: float = 0.0,
+    linger_ms: float | PerCluster = 0.0,
     keyless: Column | None = None,
     request_lines: DataFrame | None = None,
     placement: DataFrame | None = None,
@@ -430,9 +430,18 @@ def check_contract(spark: SparkSession, lakehouse: str, name: str, contract) -> 
         )
 
 
-def placement_settings(config: AppConfig) -> PlacementSettings:
-    """The producers' settings (conf `replay.producer`) the partitioner's re-simulation follows."""
-    producer = config.replay.producer
+def producers_per_cluster(config: AppConfig, setting: str) -> PerCluster:
+    """`replay.producer.<setting>` per cluster: a named cluster's own where its `producer` block sets it."""
+    return PerCluster(
+        getattr(config.producer_of(None), setting),
+        {name: getattr(config.producer_of(name), setting) for name in config.clusters},
+    )
+
+
+def placement_settings(config: AppConfig, cluster: str | None = None) -> PlacementSettings:
+    """The settings of a cluster's producers (conf `replay.producer`, `clusters.<name>.producer`; None: a cluster
+    the conf does not name) the partitioner's re-simulation follows."""
+    producer = config.producer_of(cluster)
     return PlacementSettings(
         ProducerConfig(
             batch_size=producer.batch_size,
@@ -456,9 +465,10 @@ def placement_frame(
     starts = produce_requests.select("cluster", "broker_id", "t_start")
     if follower_fetches is not None:
         starts = starts.unionByName(follower_fetches.select("cluster", "broker_id", "t_start"))
-    gaps = read_gaps(replay, produce_requests, starts, config.replay.producer.blocked_gap_ms)
+    gaps = read_gaps(replay, produce_requests, starts, producers_per_cluster(config, "blocked_gap_ms"))
     inputs = placement_input(replay, record_sends, produce_requests, gaps, keyless)
-    return keyless_placement(inputs, placement_settings(config))
+    by_cluster = {name: placement_settings(config, name) for name in config.clusters}
+    return keyless_placement(inputs, placement_settings(config), by_cluster)
 
 
 def run_gold(
@@ -503,7 +513,7 @@ def run_gold(
         if table_exists(spark, lakehouse, "produce_requests")
         else None
     )
-    linger_ms = config.replay.producer.linger_ms
+    linger_ms = producers_per_cluster(config, "linger_ms")
     frames = build_gold(
         replay, partitions, isr_changes, window, run_id, record_sends, produce_requests,
         keyless_topics(config, seen_keys), linger_ms,

@@ -203,6 +203,17 @@ def _leadership_end(part: PartitionEpochs, k: int, last_row_us: int) -> int:
 
 
 @dataclass(frozen=True)
+class ProducerRules:
+    """One cluster's producer settings as the replay applies them (conf `replay.producer`, and a cluster's own
+    `clusters.<name>.producer`: AppConfig.producer_of)."""
+
+    linger_us: int = 5_000  # linger.ms (connections.py)
+    blocked_gap_us: int = 1_000  # blocked_gap_ms
+    max_in_flight: int = 5  # max.in.flight.requests.per.connection
+    retry: RetrySettings = field(default_factory=RetrySettings)  # the retry settings (retries.py)
+
+
+@dataclass(frozen=True)
 class ReplayContext:
     """Everything a replay group needs besides its rows: built on the driver from the small silver tables
     (partitions, leader epochs, ISR changes, the source-file names) and shipped with the group function."""
@@ -227,10 +238,8 @@ class ReplayContext:
     # return only each group's rejection ground truth (one WRITTEN_FILE row without a file): the count Spark's
     # writer cannot return beside the rows it writes (stage._rejections_beside_sparks_writer)
     rejections_only: bool = False
-    linger_us: int = 5_000  # replay.producer.linger_ms (connections.py)
-    blocked_gap_us: int = 1_000  # replay.producer.blocked_gap_ms
-    max_in_flight: int = 5  # replay.producer.max_in_flight
-    retry: RetrySettings = field(default_factory=RetrySettings)  # replay.producer's retry settings (retries.py)
+    producer: ProducerRules = field(default_factory=ProducerRules)  # of a cluster not in `cluster_producers`
+    cluster_producers: Mapping[str, ProducerRules] = field(default_factory=dict)  # cluster -> its producers' rules
     # cluster -> its own replica.lag.time.max.ms, replayed besides `lag_ms` (replay.lag_ms `own`; own_lag.py)
     own_lag_ms: Mapping[str, float] = field(default_factory=dict)
     # cluster -> the replica.lag.time.max.ms its brokers logged (or the conf gives), whether replayed or not: the
@@ -248,6 +257,9 @@ class ReplayContext:
 
     def policies_of(self, cluster: str) -> list[str]:
         return policy_order(self.quorum_sizes, self.lags_of(cluster))
+
+    def producer_of(self, cluster: str) -> ProducerRules:
+        return self.cluster_producers.get(cluster, self.producer)
 
 
 def _np(table: pa.Table, name: str, dtype=None) -> np.ndarray:
@@ -352,6 +364,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         return None
     rows = order[placed]
     group_cluster = ctx.partitions[int(_np(produces, "pkey")[rows[0]])].cluster
+    rules = ctx.producer_of(group_cluster)
     lags, policies = ctx.lags_of(group_cluster), ctx.policies_of(group_cluster)
     recorded_lag_ms = ctx.recorded_lag_ms.get(group_cluster)
     options = ReplayOptions(
@@ -478,7 +491,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
         m_eff = min(inputs.min_insync_replicas, inputs.replication_factor)
         if episodes:
             _admitted_attempts(episodes, produce["episode"], s, e, policies, outcomes, m_eff, result)
-        _retried_rejections(ctx, produce, s, e, policies, outcomes, m_eff, inputs.epoch_end, result)
+        _retried_rejections(rules.retry, produce, s, e, policies, outcomes, m_eff, inputs.epoch_end, result)
     produce.update(leader_epoch=leader_epoch, cluster=cluster, topic=topic, partition=partition)
     if "send_leader_epoch" in produces.column_names:
         # A send time listed for another epoch's batch at this offset (offsets are reused after a
@@ -499,7 +512,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
     result["t_response"] = _request_max(result["t_ack"], produce["source_file_id"], produce["line_number"])
     result.update(
         _producer_view(
-            ctx, produce, result["t_response"], result["t_ack"], _early_times(result), result["outcome"],
+            ctx, rules, produce, result["t_response"], result["t_ack"], _early_times(result), result["outcome"],
             _retried_times(result),
         )
     )  # fmt: skip
@@ -578,7 +591,7 @@ _REJECTIONS = np.array([Outcome.NOT_ENOUGH_REPLICAS, Outcome.NOT_ENOUGH_REPLICAS
 
 
 def _retried_rejections(
-    ctx: ReplayContext,
+    retry: RetrySettings,
     produce: dict[str, np.ndarray],
     s: int,
     e: int,
@@ -613,7 +626,7 @@ def _retried_rejections(
             fixed_backoff=produce["fixed_backoff"][s:e],
             admits=partial(_admits, isr, outcomes[ACKS_ALL.id].isr, int(produce["t_us"][e - 1]), m_eff),
             leadership_end=leadership_end,
-            settings=ctx.retry,
+            settings=retry,
         )
         if retried is None:
             continue
@@ -740,6 +753,7 @@ class _AckProfiles:
 
 def _producer_view(
     ctx: ReplayContext,
+    rules: ProducerRules,
     produce: dict[str, np.ndarray],
     t_response: np.ndarray,
     t_ack: np.ndarray,
@@ -769,7 +783,7 @@ def _producer_view(
     rows_by_request = np.split(order, ends[:-1])
     client_side_of_row = client_side_us[request_of_row]
     t_start_of_row = t_start[request_of_row]
-    early = _early_batches(produce, early_times, order, starts, ctx.linger_us)
+    early = _early_batches(produce, early_times, order, starts, rules.linger_us)
 
     def moved_response(policy: int, requests: np.ndarray, members: np.ndarray, begin: int) -> int:
         rows = np.concatenate([rows_by_request[r] for r in requests[members]])
@@ -789,9 +803,9 @@ def _producer_view(
         send_first=send_first,
         send_last=send_last,
         has_send=np.logical_or.reduceat(has_send, starts),
-        linger_us=ctx.linger_us,
-        blocked_gap_us=ctx.blocked_gap_us,
-        max_in_flight=ctx.max_in_flight,
+        linger_us=rules.linger_us,
+        blocked_gap_us=rules.blocked_gap_us,
+        max_in_flight=rules.max_in_flight,
         moved_response=moved_response,
         recorded_policy=_recorded_policy(ctx, produce["acks"][first]),
         ready_by_policy=None if early is None else early.ready,
@@ -813,7 +827,7 @@ def _producer_view(
     # such records: transforms/gold._record_latency)
     later = produce["has_send"] & (since > start)
     if later.any():
-        lingered = np.mod(start - since, ctx.linger_us) if ctx.linger_us > 0 else np.zeros_like(start)
+        lingered = np.mod(start - since, rules.linger_us) if rules.linger_us > 0 else np.zeros_like(start)
         latency_ms = np.where(later, broker_latency_ms + lingered / 1000.0, latency_ms)
     if early is not None:
         # A batch that left its recorded request under a policy went out alone (the connection's other requests

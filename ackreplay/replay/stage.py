@@ -31,7 +31,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ackreplay.config import AppConfig
+from ackreplay.config import AppConfig, ProducerSettings
 from ackreplay.kafka_lines import DEFAULT_REQUEST_TIMEOUT_MS
 from ackreplay.replay.elr import ElrSetting, announced_levels, elr_settings, partition_elr_rows
 from ackreplay.replay.groups import (
@@ -40,6 +40,7 @@ from ackreplay.replay.groups import (
     REJECTED_REPLAYED,
     IsrProposals,
     PartitionEpochs,
+    ProducerRules,
     ReplayContext,
     replay_group,
 )
@@ -543,6 +544,20 @@ def isr_proposals(isr_changes: DataFrame) -> dict[tuple[str, int], IsrProposals]
     return out
 
 
+def producer_rules(producer: ProducerSettings) -> ProducerRules:
+    """A cluster's producer settings (AppConfig.producer_of) in the replay's units."""
+    return ProducerRules(
+        linger_us=round(producer.linger_ms * 1000),
+        blocked_gap_us=round(producer.blocked_gap_ms * 1000),
+        max_in_flight=producer.max_in_flight,
+        retry=RetrySettings(
+            backoff_us=round(producer.retry_backoff_ms * 1000),
+            backoff_max_us=round(producer.retry_backoff_max_ms * 1000),
+            delivery_timeout_us=round(producer.delivery_timeout_ms * 1000),
+        ),
+    )
+
+
 def run_replay(
     spark: SparkSession,
     config: AppConfig,
@@ -642,14 +657,8 @@ def run_replay(
         quorum_sizes=tuple(settings.quorum_sizes),
         lag_ms=lag_ms,
         strict_min_isr={c: rule.strict for c, rule in report.min_isr_rules.items()},
-        linger_us=round(settings.producer.linger_ms * 1000),
-        blocked_gap_us=round(settings.producer.blocked_gap_ms * 1000),
-        max_in_flight=settings.producer.max_in_flight,
-        retry=RetrySettings(
-            backoff_us=round(settings.producer.retry_backoff_ms * 1000),
-            backoff_max_us=round(settings.producer.retry_backoff_max_ms * 1000),
-            delivery_timeout_us=round(settings.producer.delivery_timeout_ms * 1000),
-        ),
+        producer=producer_rules(settings.producer),
+        cluster_producers={c: producer_rules(config.producer_of(c)) for c in clusters},
         run_id=run_id,
         partitions=partition_epochs,
         # the groups need the changes themselves; the printed ELRs and partition epochs served _elr_rows

@@ -23,13 +23,14 @@ Line counts are taken with plain gzip + substring counts, independently of the p
 from __future__ import annotations
 
 import gzip
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 
-from ackreplay.config import load_config
+from ackreplay.config import AppConfig, load_config
 from ackreplay.ingest.broker_logs import ingest_broker_logs
 from ackreplay.storage.inputs import discover_inputs
 from ackreplay.storage.lakehouse import read_table
@@ -205,6 +206,24 @@ class CorpusRun:
     elr: dict  # cluster -> elr.ElrSetting: keeps eligible leader replicas, and the rule against the printed ones
 
 
+def with_each_traces_producers(config: AppConfig, traces: list[Path]) -> AppConfig:
+    """`config` with each trace's cluster given its producers' linger.ms as the trace's manifest records it (conf
+    `clusters.<name>.producer`): 0 for the perf-fast pair, whose ProducerPerformance ran with linger.ms=0, Kafka's
+    default 5 for the others."""
+    clusters = dict(config.clusters)
+    for trace in traces:
+        manifest = json.loads((trace / "manifest.json").read_text())
+        linger_ms = manifest["workload"]["producer_configs"]["linger.ms"]
+        name = manifest["cluster"]
+        clusters[name] = config.cluster(name).model_copy(update={"producer": {"linger_ms": linger_ms}})
+    return config.model_copy(update={"clusters": clusters})
+
+
+CORPUS_TRACES = [
+    *PAIR.values(), *PERF_TEST.values(), *PERF_FAST.values(), *VERSION_TRACES.values(), CRASH_TRACE, MIN_ISR_TRACE
+]  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def corpus_run(spark, tmp_path_factory) -> CorpusRun:
     """The pair, ProducerPerformance and version traces ingested and replayed together, once for this
@@ -217,10 +236,9 @@ def corpus_run(spark, tmp_path_factory) -> CorpusRun:
 
     recorded = recorded_policies_config()
     config = recorded.model_copy(update={"replay": recorded.replay.model_copy(update={"lag_ms": ["own"]})})
+    config = with_each_traces_producers(config, CORPUS_TRACES)
     lakehouse = str(tmp_path_factory.mktemp("corpus") / "lakehouse")
-    traces = [
-        *PAIR.values(), *PERF_TEST.values(), *PERF_FAST.values(), *VERSION_TRACES.values(), CRASH_TRACE, MIN_ISR_TRACE
-    ]  # fmt: skip
+    traces = CORPUS_TRACES
     # Every input file but the JMX-exporter scrapes: the replay reads follower LEO samples only for a cluster
     # without follower FETCH lines (ackreplay/replay/stage.py), every corpus trace has them, and no test here
     # reads the samples. The scrapes of every corpus trace carry the same metric names as the bundled traces',
@@ -356,7 +374,7 @@ def test_kafkas_producer_performance_at_a_higher_rate_and_where_the_what_if_brea
         recorded: [round(q, 1) for q in corpus_run.quantiles[(cluster, {"acks=all": "acks=1", "acks=1": "acks=all"}[recorded])]]
         for recorded, cluster in PERF_FAST_CLUSTERS.items()
     }  # fmt: skip
-    assert across == {"acks=all": [1.2, 6924.0, 9224.1], "acks=1": [1.7, 6302.4, 9065.1]}
+    assert across == {"acks=all": [1.1, 6924.0, 9224.1], "acks=1": [1.7, 6302.4, 9065.1]}
     assert abs(across["acks=all"][2] / printed["acks=1"][2] - 1) <= 0.10
     assert abs(across["acks=1"][2] / printed["acks=all"][2] - 1) <= 0.10
 
@@ -381,9 +399,7 @@ def test_keyless_records_placed_again_by_the_partitioner_predict_the_other_runs_
     from ackreplay.gold.decision import decide
     from ackreplay.gold.stage import run_gold
 
-    config = load_config(SAMPLE_CONF)
-    producer = config.replay.producer.model_copy(update={"linger_ms": 0.0})
-    config = config.model_copy(update={"replay": config.replay.model_copy(update={"producer": producer})})
+    config = with_each_traces_producers(load_config(SAMPLE_CONF), CORPUS_TRACES)
     clusters = [*PERF_FAST_CLUSTERS.values(), "lab-4.4.0"]
     gold = run_gold(spark, config, corpus_run.lakehouse, clusters, "corpus-gold", window="minute")
     silences = {r["cluster"]: (r["partitioning"], round(r["leader_silence_ms"] / 1000, 1)) for r in gold.summary}
@@ -442,7 +458,7 @@ def test_keyless_records_placed_again_on_the_traces_without_a_leader_pause(spark
 
     from ackreplay.gold.stage import keyless_in_records, keyless_topics, placement_frame, read_record_sends
 
-    config = load_config(SAMPLE_CONF)
+    config = with_each_traces_producers(load_config(SAMPLE_CONF), CORPUS_TRACES)
     in_scope = F.col("cluster").isin("perf-acks-all", "perf-acks-1", "lab-3.6.2")
     tables = {
         name: read_table(spark, corpus_run.lakehouse, name).where(in_scope)

@@ -15,6 +15,8 @@ def test_repository_confs_load():
     local = load_config("conf/local.yaml")
     assert local.cluster("lab-4.1.1").log_timezone == "Europe/Berlin"
     assert local.cluster("unknown").log_timezone == "UTC"
+    # ProducerPerformance's linger.ms=0 on the perf-fast corpus traces; Kafka 4's default 5 elsewhere
+    assert (local.producer_of("perf-fast-4.4.0").linger_ms, local.producer_of("lab-3.9.1").linger_ms) == (0.0, 5.0)
     cluster = load_config("conf/cluster.yaml")
     assert cluster.spark.master is None
     assert cluster.spark.delta_package == "io.delta:delta-spark_4.1_2.13:4.4.0"
@@ -95,3 +97,28 @@ def test_reading_send_times_from_kafka_adds_sparks_kafka_source_and_refuses_the_
                 }
             }
         )
+
+
+def test_a_clusters_producers_keep_the_other_settings_of_replay_producer():
+    config = parse_config(
+        {
+            "replay": {"producer": {"linger_ms": 5, "max_in_flight": 3}},
+            "default_cluster": {"producer": {"batch_size": 1_000}},
+            "clusters": {"old-clients": {"producer": {"linger_ms": 0}}, "other": {"log_timezone": "UTC"}},
+        }
+    )
+    old = config.producer_of("old-clients")
+    assert (old.linger_ms, old.max_in_flight, old.batch_size) == (0.0, 3, 16_384)
+    assert config.producer_of("other") == config.replay.producer  # named, without a producer block
+    unnamed = config.producer_of("unnamed")
+    assert (unnamed.linger_ms, unnamed.max_in_flight, unnamed.batch_size) == (5.0, 3, 1_000)
+    assert config.producer_of(None) == unnamed
+
+
+def test_a_clusters_producer_keys_are_checked_as_replay_producers():
+    with pytest.raises(ConfigError, match=r"'clusters.c1.producer.lingerms': unknown key$"):
+        parse_config({"clusters": {"c1": {"producer": {"lingerms": 0}}}})
+    with pytest.raises(ConfigError, match=r"'default_cluster.producer.max_in_flight': Input should be a valid integer"):
+        parse_config({"default_cluster": {"producer": {"max_in_flight": 2.5}}})
+    with pytest.raises(ConfigError, match=r"'clusters.c1.producer.linger_ms': Input should be greater than or equal"):
+        parse_config({"clusters": {"c1": {"producer": {"linger_ms": -1}}}})

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from schemas.broker_logs import ISR_CHANGES
 from schemas.replay import PRODUCE_REPLAY
 from schemas.tables import BATCH_SEND_TIMES
-from transforms.common import conform
+from transforms.common import PerCluster, conform
 from transforms.gold import (
     availability,
     cdf_probabilities,
@@ -786,6 +786,17 @@ def test_a_record_sent_after_its_batch_left_early_counts_a_later_batchs_wait(spa
     for linger_ms, expected in ((5.0, [1.0, 4.0, 5.0, 8.0, 12.0]), (0.0, [1.0, 2.0, 2.0, 8.0, 12.0])):
         actual = latency_quantiles(replay, [0.0, 0.25, 0.5, 0.75, 1.0], by_batch, linger_ms)
         assert [r["latency_ms"] for r in actual.orderBy("q").collect()] == pytest.approx(expected)
+    # each cluster with its own producers' linger.ms (conf clusters.<name>.producer): the same batch on cluster c2,
+    # whose producers do not linger, next to c1's
+    replay = replay.unionByName(replay.withColumn("cluster", F.lit("c2")))
+    by_batch = by_batch.unionByName(by_batch.withColumn("cluster", F.lit("c2")))
+    actual = latency_quantiles(replay, [0.0, 0.25, 0.5, 0.75, 1.0], by_batch, PerCluster(5.0, {"c2": 0.0}))
+    by_cluster = {c: [r["latency_ms"] for r in actual.where(F.col("cluster") == c).orderBy("q").collect()]
+                  for c in ("c1", "c2")}  # fmt: skip
+    assert by_cluster == {
+        "c1": pytest.approx([1.0, 4.0, 5.0, 8.0, 12.0]),
+        "c2": pytest.approx([1.0, 2.0, 2.0, 8.0, 12.0]),
+    }
 
 
 def test_reduced_isr_spans_run_from_the_first_reduced_isr_to_the_next_full_one(spark):

@@ -3,6 +3,7 @@ the data files it wrote) and the Spark side that places follower events into the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -18,6 +19,7 @@ from ackreplay.replay.groups import (
     PRODUCE_REPLAY_ARROW,
     WRITTEN_FILE_ARROW,
     PartitionEpochs,
+    ProducerRules,
     ReplayContext,
     replay_group,
 )
@@ -421,6 +423,12 @@ def test_a_batch_sent_after_its_request_would_have_left_counts_from_its_own_send
     assert round(by_line[(10, 1)]["latency_ms"], 6) == 5.5  # left at 7 ms, 5 ms after its send, 0.5 ms at the broker
     assert round(by_line[(10, 2)]["latency_ms"], 6) == 2.5
     assert round(by_line[(10, 2)]["broker_latency_ms"], 6) == 0.5
+    # the cluster's producers with their own linger.ms 0 (conf clusters.<name>.producer): line 10 leaves at its
+    # first batch's send, the 40 ms batch at its own; another cluster's settings change nothing here
+    own = {"c": ProducerRules(linger_us=0), "other": ProducerRules(linger_us=50_000)}
+    out = replay(dataclasses.replace(context([partition(a), partition(b)]), cluster_producers=own), produces, events)
+    by_line = {(r["line_number"], r["partition"]): r for r in rows_by(out, "acks=1")}
+    assert [round(by_line[(10, p)]["latency_ms"], 6) for p in (1, 2)] == [0.5, 0.5]
 
 
 def test_isr_changes_apply_to_their_own_partition_and_epoch_only():
