@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark
+import yaml
 
 ACCESS_KEY, SECRET_KEY, REGION = "ackreplay-test", "ackreplay-test-secret", "us-east-1"
 # Hadoop's S3A connector for the Hadoop pyspark ships (hadoop-client-api-<version>.jar), with the two AWS SDK
@@ -49,6 +50,23 @@ class ObjectStore:
             "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
             "spark.jars.excludes": "software.amazon.awssdk:bundle",
         }
+
+    def local_conf(self, conf_file: Path, out: Path) -> Path:
+        """`conf_file` as a user of README "Running on object storage" writes it for `ackreplay` on a local Spark
+        (the S3A connector among the conf's packages, the settings above), with the test JVMs' settings; at `out`."""
+        from tests.conftest import CHILD_JVM_OPTIONS, TEST_SPARK_CONF
+
+        conf = yaml.safe_load(conf_file.read_text())
+        conf["spark"]["master"] = "local[2]"
+        conf["spark"]["packages"] = S3A_PACKAGES
+        conf["spark"]["conf"] = {
+            **conf["spark"]["conf"],
+            **TEST_SPARK_CONF,
+            "spark.driver.extraJavaOptions": CHILD_JVM_OPTIONS,
+            **self.s3a_conf(),
+        }
+        out.write_text(yaml.safe_dump(conf))
+        return out
 
     def upload_folder(self, folder: Path, bucket: str, prefix: str) -> str:
         """Every file under `folder` to `s3a://<bucket>/<prefix>/<its relative path>`; returns that folder's URI."""

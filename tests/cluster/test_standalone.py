@@ -47,7 +47,7 @@ import yaml
 from ackreplay.config import DELTA_VERSION
 from ackreplay.storage.lakehouse import TABLES
 from tests.child_runs import NOT_COMPARED, assert_same_table, run_cli
-from tests.conftest import CHILD_JVM_OPTIONS, SAMPLE_CONF, SMALL_DATA_CONF, TEST_SPARK_CONF
+from tests.conftest import CHILD_JVM_OPTIONS, SAMPLE_CONF, SMALL_DATA_CONF
 from tests.object_store import HADOOP_VERSION, S3A_PACKAGES, hadoop_version, object_store
 
 pytestmark = pytest.mark.cluster
@@ -325,17 +325,7 @@ def test_a_users_run_on_a_local_spark_finds_nothing_new_in_the_bucket(cluster_ru
     """README "Running on object storage" as a user types it: `ackreplay run` with the S3A connector among the
     conf's packages, on the input and the lakehouse the cluster job used: the ledger on the store says every file
     was ingested, so nothing is read again and no table is rebuilt."""
-    conf = yaml.safe_load(cluster_conf.read_text())
-    conf["spark"]["master"] = "local[2]"
-    conf["spark"]["packages"] = S3A_PACKAGES
-    conf["spark"]["conf"] = {
-        **conf["spark"]["conf"],
-        **TEST_SPARK_CONF,
-        "spark.driver.extraJavaOptions": CHILD_JVM_OPTIONS,
-        **store.s3a_conf(),
-    }
-    local_conf = tmp_path / "s3.yaml"
-    local_conf.write_text(yaml.safe_dump(conf))
+    local_conf = store.local_conf(cluster_conf, tmp_path / "s3.yaml")
     run = run_cli("run", "--input", INPUT_URI, "--lakehouse", LAKEHOUSE_URI, "--conf", str(local_conf), cwd=tmp_path)
     assert run.returncode == 0, f"{run.stdout[-4000:]}\n{run.stderr[-8000:]}"
     assert "inputs: 15 files listed; 0 to ingest (0 new, 0 changed), 15 unchanged" in run.stdout, run.stdout

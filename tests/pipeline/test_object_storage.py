@@ -10,28 +10,16 @@ from __future__ import annotations
 
 import socket
 
-import yaml
-
 from tests.child_runs import run_cli
-from tests.conftest import CHILD_JVM_OPTIONS, SAMPLE_CONF, TEST_SPARK_CONF
-from tests.object_store import S3A_PACKAGES, ObjectStore
+from tests.conftest import SAMPLE_CONF
+from tests.object_store import ObjectStore
 
 
 def test_a_bucket_that_does_not_answer_is_a_clear_input_error(tmp_path):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
-    conf = yaml.safe_load(SAMPLE_CONF.read_text())
-    conf["spark"]["master"] = "local[2]"
-    conf["spark"]["packages"] = S3A_PACKAGES
-    conf["spark"]["conf"] = {
-        **conf["spark"]["conf"],
-        **TEST_SPARK_CONF,
-        "spark.driver.extraJavaOptions": CHILD_JVM_OPTIONS,
-        **ObjectStore(f"http://127.0.0.1:{closed}", client=None).s3a_conf(),
-    }
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump(conf))
+    bad = ObjectStore(f"http://127.0.0.1:{closed}", client=None).local_conf(SAMPLE_CONF, tmp_path / "bad.yaml")
     run = run_cli(
         "ingest", "--input", "s3a://logs/traces", "--lakehouse", str(tmp_path / "lh"), "--conf", str(bad), cwd=tmp_path
     )
