@@ -109,6 +109,8 @@ class ReplayReport:
     elr: dict[str, ElrSetting] = field(default_factory=dict)  # cluster -> keeps eligible leader replicas (elr.py)
     own_lags: dict[str, OwnLag] = field(default_factory=dict)  # cluster -> its own replica.lag.time.max.ms (`own`)
     min_isr_rules: dict[str, MinIsrRule] = field(default_factory=dict)  # cluster -> HW below min ISR (release)
+    # cluster -> the replay.producer keys its own `producer` block sets (AppConfig.producer_of), where it sets any
+    own_producers: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def summary_lines(self, detail: bool = True) -> list[str]:
         """The replay's counts, ground truth and self-check; `detail`: with each cluster's eligible leader
@@ -143,6 +145,14 @@ class ReplayReport:
                 "  own lag (replay.lag_ms `own`: the ISR re-simulated at each cluster's replica.lag.time.max.ms):"
             )
             out += [f"    {own.line()}" for _, own in sorted(self.own_lags.items())]
+        if self.own_producers:
+            out.append(
+                "  producers with their own settings (clusters.<name>.producer; the others: replay.producer): "
+                + "; ".join(
+                    f"{c} " + ", ".join(f"{k} {v:g}" for k, v in sorted(keys.items()))
+                    for c, keys in sorted(self.own_producers.items())
+                )
+            )
         if self.blind_clusters:
             out.append(
                 f"  no follower evidence for {', '.join(self.blind_clusters)} (replay.missing_follower_evidence: "
@@ -596,6 +606,7 @@ def run_replay(
         report.own_lags = logged_lags
     releases = logged_releases(broker_configs, clusters) if settings.strict_min_isr == "auto" else {}
     report.min_isr_rules = min_isr_rules(releases, clusters, settings.strict_min_isr)
+    report.own_producers = {c: dict(config.cluster(c).producer) for c in clusters if config.cluster(c).producer}
     own_lag_ms = recorded_lag_ms if settings.own_lag else {}
     writer_kind = choose_writer(settings.writer, lakehouse, is_connect(spark))
     phases: dict[str, float] = {}

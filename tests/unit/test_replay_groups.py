@@ -538,3 +538,14 @@ def test_leo_evidence_keeps_fetches_recorded_before_an_error_their_delayed_respo
         [(12670, 0, 12.0, False), (12671, None, 0.0, False), (12672, 74, 122.9, False)], schema
     )
     assert_df_equality(leo_evidence(fetches), expected, ignore_row_order=True)
+
+
+def test_the_replay_names_the_clusters_whose_producers_have_their_own_settings():
+    from ackreplay.replay.stage import ReplayReport
+
+    report = ReplayReport("r", own_producers={"perf": {"linger_ms": 0.0}, "old": {"max_in_flight": 1, "linger_ms": 0}})
+    assert report.summary_lines(detail=False)[1:] == [
+        "  producers with their own settings (clusters.<name>.producer; the others: replay.producer): "
+        "old linger_ms 0, max_in_flight 1; perf linger_ms 0"
+    ]
+    assert ReplayReport("r").summary_lines(detail=False)[1:] == []
