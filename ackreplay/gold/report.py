@@ -35,7 +35,7 @@ from ackreplay.session import is_connect
 from ackreplay.storage.arrow_delta import arrow_writable
 from ackreplay.storage.filesystems import open_uri, s3a_settings
 from ackreplay.storage.lakehouse import HadoopFiles, read_table, table_exists
-from transforms.common import PerCluster
+from transforms.common import PerCluster, per_cluster
 from transforms.gold import (
     P999_MIN_N,
     broker_latency_quantiles,
@@ -386,6 +386,25 @@ _NOTES = (
 )
 
 
+def linger_note(linger_ms: float | PerCluster, clusters: list[str]) -> str:
+    """The producers' linger.ms the figures rest on, per cluster where they differ (conf `replay.producer`,
+    `clusters.<name>.producer`)."""
+    lingers = per_cluster(linger_ms)
+    by_value: dict[float, list[str]] = {}
+    for cluster in sorted(clusters):
+        by_value.setdefault(lingers.of(cluster), []).append(cluster)
+    if len(by_value) <= 1:
+        (value,) = by_value or {lingers.default: []}
+        settings = f"{value:g} ms"
+    else:
+        settings = "; ".join(f"{value:g} ms for {', '.join(names)}" for value, names in sorted(by_value.items()))
+    return (
+        f"The producers' linger.ms as replayed: {settings} (conf <code>replay.producer</code>, a cluster's own in "
+        "<code>clusters.&lt;name&gt;.producer</code>): a request that waited behind a slower response left once "
+        "its first batch had lingered that long, and a record sent after its batch left went in the next one."
+    )
+
+
 def _decision_section(summary: list[dict], target: DecisionTarget | None) -> str:
     """The decision as the report's first section: the overall sentence, then one item per topic."""
     lines = decision_lines(decide(summary, target), target)
@@ -622,6 +641,7 @@ def build_report(
     out = str(out_dir) if out_dir is not None else f"{lakehouse.rstrip('/')}/report"
     data = data if data is not None else collect_report_data(spark, lakehouse, linger_ms)
     summary, clusters = data.summary, data.clusters
+    producers = linger_note(linger_ms, clusters)
     sections = []
     for cluster, topic in data.topics:
         rows = data.of(data.summary, cluster, topic)
@@ -659,8 +679,8 @@ def build_report(
         "<h1>ackreplay: produce acknowledgement policies</h1>\n"
         + _decision_section(summary, target)
         + _accuracy_section(spark, lakehouse, clusters)
-        + f'<p class="note">{_NOTES} Charts: hover a point for its values, drag to zoom (double-click to reset), '
-        "click a policy in a legend to hide or show it.</p>\n"
+        + f'<p class="note">{_NOTES} {producers} Charts: hover a point for its values, drag to zoom (double-click to '
+        "reset), click a policy in a legend to hide or show it.</p>\n"
         + ("\n".join(sections) or "<p>No gold rows.</p>")
         + _provenance_section(spark, lakehouse, clusters, summary)
         + "\n</body></html>\n"

@@ -215,3 +215,16 @@ def test_keyless_records_through_a_leader_that_did_not_run_carry_the_partitioner
         [decision] = decide(quiet, None)
         assert decision.keyless_leader_silence_ms is None
         assert decision_lines([decision], None)[1] == "  c1 / events: frontier acks=all, acks=1"
+
+
+def test_the_report_says_which_linger_ms_each_clusters_figures_rest_on():
+    from ackreplay.gold.report import linger_note
+    from transforms.common import PerCluster
+
+    assert linger_note(5.0, ["a", "b"]).startswith("The producers' linger.ms as replayed: 5 ms (conf")
+    lingers = PerCluster(5.0, {"perf": 0.0, "other": 0.0})
+    assert linger_note(lingers, ["perf"]).startswith("The producers' linger.ms as replayed: 0 ms (conf")
+    assert linger_note(lingers, ["lab", "perf", "other"]).startswith(
+        "The producers' linger.ms as replayed: 0 ms for other, perf; 5 ms for lab (conf"
+    )
+    assert linger_note(lingers, []).startswith("The producers' linger.ms as replayed: 5 ms (conf")
