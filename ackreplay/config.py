@@ -365,7 +365,9 @@ class AppConfig(_Strict):
     def producer_of(self, name: str | None) -> ProducerSettings:
         """The settings of one cluster's producers: `replay.producer` with the cluster's `producer` keys (None: a
         cluster the conf does not name, `default_cluster`'s)."""
-        overrides = (self.default_cluster if name is None else self.cluster(name)).producer
+        return self._with_producer_keys((self.default_cluster if name is None else self.cluster(name)).producer)
+
+    def _with_producer_keys(self, overrides: dict[str, int | float]) -> ProducerSettings:
         if not overrides:
             return self.replay.producer
         return ProducerSettings.model_validate({**self.replay.producer.model_dump(), **overrides})
@@ -375,10 +377,8 @@ class AppConfig(_Strict):
         # each cluster's producer keys validated as replay.producer's (an unknown key or a bad value names the key)
         named = {"default_cluster": self.default_cluster, **{f"clusters.{k}": v for k, v in self.clusters.items()}}
         for where, cluster in named.items():
-            if not cluster.producer:
-                continue
             try:
-                ProducerSettings.model_validate({**self.replay.producer.model_dump(), **cluster.producer})
+                self._with_producer_keys(cluster.producer)
             except ValidationError as exc:
                 problems = "; ".join(
                     f"'{where}.producer.{'.'.join(map(str, err['loc']))}': "
