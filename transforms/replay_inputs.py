@@ -472,6 +472,61 @@ def with_send_times(produces_df: DataFrame, send_times_df: DataFrame) -> DataFra
     ).drop("_by_topic", "_by_client")
 
 
+SEND_DELAY_QUANTILES = (0.1, 0.5, 0.9)
+
+
+def send_delays(produces_df: DataFrame, blocked_gap_ms: Column) -> DataFrame:
+    """Per (cluster, client_id): how long after its first record each request of the producer reached the broker,
+    over its requests that did not wait in the socket and whose every batch has a send time (`with_send_times`):
+    `requests`, and the delay's `p10_ms`, `p50_ms`, `p90_ms` (`t_start` less the earliest `t_send`).
+
+    A producer sends a request once its earliest batch has lingered `linger.ms` or filled `batch.size`
+    (`RecordAccumulator.ready`, then `Sender.sendProducerData`), so a request that did not wait reached the broker
+    that long after its first record plus the sender's and the network's time. The replay takes `linger.ms` for
+    that time when it estimates the arrival of a request that did wait (ackreplay/replay/connections.py), so this
+    measures the setting it rests on. A request waited when it started within `blocked_gap_ms` (a Column: the
+    row's cluster's) of the previous response sent on its connection; a connection's first request, whose
+    previous response is not in the data, and requests without a connection are left out."""
+    request = ["cluster", "broker_id", "connection", "source_file", "line_number"]
+    per_request = (
+        produces_df.where(F.col("connection").isNotNull())
+        .withColumn("_gap_us", F.round(blocked_gap_ms * 1000).cast("long"))
+        .groupBy(*request)
+        .agg(
+            F.first("client_id", ignorenulls=True).alias("client_id"),
+            F.min(_micros("t_start")).alias("t_start_us"),
+            F.max(_micros("t_log")).alias("t_log_us"),
+            F.min(_micros("t_send")).alias("first_send_us"),
+            (F.count("t_send") == F.count("*")).alias("every_send_known"),
+            F.first("_gap_us").alias("gap_us"),
+        )
+    )
+    on_connection = (
+        Window.partitionBy("cluster", "broker_id", "connection")
+        .orderBy("t_start_us")
+        .rangeBetween(Window.unboundedPreceding, -1)
+    )
+    previous_sent = F.max("t_log_us").over(on_connection)
+    delay_ms = (F.col("t_start_us") - F.col("first_send_us")) / 1000.0
+    quantiles = F.percentile_approx(delay_ms, list(SEND_DELAY_QUANTILES), 10_000)
+    return (
+        per_request.withColumn("previous_sent_us", previous_sent)
+        .where(
+            F.col("every_send_known")
+            & F.col("previous_sent_us").isNotNull()
+            & (F.col("t_start_us") - F.col("previous_sent_us") > F.col("gap_us"))
+        )
+        .groupBy("cluster", "client_id")
+        .agg(F.count("*").alias("requests"), quantiles.alias("_q"))
+        .select(
+            "cluster",
+            "client_id",
+            "requests",
+            *[F.col("_q")[i].alias(f"p{round(q * 100)}_ms") for i, q in enumerate(SEND_DELAY_QUANTILES)],
+        )
+    )
+
+
 def leo_evidence(fetches_df: DataFrame) -> DataFrame:
     """The follower fetches whose `fetchOffset` the leader recorded.
 

@@ -48,6 +48,9 @@ from ackreplay.replay.kafka_release import MinIsrRule, logged_releases, min_isr_
 from ackreplay.replay.own_lag import OwnLag, own_lags
 from ackreplay.replay.retries import RetrySettings
 from ackreplay.replay.self_check import SelfCheck, ack_truth_columns, check_replay
+from ackreplay.replay.send_delays import SendDelay
+from ackreplay.replay.send_delays import measured as measured_send_delays
+from ackreplay.replay.send_delays import summary_lines as send_delay_lines
 from ackreplay.session import is_connect
 from ackreplay.storage.arrow_delta import ArrowFileWriter, arrow_writable, commit_files, local_path
 from ackreplay.storage.inputs import InputError
@@ -57,7 +60,7 @@ from schemas.metrics import FOLLOWER_LEO_SAMPLES
 from schemas.replay import PRODUCE_REPLAY, REPLAY_CHECKS, WRITTEN_FILE
 from schemas.tables import BATCH_SEND_TIMES, REQUEST_LOG_LINES
 from schemas.vocabulary import ACKS_1, ACKS_ALL, Outcome
-from transforms.common import conform
+from transforms.common import PerCluster, conform
 from transforms.failovers import failover_truncations, leader_changes
 from transforms.replay_inputs import (
     RUNNING_LEADER_MAX_SILENCE_US,
@@ -74,6 +77,7 @@ from transforms.replay_inputs import (
     produce_side,
     rejected_below_min_isr,
     retry_episodes,
+    send_delays,
     source_file_id,
     with_leader_epoch,
     with_send_times,
@@ -111,6 +115,8 @@ class ReplayReport:
     min_isr_rules: dict[str, MinIsrRule] = field(default_factory=dict)  # cluster -> HW below min ISR (release)
     # cluster -> the replay.producer keys its own `producer` block sets (AppConfig.producer_of), where it sets any
     own_producers: dict[str, dict[str, float]] = field(default_factory=dict)
+    # per cluster and producer client: its requests' delay after their first record, against linger.ms
+    send_delays: list[SendDelay] = field(default_factory=list)
 
     def summary_lines(self, detail: bool = True) -> list[str]:
         """The replay's counts, ground truth and self-check; `detail`: with each cluster's eligible leader
@@ -153,6 +159,8 @@ class ReplayReport:
                     for c, keys in sorted(self.own_producers.items())
                 )
             )
+        own_linger = [c for c, keys in self.own_producers.items() if "linger_ms" in keys]
+        out += send_delay_lines(self.send_delays, own_linger, detail)
         if self.blind_clusters:
             out.append(
                 f"  no follower evidence for {', '.join(self.blind_clusters)} (replay.missing_follower_evidence: "
@@ -702,6 +710,13 @@ def run_replay(
     appended_produces = produce.filter(appended() | rejected_below_min_isr())
     if not send_times.isEmpty():
         appended_produces = with_send_times(appended_produces, send_times)
+        blocked_gap_ms = PerCluster(
+            settings.producer.blocked_gap_ms, {c: config.producer_of(c).blocked_gap_ms for c in clusters}
+        )
+        report.send_delays = measured_send_delays(
+            [r.asDict() for r in send_delays(appended_produces, blocked_gap_ms.column()).collect()],  # a row a client
+            lambda cluster: config.producer_of(cluster).linger_ms,
+        )
     if summary.rejected:
         # the batches whose latency a policy admitting a rejected attempt changes: few, joined by broadcast
         row_key = ["cluster", "topic", "partition", "source_file", "line_number"]

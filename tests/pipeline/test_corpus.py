@@ -22,6 +22,7 @@ Line counts are taken with plain gzip + substring counts, independently of the p
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from dataclasses import dataclass
@@ -204,6 +205,7 @@ class CorpusRun:
     failovers: list[dict]  # the replay's leader changes that cut acknowledged records (transforms.failovers)
     rejections: dict  # the replay's rejection ground truth (stage.ReplayReport.rejections)
     elr: dict  # cluster -> elr.ElrSetting: keeps eligible leader replicas, and the rule against the printed ones
+    send_delays: list  # replay.send_delays.SendDelay per cluster and producer client
 
 
 def with_each_traces_producers(config: AppConfig, traces: list[Path]) -> AppConfig:
@@ -256,7 +258,34 @@ def corpus_run(spark, tmp_path_factory) -> CorpusRun:
         report.failovers,
         report.rejections,
         report.elr,
+        report.send_delays,
     )
+
+
+def test_every_producers_requests_show_the_linger_ms_its_manifest_records(corpus_run):
+    """The requests that did not wait reached the broker about `linger.ms` after their first record, for every
+    producer of every corpus trace, each replayed with its manifest's linger.ms (0 for the perf-fast pair, 5 for
+    the others): no warning. Replayed with the other value (5 for 0, 0 for 5), every producer's median is off."""
+    from ackreplay.replay.send_delays import measured, summary_lines
+
+    by_cluster = {
+        (d.cluster, d.client_id): (d.linger_ms, d.requests, round(d.p50_ms, 1)) for d in corpus_run.send_delays
+    }
+    clusters_with_clients = {cluster for cluster, _ in by_cluster}
+    assert clusters_with_clients == {json.loads((t / "manifest.json").read_text())["cluster"] for t in CORPUS_TRACES}
+    assert all(d.judged and d.agrees for d in corpus_run.send_delays), by_cluster
+    assert summary_lines(corpus_run.send_delays, [], detail=False) == []
+    medians = sorted({(linger, p50) for linger, _, p50 in by_cluster.values()})
+    assert {linger for linger, _ in medians} == {0.0, 5.0}
+    assert max(p50 for linger, p50 in medians if linger == 0.0) <= 1.0
+    assert min(p50 for linger, p50 in medians if linger == 5.0) >= 4.0
+
+    swapped = measured(
+        [dataclasses.asdict(d) for d in corpus_run.send_delays],
+        lambda cluster: 5.0 if any(d.cluster == cluster and d.linger_ms == 0 for d in corpus_run.send_delays) else 0.0,
+    )
+    assert not [d for d in swapped if d.agrees]
+    assert len(summary_lines(swapped, [], detail=False)) == len(clusters_with_clients)
 
 
 def test_a_what_if_predicts_the_paired_real_run(spark, corpus_run):

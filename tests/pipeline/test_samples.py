@@ -199,6 +199,23 @@ def test_replayed_acks_all_matches_the_brokers_ack(trace_run):
     assert (cluster.judged, cluster.failures, cluster.n) == ("judged", (), truth["n"])
 
 
+SEND_DELAYS = {  # client -> (requests that did not wait, their median delay after the first record in ms)
+    "trace-3.9.1-utc": {"lab-producer-acks-1": (5_398, 5.0), "lab-producer-acks-all": (20_351, 4.9)},
+    "trace-4.1.1-berlin": {"lab-producer-acks-1": (5_399, 5.1), "lab-producer-acks-all": (18_681, 4.9)},
+}
+
+
+def test_the_producers_requests_show_the_linger_ms_they_are_replayed_with(trace_run):
+    """The lab's producers ran with linger.ms 5 (the manifest) and conf/local.yaml replays them so: their requests
+    that did not wait reached the broker about 5 ms after their first record, and the replay prints no warning."""
+    trace, manifest, _, _, replay = trace_run
+    assert manifest["workload"]["producer_configs"]["linger.ms"] == 5
+    measured = {d.client_id: (d.requests, round(d.p50_ms, 1)) for d in replay.send_delays}
+    assert measured == SEND_DELAYS[trace.name]
+    assert all(d.linger_ms == 5 and d.agrees for d in replay.send_delays)
+    assert not [line for line in replay.summary_lines(detail=False) if "linger.ms" in line]
+
+
 def test_every_real_not_enough_replicas_rejection_is_replayed_as_one(spark, trace_run):
     # The 4.1.1 trace's resumed leader dropped both followers of its two partitions (ISR [1], min ISR 2,
     # for 0.26 and 0.29 s) and answered ten acks=all requests NOT_ENOUGH_REPLICAS; the committed ISR the
