@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from ackreplay.cli import _parser
 from ackreplay.config import load_config
@@ -60,6 +63,34 @@ def test_wheel_leaves_spark_to_the_runtime(wheel):
     assert not [r for r in unconditional if r.startswith(("pyspark", "delta-spark", "delta_spark"))]
     assert spark_extra == ["pyspark==4.1.1", "delta-spark==4.4.0"]
     assert "ackreplay = ackreplay.cli:main" in entry_points
+
+
+def _pins(path: Path) -> dict[str, Version]:
+    pins = [Requirement(line) for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    assert all(len(r.specifier) == 1 and next(iter(r.specifier)).operator == "==" for r in pins), path
+    return {canonicalize_name(r.name): Version(next(iter(r.specifier)).version) for r in pins}
+
+
+def test_dependencies_are_ranges_whose_ends_are_the_tested_constraints(wheel):
+    """The wheel installs beside a runtime's own pandas, NumPy and Arrow: each dependency is a range from a tested
+    lower bound (constraints-lowest.txt, `make test-lowest`) to below its next major release, and `make setup`
+    installs a release inside it (constraints.txt), for every dependency and nothing else."""
+    with zipfile.ZipFile(wheel) as z:
+        metadata_name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        metadata = Parser().parsestr(z.read(metadata_name).decode())
+    required = {
+        canonicalize_name(r.name): r.specifier
+        for r in map(Requirement, metadata.get_all("Requires-Dist"))
+        if r.marker is None
+    }
+    lowest, tested = _pins(REPO / "constraints-lowest.txt"), _pins(REPO / "constraints.txt")
+    assert set(lowest) == set(tested) == set(required)
+    for name, specifier in required.items():
+        bounds = {s.operator: Version(s.version) for s in specifier}
+        assert set(bounds) == {">=", "<"}, (name, str(specifier))
+        assert lowest[name] == bounds[">="], name
+        assert tested[name] in specifier, name
+        assert bounds["<"] == Version(str(tested[name].major + 1)), name  # the next major release is not tested
 
 
 @pytest.mark.parametrize("stage", [*STAGES, "run", "export"])
