@@ -105,6 +105,15 @@ REPLAY_CHECKS = StructType(
         StructField("isr_within_2ms", DoubleType(), True),
         StructField("isr_p999_resimulated_ms", DoubleType(), True),
         StructField("isr_p999_recorded_ms", DoubleType(), True),
+        # The producers' linger.ms as replayed, and their requests that did not wait against it
+        # (ackreplay/replay/send_delays.py): of the producers measured on enough requests, the one whose median delay
+        # after its first record is furthest off linger.ms, that median, its requests, and whether it agrees (null:
+        # no producer measured: no send times, or too few requests)
+        StructField("linger_ms", DoubleType(), True),
+        StructField("send_delay_client", StringType(), True),
+        StructField("send_delay_p50_ms", DoubleType(), True),
+        StructField("send_delay_requests", LongType(), True),
+        StructField("send_delay_agrees", BooleanType(), True),
     ]
 )
 

@@ -488,30 +488,37 @@ def send_delays(produces_df: DataFrame, blocked_gap_ms: Column) -> DataFrame:
     row's cluster's) of the previous response sent on its connection; a connection's first request, whose
     previous response is not in the data, and requests without a connection are left out."""
     request = ["cluster", "broker_id", "connection", "source_file", "line_number"]
+    # the rows of one request share its start: the window over the rows gives each the response before its request,
+    # and the request's rows then group within the window's partitioning (no second shuffle)
+    on_connection = (
+        Window.partitionBy("cluster", "broker_id", "connection")
+        .orderBy(_micros("t_start"))
+        .rangeBetween(Window.unboundedPreceding, -1)
+    )
     per_request = (
         produces_df.where(F.col("connection").isNotNull())
-        .withColumn("_gap_us", F.round(blocked_gap_ms * 1000).cast("long"))
+        .select(
+            *request,
+            "client_id",
+            _micros("t_start").alias("_start_us"),
+            _micros("t_send").alias("_send_us"),
+            F.round(blocked_gap_ms * 1000).cast("long").alias("_gap_us"),
+            F.max(_micros("t_log")).over(on_connection).alias("_previous_sent_us"),
+        )
         .groupBy(*request)
         .agg(
             F.first("client_id", ignorenulls=True).alias("client_id"),
-            F.min(_micros("t_start")).alias("t_start_us"),
-            F.max(_micros("t_log")).alias("t_log_us"),
-            F.min(_micros("t_send")).alias("first_send_us"),
-            (F.count("t_send") == F.count("*")).alias("every_send_known"),
+            F.min("_start_us").alias("t_start_us"),
+            F.min("_send_us").alias("first_send_us"),
+            (F.count("_send_us") == F.count("*")).alias("every_send_known"),
+            F.max("_previous_sent_us").alias("previous_sent_us"),
             F.first("_gap_us").alias("gap_us"),
         )
     )
-    on_connection = (
-        Window.partitionBy("cluster", "broker_id", "connection")
-        .orderBy("t_start_us")
-        .rangeBetween(Window.unboundedPreceding, -1)
-    )
-    previous_sent = F.max("t_log_us").over(on_connection)
     delay_ms = (F.col("t_start_us") - F.col("first_send_us")) / 1000.0
     quantiles = F.percentile_approx(delay_ms, list(SEND_DELAY_QUANTILES), 10_000)
     return (
-        per_request.withColumn("previous_sent_us", previous_sent)
-        .where(
+        per_request.where(
             F.col("every_send_known")
             & F.col("previous_sent_us").isNotNull()
             & (F.col("t_start_us") - F.col("previous_sent_us") > F.col("gap_us"))

@@ -77,6 +77,20 @@ def measured(rows: Iterable[Mapping[str, Any]], linger_ms_of: Callable[[str], fl
     return sorted(delays, key=lambda d: (d.cluster, d.client_id or ""))
 
 
+def cluster_columns(delays: list[SendDelay], cluster: str, linger_ms: float) -> dict[str, Any]:
+    """`cluster`'s send-delay columns of replay_checks (schemas/replay.py): the linger.ms it was replayed with and,
+    of its producers measured on enough requests, the one whose median is furthest off it (None: none was)."""
+    judged = [d for d in delays if d.cluster == cluster and d.judged]
+    worst = max(judged, key=lambda d: abs(d.p50_ms - d.linger_ms), default=None)
+    return {
+        "linger_ms": float(linger_ms),
+        "send_delay_client": None if worst is None else worst.client_id,
+        "send_delay_p50_ms": None if worst is None else worst.p50_ms,
+        "send_delay_requests": None if worst is None else worst.requests,
+        "send_delay_agrees": None if worst is None else worst.agrees,
+    }
+
+
 def summary_lines(delays: list[SendDelay], own_settings: Iterable[str], detail: bool = True) -> list[str]:
     """A warning per cluster whose producers' median is off its linger.ms; `detail`: every cluster's figures.
     `own_settings`: the clusters with a `producer` block of their own (the key to set is theirs)."""

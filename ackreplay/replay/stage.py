@@ -49,6 +49,7 @@ from ackreplay.replay.own_lag import OwnLag, own_lags
 from ackreplay.replay.retries import RetrySettings
 from ackreplay.replay.self_check import SelfCheck, ack_truth_columns, check_replay
 from ackreplay.replay.send_delays import SendDelay
+from ackreplay.replay.send_delays import cluster_columns as send_delay_columns
 from ackreplay.replay.send_delays import measured as measured_send_delays
 from ackreplay.replay.send_delays import summary_lines as send_delay_lines
 from ackreplay.session import is_connect
@@ -793,7 +794,11 @@ def run_replay(
         report.failovers = [
             r.asDict() for r in failovers.orderBy("cluster", "t_new_epoch", "topic", "partition").collect()
         ]
-    verdicts = spark.createDataFrame(report.self_check.rows(run_id, accept_untrusted, clusters), REPLAY_CHECKS)
+    verdict_rows = [
+        {**row, **send_delay_columns(report.send_delays, row["cluster"], config.producer_of(row["cluster"]).linger_ms)}
+        for row in report.self_check.rows(run_id, accept_untrusted, clusters)
+    ]
+    verdicts = spark.createDataFrame(verdict_rows, REPLAY_CHECKS)
     replace_rows(verdicts, lakehouse, "replay_checks", f"cluster IN ({', '.join(map(sql_string, clusters))})", run_id)
     phases["counts and ground truth"] = time.monotonic() - mark
     log.info("replay phases: %s", ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items()))

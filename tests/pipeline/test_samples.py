@@ -205,15 +205,20 @@ SEND_DELAYS = {  # client -> (requests that did not wait, their median delay aft
 }
 
 
-def test_the_producers_requests_show_the_linger_ms_they_are_replayed_with(trace_run):
+def test_the_producers_requests_show_the_linger_ms_they_are_replayed_with(spark, trace_run):
     """The lab's producers ran with linger.ms 5 (the manifest) and conf/local.yaml replays them so: their requests
     that did not wait reached the broker about 5 ms after their first record, and the replay prints no warning."""
-    trace, manifest, _, _, replay = trace_run
+    trace, manifest, lakehouse, _, replay = trace_run
     assert manifest["workload"]["producer_configs"]["linger.ms"] == 5
     measured = {d.client_id: (d.requests, round(d.p50_ms, 1)) for d in replay.send_delays}
     assert measured == SEND_DELAYS[trace.name]
     assert all(d.linger_ms == 5 and d.agrees for d in replay.send_delays)
     assert not [line for line in replay.summary_lines(detail=False) if "linger.ms" in line]
+    # replay_checks keeps the producer furthest off it, for the report's accuracy table
+    (check,) = read_table(spark, lakehouse, "replay_checks").collect()
+    furthest = SEND_DELAYS[trace.name][check["send_delay_client"]]
+    assert (check["linger_ms"], check["send_delay_requests"], round(check["send_delay_p50_ms"], 1)) == (5.0, *furthest)
+    assert check["send_delay_agrees"] is True
 
 
 def test_every_real_not_enough_replicas_rejection_is_replayed_as_one(spark, trace_run):

@@ -16,7 +16,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ackreplay.replay.send_delays import MIN_REQUESTS, SendDelay, measured, summary_lines
+from ackreplay.replay.send_delays import MIN_REQUESTS, SendDelay, cluster_columns, measured, summary_lines
 from transforms.common import PerCluster
 from transforms.replay_inputs import send_delays
 
@@ -129,3 +129,41 @@ def test_the_warning_names_the_cluster_the_client_and_the_key_to_set():
     ]
     assert detailed[3:] == quiet
     assert summary_lines(measured(rows[1:2], lambda cluster: 5.0), [], detail=False) == []
+
+
+def test_replay_checks_keep_the_producer_furthest_off_linger_ms():
+    rows = [
+        {"cluster": "c", "client_id": "lab", "requests": 900, "p10_ms": 4.5, "p50_ms": 5.0, "p90_ms": 5.6},
+        {"cluster": "c", "client_id": "fast", "requests": 2_000, "p10_ms": 0.3, "p50_ms": 0.7, "p90_ms": 1.1},
+        {"cluster": "c", "client_id": "rare", "requests": 10, "p10_ms": 20.0, "p50_ms": 30.0, "p90_ms": 40.0},
+    ]
+    delays = measured(rows, lambda cluster: 5.0)
+
+    assert cluster_columns(delays, "c", 5.0) == {
+        "linger_ms": 5.0,
+        "send_delay_client": "fast",
+        "send_delay_p50_ms": 0.7,
+        "send_delay_requests": 2_000,
+        "send_delay_agrees": False,
+    }
+    assert cluster_columns(delays, "other", 0.0) == {
+        "linger_ms": 0.0,
+        "send_delay_client": None,
+        "send_delay_p50_ms": None,
+        "send_delay_requests": None,
+        "send_delay_agrees": None,
+    }
+
+
+def test_the_reports_accuracy_table_shows_the_producer_and_whether_it_agrees():
+    from ackreplay.gold.report import _send_delay
+
+    measured_off = {"linger_ms": 5.0, "send_delay_client": "fast", "send_delay_p50_ms": 0.7,
+                    "send_delay_requests": 2_000, "send_delay_agrees": False}  # fmt: skip
+    assert _send_delay(measured_off) == (
+        "0.7 ms (fast, 2,000 requests); linger.ms 5 as replayed: OFF, set the producers' linger.ms in the conf"
+    )
+    agreeing = {**measured_off, "send_delay_p50_ms": 4.9, "send_delay_agrees": True}
+    assert _send_delay(agreeing) == "4.9 ms (fast, 2,000 requests); linger.ms 5 as replayed"
+    assert _send_delay({"linger_ms": 5.0, "send_delay_requests": None}) == "-"
+    assert _send_delay({"cluster": "replayed by an older release"}) == "-"
