@@ -367,6 +367,14 @@ class AppConfig(_Strict):
         cluster the conf does not name, `default_cluster`'s)."""
         return self._with_producer_keys((self.default_cluster if name is None else self.cluster(name)).producer)
 
+    def producer_values(self, setting: str) -> tuple[float, dict[str, float]]:
+        """`replay.producer.<setting>` for a cluster the conf does not name, and each named cluster's (its own where
+        its `producer` block sets it): the arguments of `transforms.common.PerCluster`."""
+        return (
+            getattr(self.producer_of(None), setting),
+            {name: getattr(self.producer_of(name), setting) for name in self.clusters},
+        )
+
     def _with_producer_keys(self, overrides: dict[str, int | float]) -> ProducerSettings:
         if not overrides:
             return self.replay.producer

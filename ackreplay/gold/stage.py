@@ -438,10 +438,7 @@ def check_contract(spark: SparkSession, lakehouse: str, name: str, contract) -> 
 
 def producers_per_cluster(config: AppConfig, setting: str) -> PerCluster:
     """`replay.producer.<setting>` per cluster: a named cluster's own where its `producer` block sets it."""
-    return PerCluster(
-        getattr(config.producer_of(None), setting),
-        {name: getattr(config.producer_of(name), setting) for name in config.clusters},
-    )
+    return PerCluster(*config.producer_values(setting))
 
 
 def placement_settings(config: AppConfig, cluster: str | None = None) -> PlacementSettings:

@@ -711,9 +711,7 @@ def run_replay(
     appended_produces = produce.filter(appended() | rejected_below_min_isr())
     if not send_times.isEmpty():
         appended_produces = with_send_times(appended_produces, send_times)
-        blocked_gap_ms = PerCluster(
-            settings.producer.blocked_gap_ms, {c: config.producer_of(c).blocked_gap_ms for c in clusters}
-        )
+        blocked_gap_ms = PerCluster(*config.producer_values("blocked_gap_ms"))
         report.send_delays = measured_send_delays(
             [r.asDict() for r in send_delays(appended_produces, blocked_gap_ms.column()).collect()],  # a row a client
             lambda cluster: config.producer_of(cluster).linger_ms,
