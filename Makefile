@@ -69,7 +69,7 @@ corpus: setup  ## record every trace of data/samples and data/corpus again into 
 # Spark puts --py-files on the executors' sys.path only for .zip/.egg/.jar names; a pure-Python wheel
 # is a zip of the packages, so the same file is shipped as dist/ackreplay.zip.
 dist: setup  ## dist/ackreplay-*.whl (pip, Databricks) and dist/ackreplay.zip (spark-submit --py-files)
-	rm -rf dist
+	rm -rf dist build  # build/ keeps modules of earlier builds, which pip wheel would package again
 	$(BIN)/pip wheel . --no-deps --quiet -w dist
 	cp dist/ackreplay-*.whl dist/ackreplay.zip
 

@@ -34,6 +34,7 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
+from ackreplay.schemas.ledger import INGESTED_FILES
 from ackreplay.storage.filesystems import s3a_settings
 from ackreplay.storage.fingerprint import FileFacts, collect_facts
 from ackreplay.storage.inputs import (
@@ -54,7 +55,6 @@ from ackreplay.storage.lakehouse import (
     sql_string,
     table_exists,
 )
-from schemas.ledger import INGESTED_FILES
 
 log = logging.getLogger(__name__)
 

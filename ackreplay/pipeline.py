@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 from ackreplay.config import AppConfig, DecisionTarget
 from ackreplay.ledger import DateRange, Scope, mark_done, stage_scope
 from ackreplay.replay.self_check import ReplayUntrusted
-from transforms.common import PerCluster
+from ackreplay.transforms.common import PerCluster
 
 Echo = Callable[[str], None]
 

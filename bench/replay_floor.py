@@ -37,12 +37,12 @@ from pyspark.sql import functions as F
 
 from ackreplay.config import load_config
 from ackreplay.replay.stage import REPLAY_WRITE_CONF, _session_conf, run_replay
+from ackreplay.schemas.replay import PRODUCE_REPLAY
 from ackreplay.session import command_session
 from ackreplay.storage.lakehouse import read_table, replace_rows
+from ackreplay.transforms.common import conform
+from ackreplay.transforms.replay_inputs import appended, event_side, fetch_events, leo_evidence, produce_side
 from bench.replay_bench import duckdb_produce_replay, duckdb_replay
-from schemas.replay import PRODUCE_REPLAY
-from transforms.common import conform
-from transforms.replay_inputs import appended, event_side, fetch_events, leo_evidence, produce_side
 
 POLICIES = ("acks=1", "acks=all", "min.insync", "quorum=2", "quorum=3")
 BUCKET_US = 120 * 1_000_000

@@ -15,7 +15,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from schemas.tables import _LINE_ORIGIN, _schema
+from ackreplay.schemas.tables import _LINE_ORIGIN, _schema
 
 # One replica named in a "Shrinking ISR" line: `(brokerId: 2, endOffset: 1030, lastCaughtUpTimeMs: 1795315387189)`.
 # endOffset / lastCaughtUpTimeMs are null when printed as `unknown`; lastCaughtUpTimeMs is not printed before 3.6.

@@ -6,7 +6,7 @@ by), rewritten when the file changes. See ackreplay/ledger.py.
 
 from pyspark.sql.types import IntegerType, LongType, StringType, TimestampType
 
-from schemas.tables import _schema
+from ackreplay.schemas.tables import _schema
 
 INGESTED_FILES = _schema(
     ("cluster", StringType(), False),

@@ -7,7 +7,7 @@ durations DOUBLE milliseconds.
 
 from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, TimestampType
 
-from schemas.tables import _LINE_ORIGIN, _schema
+from ackreplay.schemas.tables import _LINE_ORIGIN, _schema
 
 FOLLOWER_LEO_SAMPLES = _schema(
     ("cluster", StringType(), False),

@@ -8,9 +8,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from ackreplay.schemas.request_log import PARSED_ROW_SPARK_SCHEMA
 from ackreplay.storage.line_reader import LINES_SCHEMA
-from schemas.request_log import PARSED_ROW_SPARK_SCHEMA
-from transforms.send_times import dump_lines_classified
+from ackreplay.transforms.send_times import dump_lines_classified
 
 TOPIC_ID = "9X2k7vQJTiGq5lq6w3xZ1A"
 TOPIC_IDS = {f"c1/{TOPIC_ID}": "orders"}

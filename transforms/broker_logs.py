@@ -50,8 +50,8 @@ import re
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from schemas.broker_logs import BROKER_CONFIGS, FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
-from transforms.common import conform
+from ackreplay.schemas.broker_logs import BROKER_CONFIGS, FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
+from ackreplay.transforms.common import conform
 
 SERVER_LOG, STATE_CHANGE_LOG = "server_log", "state_change_log"
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from schemas.vocabulary import ACKS_1, Outcome
+from ackreplay.schemas.vocabulary import ACKS_1, Outcome
 
 _PARTITION = ["cluster", "topic", "partition"]
 

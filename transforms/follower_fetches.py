@@ -18,9 +18,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from schemas import tables
-from transforms.common import conform
-from transforms.request_log import with_request_times
+from ackreplay.schemas import tables
+from ackreplay.transforms.common import conform
+from ackreplay.transforms.request_log import with_request_times
 
 _SESSION_KEY = ["cluster", "broker_id", "follower_id", "session_id"]
 _PARTITION_KEY = [*_SESSION_KEY, "topic", "partition"]

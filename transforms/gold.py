@@ -47,8 +47,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from schemas.tables import RECORD_SENDS
-from schemas.vocabulary import (
+from ackreplay.schemas.tables import RECORD_SENDS
+from ackreplay.schemas.vocabulary import (
     ACKS_1,
     ACKS_ALL,
     LAG_PREFIX,
@@ -58,9 +58,9 @@ from schemas.vocabulary import (
     Outcome,
     PolicyKind,
 )
-from transforms.common import PerCluster, per_cluster
-from transforms.routing import routing_by_partition
-from transforms.windows import split_by_window, with_window
+from ackreplay.transforms.common import PerCluster, per_cluster
+from ackreplay.transforms.routing import routing_by_partition
+from ackreplay.transforms.windows import split_by_window, with_window
 
 P999_MIN_N = 1000
 P9999_MIN_N = 10000
@@ -493,7 +493,7 @@ def leader_silence_by_topic(replay: DataFrame, request_lines: DataFrame) -> Data
     no request line (`replay_inputs.broker_silences`: its JVM did not run), overlapping the topic's produces.
     `request_lines`: (cluster, broker_id, t_local_done) of every request the brokers logged. Topics without such
     a span have no row."""
-    from transforms.replay_inputs import broker_silences
+    from ackreplay.transforms.replay_inputs import broker_silences
 
     led = replay.groupBy("cluster", "topic", "broker_id").agg(
         F.min(F.unix_micros("t_start")).alias("_first"), F.max(F.unix_micros("t_start")).alias("_last")

@@ -27,11 +27,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from schemas.gold import POLICY_SUMMARY
-from schemas.tables import RECORD_SENDS
-from schemas.vocabulary import ACKS_1, ACKS_ALL, Outcome
-from transforms.common import PerCluster, per_cluster
-from transforms.gold import BATCH_KEY
+from ackreplay.schemas.gold import POLICY_SUMMARY
+from ackreplay.schemas.tables import RECORD_SENDS
+from ackreplay.schemas.vocabulary import ACKS_1, ACKS_ALL, Outcome
+from ackreplay.transforms.common import PerCluster, per_cluster
+from ackreplay.transforms.gold import BATCH_KEY
 
 if TYPE_CHECKING:
     from ackreplay.replay.partitioner import PlacementSettings

@@ -28,8 +28,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from schemas.metrics import FOLLOWER_LEO_SAMPLES
-from transforms.common import conform
+from ackreplay.schemas.metrics import FOLLOWER_LEO_SAMPLES
+from ackreplay.transforms.common import conform
 
 METRICS = "metrics"  # the quarantine stage
 LOG_END_OFFSET = "kafka_log_log_logendoffset"

@@ -16,7 +16,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.window import WindowSpec
 
-from schemas.vocabulary import NEVER
+from ackreplay.schemas.vocabulary import NEVER
 
 # A running leader logs its followers' FETCHes at least every replica.fetch.wait.max.ms (default 500 ms);
 # a longer silence after it lost its partition means it had stopped (with_leader_until).

@@ -19,8 +19,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from schemas import tables
-from transforms.common import conform, literal_map, plus_ms
+from ackreplay.schemas import tables
+from ackreplay.transforms.common import conform, literal_map, plus_ms
 
 _MARKER = "Completed request:"
 _LOGGER_SUFFIX = " (kafka.request.logger)"

@@ -44,9 +44,9 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from schemas.vocabulary import ACKS_ALL, LAG_PREFIX, MIN_INSYNC, Outcome
-from transforms.replay_inputs import linked_retries, rejected_below_min_isr
-from transforms.windows import split_by_window, with_window
+from ackreplay.schemas.vocabulary import ACKS_ALL, LAG_PREFIX, MIN_INSYNC, Outcome
+from ackreplay.transforms.replay_inputs import linked_retries, rejected_below_min_isr
+from ackreplay.transforms.windows import split_by_window, with_window
 
 REJECTED_AT_APPEND = Outcome.NOT_ENOUGH_REPLICAS.label
 ACKED = Outcome.ACKED.label

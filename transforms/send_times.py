@@ -41,9 +41,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from schemas.tables import BATCH_SEND_TIMES, RECORD_SENDS
-from schemas.vocabulary import NEVER
-from transforms.common import conform
+from ackreplay.schemas.tables import BATCH_SEND_TIMES, RECORD_SENDS
+from ackreplay.schemas.vocabulary import NEVER
+from ackreplay.transforms.common import conform
 
 SEND_TIMES = "send_times"  # the quarantine stage
 CREATE_TIMES = "create_times"

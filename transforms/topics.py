@@ -11,8 +11,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from schemas import tables
-from transforms.common import conform
+from ackreplay.schemas import tables
+from ackreplay.transforms.common import conform
 
 _HEADER = (
     r"^Topic:\s*(\S+)\s+(?:TopicId:\s*(\S+)\s+)?PartitionCount:\s*(\d+)\s+"

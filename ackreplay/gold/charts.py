@@ -16,7 +16,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from transforms.gold import P999_MIN_N
+from ackreplay.transforms.gold import P999_MIN_N
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
 SYMBOLS = ["circle", "square", "triangle-up", "diamond", "triangle-down", "cross", "x", "star", "triangle-left"]

@@ -35,8 +35,8 @@ from ackreplay.session import is_connect
 from ackreplay.storage.arrow_delta import arrow_writable
 from ackreplay.storage.filesystems import open_uri, s3a_settings
 from ackreplay.storage.lakehouse import HadoopFiles, read_table, table_exists
-from transforms.common import PerCluster, per_cluster
-from transforms.gold import (
+from ackreplay.transforms.common import PerCluster, per_cluster
+from ackreplay.transforms.gold import (
     P999_MIN_N,
     broker_latency_quantiles,
     cdf_probabilities,

@@ -21,12 +21,12 @@ from ackreplay.config import AppConfig, DecisionTarget
 from ackreplay.gold.decision import decide, decision_lines, send_time_share
 from ackreplay.replay.partitioner import PlacementSettings, ProducerConfig
 from ackreplay.replay.self_check import ReplayUntrusted
+from ackreplay.schemas.broker_logs import ISR_CHANGES
+from ackreplay.schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE, ROUTING
+from ackreplay.schemas.tables import PRODUCE_REQUESTS
 from ackreplay.storage.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path
-from schemas.broker_logs import ISR_CHANGES
-from schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE, ROUTING
-from schemas.tables import PRODUCE_REQUESTS
-from transforms.common import PerCluster, conform
-from transforms.gold import (
+from ackreplay.transforms.common import PerCluster, conform
+from ackreplay.transforms.gold import (
     availability,
     isr_segments,
     latency_percentiles,
@@ -36,8 +36,8 @@ from transforms.gold import (
     record_sends_by_batch,
     risk_exposure,
 )
-from transforms.keyless import PLACEMENT, keyless_placement, placement_input, read_gaps
-from transforms.routing import AUTO, KEYED, KEYLESS, routing
+from ackreplay.transforms.keyless import PLACEMENT, keyless_placement, placement_input, read_gaps
+from ackreplay.transforms.routing import AUTO, KEYED, KEYLESS, routing
 
 log = logging.getLogger(__name__)
 

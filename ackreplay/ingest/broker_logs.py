@@ -19,6 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
+from ackreplay.schemas import tables
+from ackreplay.schemas.broker_logs import BROKER_CONFIGS, FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
 from ackreplay.storage.inputs import InputFile
 from ackreplay.storage.lakehouse import (
     read_table,
@@ -28,9 +30,7 @@ from ackreplay.storage.lakehouse import (
     table_exists,
 )
 from ackreplay.storage.line_reader import read_lines
-from schemas import tables
-from schemas.broker_logs import BROKER_CONFIGS, FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
-from transforms.broker_logs import (
+from ackreplay.transforms.broker_logs import (
     APP_START_TIME,
     APP_VERSION,
     BROKER_SETTING,
@@ -54,8 +54,8 @@ from transforms.broker_logs import (
     with_broker_line_status,
     with_broker_message,
 )
-from transforms.common import conform
-from transforms.request_log import with_event_time, with_log_fields
+from ackreplay.transforms.common import conform
+from ackreplay.transforms.request_log import with_event_time, with_log_fields
 
 log = logging.getLogger(__name__)
 

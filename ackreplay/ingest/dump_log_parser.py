@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_type
 
-from schemas.tables import RECORD_SENDS as RECORD_SENDS_TYPE
-from transforms.send_times import MAX_SEND_MS as MAX_MS
-from transforms.send_times import MIN_SEND_MS as MIN_MS
+from ackreplay.schemas.tables import RECORD_SENDS as RECORD_SENDS_TYPE
+from ackreplay.transforms.send_times import MAX_SEND_MS as MAX_MS
+from ackreplay.transforms.send_times import MIN_SEND_MS as MIN_MS
 
 _DUMPING = r"^Dumping (?P<path>.+)$"
 _SEGMENT_PARTITION = r"(?P<topic>[^/\\]+)-(?P<partition>\d{1,9})[/\\][^/\\]+$"

@@ -17,13 +17,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
+from ackreplay.schemas import tables
+from ackreplay.schemas.metrics import FOLLOWER_LEO_SAMPLES
 from ackreplay.storage.inputs import InputFile
 from ackreplay.storage.lakehouse import read_table, replace_rows, source_files_predicate, sql_string, table_exists
 from ackreplay.storage.line_reader import read_lines
-from schemas import tables
-from schemas.metrics import FOLLOWER_LEO_SAMPLES
-from transforms.common import conform
-from transforms.metrics import METRICS, build_follower_leo_samples, classify_metric_lines, metric_quarantine
+from ackreplay.transforms.common import conform
+from ackreplay.transforms.metrics import METRICS, build_follower_leo_samples, classify_metric_lines, metric_quarantine
 
 log = logging.getLogger(__name__)
 

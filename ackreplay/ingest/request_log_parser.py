@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from ackreplay.kafka_lines import LOG_STAMP_PATTERN
-from schemas.request_log import (
+from ackreplay.schemas.request_log import (
     METADATA_TOPIC_ID,
     METADATA_TOPIC_NAME,
     PARSED_ROW_FIELDS,

@@ -19,14 +19,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
+from ackreplay.schemas import tables
+from ackreplay.schemas.broker_logs import LEADER_EPOCHS
 from ackreplay.storage.inputs import InputFile
 from ackreplay.storage.lakehouse import read_table, replace_rows, source_files_predicate, sql_string, table_exists
 from ackreplay.storage.line_reader import read_dump_logs, read_lines
-from schemas import tables
-from schemas.broker_logs import LEADER_EPOCHS
-from transforms.common import conform
-from transforms.privacy import with_hashed_identities
-from transforms.send_times import (
+from ackreplay.transforms.common import conform
+from ackreplay.transforms.privacy import with_hashed_identities
+from ackreplay.transforms.send_times import (
     CLIENT_BATCHES,
     CREATE_TIMES,
     SEND_TIMES,

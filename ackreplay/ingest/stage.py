@@ -29,6 +29,7 @@ from ackreplay.ingest.send_times import (
     ingest_topic_send_times,
     topic_clusters,
 )
+from ackreplay.schemas import tables
 from ackreplay.storage.filesystems import s3a_settings
 from ackreplay.storage.inputs import (
     InputError,
@@ -40,18 +41,17 @@ from ackreplay.storage.inputs import (
 )
 from ackreplay.storage.lakehouse import read_table, replace_rows, source_files_predicate, table_exists
 from ackreplay.storage.line_reader import read_lines, read_request_logs
-from schemas import tables
-from transforms.common import conform
-from transforms.follower_fetches import build_follower_fetches
-from transforms.privacy import with_hashed_identities
-from transforms.request_log import (
+from ackreplay.transforms.common import conform
+from ackreplay.transforms.follower_fetches import build_follower_fetches
+from ackreplay.transforms.privacy import with_hashed_identities
+from ackreplay.transforms.request_log import (
     select_produce_requests,
     select_quarantine,
     select_request_log_lines,
     with_event_time,
     with_local_log_time,
 )
-from transforms.topics import build_partitions, with_topics_line_kind
+from ackreplay.transforms.topics import build_partitions, with_topics_line_kind
 
 log = logging.getLogger(__name__)
 

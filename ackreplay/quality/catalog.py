@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from schemas.vocabulary import OUTCOMES
+from ackreplay.schemas.vocabulary import OUTCOMES
 
 BLOCKING, WARNING, OFF = "blocking", "warning", "off"
 

@@ -11,11 +11,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
-from schemas.broker_logs import FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
-from schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE, ROUTING
-from schemas.metrics import FOLLOWER_LEO_SAMPLES
-from schemas.replay import PRODUCE_REPLAY
-from schemas.tables import (
+from ackreplay.schemas.broker_logs import FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
+from ackreplay.schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE, ROUTING
+from ackreplay.schemas.metrics import FOLLOWER_LEO_SAMPLES
+from ackreplay.schemas.replay import PRODUCE_REPLAY
+from ackreplay.schemas.tables import (
     BATCH_SEND_TIMES,
     FOLLOWER_FETCHES,
     PARTITIONS,
@@ -23,7 +23,7 @@ from schemas.tables import (
     QUARANTINE,
     REQUEST_LOG_LINES,
 )
-from schemas.vocabulary import MIN_INSYNC, QUORUM_PREFIX
+from ackreplay.schemas.vocabulary import MIN_INSYNC, QUORUM_PREFIX
 
 CONTRACTS: dict[str, StructType] = {
     "request_log_lines": REQUEST_LOG_LINES,

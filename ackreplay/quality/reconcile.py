@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ackreplay.schemas.vocabulary import ACKS_1, Outcome
 from ackreplay.storage.lakehouse import read_table, table_exists
-from schemas.vocabulary import ACKS_1, Outcome
-from transforms.gold import delivered
-from transforms.replay_inputs import appended
+from ackreplay.transforms.gold import delivered
+from ackreplay.transforms.replay_inputs import appended
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from ackreplay.quality.catalog import BLOCKING, ROW_IDS, STAGE_TABLES, WARNING, 
 from ackreplay.quality.counts import countable, expectation_counts
 from ackreplay.quality.frames import CONTRACTS, check_frame, with_margins
 from ackreplay.quality.reconcile import STAGE_COUNTS, Count
+from ackreplay.schemas.dq import DQ_RESULTS
 from ackreplay.storage.lakehouse import read_table, replace_rows, sql_string, table_exists
-from schemas.dq import DQ_RESULTS
 
 log = logging.getLogger(__name__)
 
@@ -394,8 +394,8 @@ def run_quality(
 def _policies(spark: SparkSession, lakehouse: str, config: AppConfig, clusters: list[str]) -> list[str]:
     """The configured policies, with the own lags (replay.lag_ms `own`) of `clusters`."""
     from ackreplay.replay.own_lag import own_lags
-    from schemas.broker_logs import BROKER_CONFIGS
-    from schemas.vocabulary import policy_order
+    from ackreplay.schemas.broker_logs import BROKER_CONFIGS
+    from ackreplay.schemas.vocabulary import policy_order
 
     lags = config.replay.fixed_lags_ms
     if config.replay.own_lag:

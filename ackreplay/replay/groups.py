@@ -29,9 +29,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from ackreplay.replay.connections import chain_requests
 from ackreplay.replay.kernel import LOSS_WINDOWS, EpochInputs, IsrTimeline, ReplayOptions, replay_epoch
 from ackreplay.replay.retries import RetrySettings, replay_retries
+from ackreplay.schemas.replay import ISR_SOURCES, PRODUCE_REPLAY, WRITTEN_FILE
+from ackreplay.schemas.vocabulary import ACKS_1, ACKS_ALL, NEVER, OUTCOMES, Outcome, Policy, PolicyKind, policy_order
 from ackreplay.storage.arrow_delta import ArrowFileWriter
-from schemas.replay import ISR_SOURCES, PRODUCE_REPLAY, WRITTEN_FILE
-from schemas.vocabulary import ACKS_1, ACKS_ALL, NEVER, OUTCOMES, Outcome, Policy, PolicyKind, policy_order
 
 # produce_replay as Arrow (the schema Spark expects back when it writes the rows itself), from the contract.
 PRODUCE_REPLAY_ARROW = to_arrow_schema(PRODUCE_REPLAY)

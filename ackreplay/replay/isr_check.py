@@ -31,7 +31,7 @@ from ackreplay.config import AppConfig
 from ackreplay.replay.groups import IsrProposals, epoch_inputs, logged_isr_options
 from ackreplay.replay.kernel import IsrTimeline, ReplayOptions, simulate_isr
 from ackreplay.storage.lakehouse import read_table
-from transforms.replay_inputs import (
+from ackreplay.transforms.replay_inputs import (
     KIND_FETCH,
     KIND_ISR,
     KIND_PRODUCE,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from transforms.broker_logs import KAFKA_VERSION_MAJOR, KAFKA_VERSION_MINOR
+from ackreplay.transforms.broker_logs import KAFKA_VERSION_MAJOR, KAFKA_VERSION_MINOR
 
 STRICT_MIN_ISR_SINCE = (3, 7)
 

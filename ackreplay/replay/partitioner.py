@@ -48,8 +48,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from schemas.vocabulary import NEVER
-from transforms.gold import P999_MIN_N
+from ackreplay.schemas.vocabulary import NEVER
+from ackreplay.transforms.gold import P999_MIN_N
 
 
 @dataclass(frozen=True)
@@ -303,7 +303,7 @@ def placement_of_group(pdf, settings: PlacementSettings):
     """One (cluster, topic, policy) group of transforms/keyless.py's rows -> its one row of placed quantiles."""
     import pandas as pd
 
-    from transforms.keyless import ANSWER, BATCH, PLACEMENT, SPAN
+    from ackreplay.transforms.keyless import ANSWER, BATCH, PLACEMENT, SPAN
 
     key = {c: pdf[c].iloc[0] for c in ("cluster", "topic", "policy")}
     # rows arrive in the shuffle's order: a total order keeps a draw's result the same on every run

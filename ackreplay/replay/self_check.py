@@ -40,7 +40,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ackreplay.config import SelfCheckSettings
-from schemas.vocabulary import ACKS_ALL, Outcome, lag_policy_id
+from ackreplay.schemas.vocabulary import ACKS_ALL, Outcome, lag_policy_id
 
 WINDOW_SECONDS = 15
 # isr_changes kinds that open a window; the latest such event of the partition names a produce's window.

@@ -52,18 +52,18 @@ from ackreplay.replay.send_delays import SendDelay
 from ackreplay.replay.send_delays import cluster_columns as send_delay_columns
 from ackreplay.replay.send_delays import measured as measured_send_delays
 from ackreplay.replay.send_delays import summary_lines as send_delay_lines
+from ackreplay.schemas.broker_logs import BROKER_CONFIGS, FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
+from ackreplay.schemas.metrics import FOLLOWER_LEO_SAMPLES
+from ackreplay.schemas.replay import PRODUCE_REPLAY, REPLAY_CHECKS, WRITTEN_FILE
+from ackreplay.schemas.tables import BATCH_SEND_TIMES, REQUEST_LOG_LINES
+from ackreplay.schemas.vocabulary import ACKS_1, ACKS_ALL, Outcome
 from ackreplay.session import is_connect
 from ackreplay.storage.arrow_delta import ArrowFileWriter, arrow_writable, commit_files, local_path
 from ackreplay.storage.inputs import InputError
 from ackreplay.storage.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path, table_spec
-from schemas.broker_logs import BROKER_CONFIGS, FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
-from schemas.metrics import FOLLOWER_LEO_SAMPLES
-from schemas.replay import PRODUCE_REPLAY, REPLAY_CHECKS, WRITTEN_FILE
-from schemas.tables import BATCH_SEND_TIMES, REQUEST_LOG_LINES
-from schemas.vocabulary import ACKS_1, ACKS_ALL, Outcome
-from transforms.common import PerCluster, conform
-from transforms.failovers import failover_truncations, leader_changes
-from transforms.replay_inputs import (
+from ackreplay.transforms.common import PerCluster, conform
+from ackreplay.transforms.failovers import failover_truncations, leader_changes
+from ackreplay.transforms.replay_inputs import (
     RUNNING_LEADER_MAX_SILENCE_US,
     appended,
     broker_silences,

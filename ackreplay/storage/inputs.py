@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from pyarrow import fs as pafs
 
 from ackreplay.storage.filesystems import UnsupportedInputLocation, open_uri, scheme_of, uri_of
-from transforms.send_times import CLIENT_BATCHES, CREATE_TIMES
+from ackreplay.transforms.send_times import CLIENT_BATCHES, CREATE_TIMES
 
 _BROKER_DIR = re.compile(r"^broker-(\d+)$")
 _KINDS = (

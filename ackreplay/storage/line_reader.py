@@ -260,7 +260,7 @@ def read_request_logs(
     `topic_ids` maps "cluster/topicId" -> topic name.
     """
     from ackreplay.ingest.request_log_parser import parsed_batches
-    from schemas.request_log import PARSED_ROW_FIELDS, PARSED_ROW_SPARK_SCHEMA
+    from ackreplay.schemas.request_log import PARSED_ROW_FIELDS, PARSED_ROW_SPARK_SCHEMA
 
     settings = s3a_settings(spark)
 

@@ -91,10 +91,10 @@ def test_the_duckdb_peer_writes_the_rows_ackreplay_writes(spark, tmp_path):
     # on that data its rows equal ackreplay's, every column (run ids aside) of every policy.
     from ackreplay.config import load_config
     from ackreplay.replay.stage import run_replay
+    from ackreplay.schemas.replay import PRODUCE_REPLAY
     from ackreplay.storage.lakehouse import read_table, table_path
+    from ackreplay.transforms.common import conform
     from bench.replay_bench import duckdb_produce_replay, generate
-    from schemas.replay import PRODUCE_REPLAY
-    from transforms.common import conform
 
     data, lakehouse = tmp_path / "data", str(tmp_path / "lakehouse")
     generate(3000, 3, data)

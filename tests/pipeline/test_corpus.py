@@ -148,7 +148,7 @@ def _record_quantiles(spark, lakehouse: str, quantiles: list[float]) -> dict[tup
     from pyspark.sql import functions as F
 
     from ackreplay.gold.stage import read_record_sends
-    from transforms.gold import latency_quantiles
+    from ackreplay.transforms.gold import latency_quantiles
 
     replay = read_table(spark, lakehouse, "produce_replay")
     out: dict[tuple[str, str], list[float]] = {}
@@ -597,7 +597,7 @@ def test_every_lab_client_measured_per_record_what_its_own_policy_replays(spark,
     import numpy as np
 
     from ackreplay.gold.stage import read_record_sends
-    from transforms.gold import latency_quantiles
+    from ackreplay.transforms.gold import latency_quantiles
 
     recorded = F.when(F.col("recorded_acks") == -1, "acks=all").otherwise("acks=1")
     requests = read_table(spark, corpus_run.lakehouse, "produce_requests").select(
@@ -920,7 +920,7 @@ def _per_record_quantiles(
 ) -> list[float]:
     """P50, P99, P999 of a trace's records of one producer replayed under `policy`, ms."""
     from ackreplay.gold.stage import read_record_sends
-    from transforms.gold import latency_quantiles
+    from ackreplay.transforms.gold import latency_quantiles
 
     in_trace = F.col("cluster") == cluster
     requests = read_table(spark, lakehouse, "produce_requests").where(in_trace)
@@ -1196,7 +1196,7 @@ def test_send_times_read_from_the_topic_equal_the_dumps_batch_for_batch(spark, c
 
     from ackreplay.ingest.send_times import ingest_topic_send_times
     from ackreplay.storage.lakehouse import table_path
-    from transforms.send_times import TRUNCATED
+    from ackreplay.transforms.send_times import TRUNCATED
 
     lakehouse = str(tmp_path / "lakehouse")
     for name in ("produce_requests", "leader_epochs", "batch_send_times"):

@@ -17,11 +17,11 @@ from ackreplay.kafka_lines import ProducePartition, Timing, produce_body, reques
 from ackreplay.quality.catalog import STAGE_TABLES
 from ackreplay.quality.runner import QualityError, run_quality
 from ackreplay.replay.stage import run_replay
+from ackreplay.schemas.replay import PRODUCE_REPLAY
 from ackreplay.storage.lakehouse import read_table, replace_rows, table_exists
-from schemas.replay import PRODUCE_REPLAY
+from ackreplay.transforms.common import conform
 from tests.helpers import TOPIC_ID
 from tests.pipeline.test_ingest_stage import T0, _hour_of_lines, _write
-from transforms.common import conform
 
 CONFIG = parse_config({"replay": {"quorum_sizes": [2], "lag_ms": [3000]}})
 

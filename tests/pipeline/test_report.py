@@ -22,11 +22,11 @@ from ackreplay.gold.report import (
     slot_seconds,
 )
 from ackreplay.gold.stage import GOLD_TABLES, SUMMARY_COLUMNS, check_contract, run_gold, summary_cell
+from ackreplay.schemas.gold import POLICY_SUMMARY, RISK_EXPOSURE
+from ackreplay.schemas.replay import PRODUCE_REPLAY
 from ackreplay.storage.lakehouse import read_table, replace_rows
-from schemas.gold import POLICY_SUMMARY, RISK_EXPOSURE
-from schemas.replay import PRODUCE_REPLAY
+from ackreplay.transforms.common import conform
 from tests.unit.test_gold import INF, T10, T11, _row, isr_frame, many_acked, partitions_frame, replay_frame
-from transforms.common import conform
 
 MINUTE = dt.timedelta(minutes=1)
 

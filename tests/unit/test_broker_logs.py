@@ -14,8 +14,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from tests.helpers import lines_frame, micros
-from transforms.broker_logs import (
+from ackreplay.transforms.broker_logs import (
     broker_setting_rows,
     build_broker_configs,
     build_follower_starts,
@@ -24,7 +23,8 @@ from transforms.broker_logs import (
     with_broker_line_status,
     with_broker_message,
 )
-from transforms.request_log import with_event_time, with_log_fields
+from ackreplay.transforms.request_log import with_event_time, with_log_fields
+from tests.helpers import lines_frame, micros
 
 PARTITION = "(kafka.cluster.Partition)"
 STATE = "(state.change.logger)"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ackreplay.replay.connections import UNKNOWN_CONNECTION, chain_requests
-from schemas.vocabulary import NEVER
+from ackreplay.schemas.vocabulary import NEVER
 
 
 def _chain(

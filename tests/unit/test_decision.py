@@ -219,7 +219,7 @@ def test_keyless_records_through_a_leader_that_did_not_run_carry_the_partitioner
 
 def test_the_report_says_which_linger_ms_each_clusters_figures_rest_on():
     from ackreplay.gold.report import linger_note
-    from transforms.common import PerCluster
+    from ackreplay.transforms.common import PerCluster
 
     assert linger_note(5.0, ["a", "b"]).startswith("The producers' linger.ms as replayed: 5 ms (conf")
     lingers = PerCluster(5.0, {"perf": 0.0, "other": 0.0})

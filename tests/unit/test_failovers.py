@@ -8,7 +8,7 @@ import datetime as dt
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from transforms.failovers import failover_truncations
+from ackreplay.transforms.failovers import failover_truncations
 
 T0 = dt.datetime(2026, 11, 26, 1, 33, 0)
 
@@ -143,7 +143,7 @@ def test_the_replay_summary_prints_each_failover_with_the_replays_range():
 
 def test_leader_changes_are_the_epochs_another_broker_took_over(spark):
     """The replay looks for cut records only where `leader_changes` has a row (none: the query is skipped)."""
-    from transforms.failovers import leader_changes
+    from ackreplay.transforms.failovers import leader_changes
 
     epochs = _epochs(
         spark,

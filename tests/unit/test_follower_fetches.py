@@ -5,9 +5,9 @@ from datetime import datetime, timedelta
 from chispa import assert_df_equality
 
 from ackreplay.kafka_lines import FetchPartition, FetchTopic, Timing, fetch_body, request_log_line
+from ackreplay.transforms.follower_fetches import build_follower_fetches
+from ackreplay.transforms.request_log import with_event_time, with_local_log_time
 from tests.helpers import TOPIC_ID, TOPIC_IDS, lines_frame, parse_request_log_lines
-from transforms.follower_fetches import build_follower_fetches
-from transforms.request_log import with_event_time, with_local_log_time
 
 T0 = datetime(2026, 11, 20, 13, 0, 0)
 

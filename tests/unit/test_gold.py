@@ -13,11 +13,11 @@ import pytest
 from chispa import assert_approx_df_equality, assert_df_equality
 from pyspark.sql import functions as F
 
-from schemas.broker_logs import ISR_CHANGES
-from schemas.replay import PRODUCE_REPLAY
-from schemas.tables import BATCH_SEND_TIMES
-from transforms.common import PerCluster, conform
-from transforms.gold import (
+from ackreplay.schemas.broker_logs import ISR_CHANGES
+from ackreplay.schemas.replay import PRODUCE_REPLAY
+from ackreplay.schemas.tables import BATCH_SEND_TIMES
+from ackreplay.transforms.common import PerCluster, conform
+from ackreplay.transforms.gold import (
     availability,
     cdf_probabilities,
     latency_percentiles,
@@ -800,7 +800,7 @@ def test_a_record_sent_after_its_batch_left_early_counts_a_later_batchs_wait(spa
 
 
 def test_reduced_isr_spans_run_from_the_first_reduced_isr_to_the_next_full_one(spark):
-    from transforms.gold import isr_segments, reduced_isr_spans
+    from ackreplay.transforms.gold import isr_segments, reduced_isr_spans
 
     minute = dt.timedelta(minutes=1)
     isr = isr_frame(
@@ -868,7 +868,7 @@ def test_leader_silence_by_topic_is_the_longest_pause_of_a_broker_that_led_the_t
     from 10:00:10 to 10:00:19.5 (9.5 s, a paused JVM) and from 10:00:38 to :40, after orders' last produce (not
     counted); broker 2, which led `audit` (produces at :05 and :06), logged nothing from :05 to :08. `events`, led by
     broker 3, which never paused, gets no row."""
-    from transforms.gold import leader_silence_by_topic
+    from ackreplay.transforms.gold import leader_silence_by_topic
 
     def at(seconds):
         return T10 + dt.timedelta(seconds=seconds)

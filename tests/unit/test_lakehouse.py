@@ -7,8 +7,8 @@ from datetime import date, datetime
 from chispa import assert_df_equality
 from pyspark.sql.types import DateType, DoubleType, IntegerType, LongType, StringType, StructType, TimestampType
 
+from ackreplay.schemas.tables import PRODUCE_REQUESTS
 from ackreplay.storage.lakehouse import read_table, replace_rows
-from schemas.tables import PRODUCE_REQUESTS
 
 _VALUES = {StringType(): "x", IntegerType(): 1, LongType(): 1, DoubleType(): 1.0, DateType(): date(2026, 11, 20),
            TimestampType(): datetime(2026, 11, 20, 12)}  # fmt: skip

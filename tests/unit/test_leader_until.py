@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from schemas.broker_logs import FOLLOWER_STARTS, LEADER_EPOCHS
-from schemas.vocabulary import NEVER
-from transforms.replay_inputs import build_epochs
+from ackreplay.schemas.broker_logs import FOLLOWER_STARTS, LEADER_EPOCHS
+from ackreplay.schemas.vocabulary import NEVER
+from ackreplay.transforms.replay_inputs import build_epochs
 
 T0 = dt.datetime(2026, 11, 26, 6, 51, 8)
 T0_US = int(T0.replace(tzinfo=dt.UTC).timestamp() * 1_000_000)
@@ -123,7 +123,7 @@ def test_a_broker_silent_for_longer_than_a_running_leader_ever_is_did_not_run(sp
     before to the first after, to the microsecond, across the quarter-second bins the lines are reduced to."""
     from chispa import assert_df_equality
 
-    from transforms.replay_inputs import broker_silences
+    from ackreplay.transforms.replay_inputs import broker_silences
 
     times = [400 * i for i in range(6)] + [8_500.25, 9_000, 10_000, 11_000, 12_000.1]
     rows = [("c", 1, _at(ms)) for ms in times] + [("c", 2, _at(0)), ("c", 2, _at(30_000)), ("d", 1, _at(40_000))]

@@ -10,7 +10,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from ackreplay.storage.line_reader import LINES_SCHEMA
-from transforms.metrics import build_follower_leo_samples, classify_metric_lines, metric_quarantine
+from ackreplay.transforms.metrics import build_follower_leo_samples, classify_metric_lines, metric_quarantine
 
 FILE = "lab/metrics/broker-2.prom"
 LEO = "kafka_log_log_logendoffset"

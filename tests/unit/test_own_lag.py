@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime
 
 from ackreplay.replay.own_lag import OwnLag, own_lags
-from schemas.broker_logs import BROKER_CONFIGS
+from ackreplay.schemas.broker_logs import BROKER_CONFIGS
 
 
 def _setting(cluster, broker, value, at, setting="replica.lag.time.max.ms", line=1):

@@ -16,7 +16,7 @@ from ackreplay.replay.partitioner import (
     place_keyless_records,
     placement_of_group,
 )
-from transforms.keyless import ANSWER, BATCH, PLACEMENT, SPAN
+from ackreplay.transforms.keyless import ANSWER, BATCH, PLACEMENT, SPAN
 
 MS = 1_000
 

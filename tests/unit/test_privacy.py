@@ -9,7 +9,7 @@ from chispa import assert_column_equality, assert_df_equality
 from pyspark.sql import functions as F
 
 from ackreplay.config import ConfigError, parse_config
-from transforms.privacy import salted_sha256, with_hashed_identities
+from ackreplay.transforms.privacy import salted_sha256, with_hashed_identities
 
 
 def _sha(text: str) -> str:

@@ -19,7 +19,7 @@ from ackreplay.quality.catalog import (
 from ackreplay.quality.frames import CONTRACTS, required_copies
 from ackreplay.quality.reconcile import Count
 from ackreplay.quality.runner import QualityReport, check_table, gx_frames
-from schemas.tables import PARTITIONS
+from ackreplay.schemas.tables import PARTITIONS
 
 
 def test_every_checked_table_has_a_contract_row_ids_and_a_schema_check():

@@ -23,9 +23,9 @@ from ackreplay.replay.groups import (
     ReplayContext,
     replay_group,
 )
+from ackreplay.schemas.vocabulary import NEVER, policy_order
 from ackreplay.storage.arrow_delta import ArrowFileWriter
-from schemas.vocabulary import NEVER, policy_order
-from transforms.replay_inputs import event_side, group_key, leo_evidence
+from ackreplay.transforms.replay_inputs import event_side, group_key, leo_evidence
 
 MS = 1000
 T0 = 1_795_300_000_000_000  # µs

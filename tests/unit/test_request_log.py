@@ -16,6 +16,11 @@ from ackreplay.kafka_lines import (
     produce_body,
     request_log_line,
 )
+from ackreplay.transforms.request_log import (
+    select_produce_requests,
+    with_event_time,
+    with_local_log_time,
+)
 from tests.helpers import (
     REAL_PRODUCE,
     REAL_TOPIC_IDS,
@@ -24,11 +29,6 @@ from tests.helpers import (
     lines_frame,
     micros,
     parse_request_log_lines,
-)
-from transforms.request_log import (
-    select_produce_requests,
-    with_event_time,
-    with_local_log_time,
 )
 
 T0 = datetime(2026, 11, 20, 13, 0, 0, 317000)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ackreplay.replay.retries import RetrySettings, replay_retries
-from schemas.vocabulary import NEVER
+from ackreplay.schemas.vocabulary import NEVER
 
 MS = 1_000
 

@@ -9,13 +9,13 @@ from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
 from ackreplay.gold.stage import keyless_in_records, keyless_topics
-from schemas.gold import ROUTING
-from schemas.tables import PRODUCE_REQUESTS
+from ackreplay.schemas.gold import ROUTING
+from ackreplay.schemas.tables import PRODUCE_REQUESTS
+from ackreplay.transforms.common import conform
+from ackreplay.transforms.gold import isr_segments, observed_until
+from ackreplay.transforms.routing import routing
 from tests.unit.test_gold import T10, _row, isr_frame, partitions_frame, replay_frame
 from tests.unit.test_lakehouse import _row as contract_row
-from transforms.common import conform
-from transforms.gold import isr_segments, observed_until
-from transforms.routing import routing
 
 MINUTE = dt.timedelta(minutes=1)
 SECOND = dt.timedelta(seconds=1)
@@ -231,7 +231,7 @@ def test_retry_episodes_give_each_retry_its_rejected_attempts_and_each_held_batc
     a's next batches: one sent at 10:10:06, before the retry went out, and appended just after it (line 17):
     held behind it; one sent at 10:10:31, after (line 18): not held. Client b's batch of the same moment (line
     15) is another producer's; the rejection of line 14 (999 bytes) was never retried."""
-    from transforms.replay_inputs import retry_episodes
+    from ackreplay.transforms.replay_inputs import retry_episodes
 
     at = T10 + 10 * MINUTE
     rows = [

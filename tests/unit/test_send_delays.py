@@ -17,8 +17,8 @@ from pyspark.sql.types import (
 )
 
 from ackreplay.replay.send_delays import MIN_REQUESTS, SendDelay, cluster_columns, measured, summary_lines
-from transforms.common import PerCluster
-from transforms.replay_inputs import send_delays
+from ackreplay.transforms.common import PerCluster
+from ackreplay.transforms.replay_inputs import send_delays
 
 T0 = datetime(2026, 11, 20, 10, 0, 0)
 PRODUCES = StructType(

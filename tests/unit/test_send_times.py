@@ -6,10 +6,9 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from ackreplay.schemas.tables import BATCH_SEND_TIMES
 from ackreplay.storage.line_reader import LINES_SCHEMA
-from schemas.tables import BATCH_SEND_TIMES
-from tests.helpers import classify_dump_lines
-from transforms.send_times import (
+from ackreplay.transforms.send_times import (
     CREATED_AFTER_REQUEST,
     LOG_APPEND_TIME,
     NOT_IN_TOPIC,
@@ -19,6 +18,7 @@ from transforms.send_times import (
     topic_send_times,
     with_truncation,
 )
+from tests.helpers import classify_dump_lines
 
 _BATCH = (
     "baseOffset: {base} lastOffset: {last} count: {count} baseSequence: 0 lastSequence: 1 producerId: 0"

@@ -3,8 +3,8 @@
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
+from ackreplay.transforms.topics import build_partitions, with_topics_line_kind
 from tests.helpers import lines_frame
-from transforms.topics import build_partitions, with_topics_line_kind
 
 DESCRIBE = [
     # 3.9 / 4.x tool: TopicId and Elr fields

@@ -7,7 +7,7 @@ import pytest
 from chispa import assert_column_equality
 from pyspark.sql import functions as F
 
-from schemas.vocabulary import (
+from ackreplay.schemas.vocabulary import (
     NEVER,
     OUTCOMES,
     Outcome,
@@ -17,7 +17,7 @@ from schemas.vocabulary import (
     policy_order,
     replayed_policies,
 )
-from transforms.gold import policy_rank
+from ackreplay.transforms.gold import policy_rank
 
 
 def test_policy_ids_are_the_tables_values_and_parse_back():

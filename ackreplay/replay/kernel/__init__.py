@@ -93,7 +93,7 @@ from ackreplay.replay.kernel.model import (
     policy_ids,
 )
 from ackreplay.replay.kernel.policies import replay_epoch
-from schemas.vocabulary import Outcome
+from ackreplay.schemas.vocabulary import Outcome
 
 __all__ = [
     "LOSS_WINDOWS",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from schemas.vocabulary import MIN_LAG_MS, NEVER, Policy, replayed_policies
+from ackreplay.schemas.vocabulary import MIN_LAG_MS, NEVER, Policy, replayed_policies
 
 EARLIEST: int = int(np.iinfo(np.int64).min)
 """Sentinel time: before anything in the data (the start of the first ISR interval)."""

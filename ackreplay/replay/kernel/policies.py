@@ -19,7 +19,7 @@ from ackreplay.replay.kernel.model import (
     derived_elr,
     replayed,
 )
-from schemas.vocabulary import Outcome, PolicyKind
+from ackreplay.schemas.vocabulary import Outcome, PolicyKind
 
 _I64 = np.int64
 
