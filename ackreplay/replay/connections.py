@@ -61,8 +61,9 @@ from functools import partial
 
 import numpy as np
 
+from ackreplay.schemas.vocabulary import NEVER
+
 UNKNOWN_CONNECTION = 0  # connection key of requests logged without one: each is its own chain
-NEVER = int(np.iinfo(np.int64).max)
 
 
 @dataclass(frozen=True)
