@@ -1,80 +1,45 @@
 """`ackreplay run --remote sc://…` on a Spark Connect server gives the tables of a classic session's run.
 
-The module starts Spark's own Connect server (`org.apache.spark.sql.connect.service.SparkConnectServer`, in
-pyspark's jars) on 127.0.0.1 with Delta's jars and the Delta extension, the test session's Spark settings and
-C1-only JIT as other child JVMs (tests/conftest.py). `ackreplay run` then runs in a process of its own as a
-Spark Connect client (no JVM in it), on the 3.9.1 trace with conf/local.yaml and every data-quality check on
-(Great Expectations on Connect DataFrames), and every table is compared with the session's local run of the
-same trace (tests/conftest.py). The lakehouse is a local folder both the server and the client see.
+The module starts Spark's own Connect service (`org.apache.spark.sql.connect.service.SparkConnectService`, in
+pyspark's jars; what `SparkConnectServer`'s main starts) inside the test session's JVM, which has Delta's jars and the
+Delta extension and the test session's settings, on 127.0.0.1 (tests/conftest.py `CONNECT_SERVICE_CONF`). The
+JVM is the server only: `ackreplay run` runs in a process of its own as a Spark Connect client (no JVM in it), on
+the 3.9.1 trace with conf/local.yaml and every data-quality check on (Great Expectations on Connect DataFrames), in
+a Connect session of its own, and every table is compared with the session's local run of the same trace
+(tests/conftest.py). The lakehouse is a local folder both the server and the client see. A server JVM of its own
+(`spark-submit --class ...SparkConnectServer`, as before 2026-12-02) was a cold JVM compiling the whole pipeline's
+code again (the Connect run's setup 220-320 s in the suite); in the session's JVM after the sample runs, alone: 99 s
+(156 s as the first run of a fresh JVM; 2026-12-02, load 2.0-2.3).
 
-Why it takes minutes: the server is a cold JVM that runs the whole pipeline.
+Why it takes minutes: the client runs the whole pipeline.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import pyspark
 import pytest
 
-from ackreplay.config import SparkSettings
-from ackreplay.delta_jars import jars_conf
-from ackreplay.session import _FIXED_CONF
 from ackreplay.storage.lakehouse import TABLES
 from tests.child_runs import NOT_COMPARED, assert_same_table, run_cli
-from tests.conftest import CHILD_JVM_OPTIONS, REPO, SAMPLE_CONF, TEST_SPARK_CONF
+from tests.conftest import REPO, SAMPLE_CONF
 
 pytest.importorskip("grpc", reason="Spark Connect's client needs pyspark[connect]'s grpcio")
 
 TRACE = REPO / "data/samples/trace-3.9.1-utc"
-SPARK_HOME = Path(pyspark.__file__).parent
 
 
 @pytest.fixture(scope="module")
-def connect_server(tmp_path_factory):
-    """sc://127.0.0.1:<port>, stopped with the module."""
-    root = tmp_path_factory.mktemp("connect")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    conf = {
-        **TEST_SPARK_CONF,
-        "spark.driver.extraJavaOptions": CHILD_JVM_OPTIONS,
-        **_FIXED_CONF,
-        **jars_conf(SparkSettings()),  # Delta's jars, resolved once for every test JVM
-        "spark.connect.grpc.binding.address": "127.0.0.1",
-        "spark.connect.grpc.binding.port": port,
-        "spark.driver.host": "127.0.0.1",
-    }
-    command = [
-        str(SPARK_HOME / "bin/spark-submit"),
-        "--class",
-        "org.apache.spark.sql.connect.service.SparkConnectServer",
-    ]
-    command += ["--master", "local[2]", "--name", "ackreplay-connect-test"]
-    for key, value in conf.items():
-        command += ["--conf", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
-    command.append("spark-internal")
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    log = root / "server.log"
-    server = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
-    deadline = time.monotonic() + 300
-    while "Spark Connect server started" not in log.read_text(errors="replace"):
-        if server.poll() is not None or time.monotonic() > deadline:
-            server.kill()
-            raise RuntimeError(f"the Spark Connect server did not start:\n{log.read_text(errors='replace')[-4000:]}")
-        time.sleep(0.5)
+def connect_server(spark):
+    """sc://127.0.0.1:<port>, the session's JVM serving Spark Connect until the module ends."""
+    jvm = spark._jvm
+    service = getattr(getattr(jvm.org.apache.spark.sql.connect.service, "SparkConnectService$"), "MODULE$")
+    service.start(spark.sparkContext._jsc.sc())
     try:
-        yield f"sc://127.0.0.1:{port}"
+        yield f"sc://127.0.0.1:{service.localPort()}"
     finally:
-        server.terminate()
-        server.wait(timeout=60)
+        service.stop(jvm.scala.Option.empty(), jvm.scala.Option.empty())
 
 
 @pytest.fixture(scope="module")
