@@ -128,7 +128,7 @@ def _group(nodeid: str) -> str:
 # last, with one worker running on alone; instead a free worker takes the longest group left, and groups not
 # listed follow by their number of tests.
 GROUP_SECONDS = {
-    "sample-runs": 950,  # the Spark Connect run in the session JVM since 2026-12-02: about 100 s less
+    "sample-runs": 950,
     "tests/pipeline/test_corpus.py": 451,
     "tests/pipeline/test_faults.py": 220,
     "tests/pipeline/test_incremental.py": 165,

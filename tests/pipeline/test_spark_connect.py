@@ -6,10 +6,9 @@ Delta extension and the test session's settings, on 127.0.0.1 (tests/conftest.py
 JVM is the server only: `ackreplay run` runs in a process of its own as a Spark Connect client (no JVM in it), on
 the 3.9.1 trace with conf/local.yaml and every data-quality check on (Great Expectations on Connect DataFrames), in
 a Connect session of its own, and every table is compared with the session's local run of the same trace
-(tests/conftest.py). The lakehouse is a local folder both the server and the client see. A server JVM of its own
-(`spark-submit --class ...SparkConnectServer`, as before 2026-12-02) was a cold JVM compiling the whole pipeline's
-code again (the Connect run's setup 220-320 s in the suite); in the session's JVM after the sample runs, alone: 99 s
-(156 s as the first run of a fresh JVM; 2026-12-02, load 2.0-2.3).
+(tests/conftest.py). The lakehouse is a local folder both the server and the client see. The session's JVM rather
+than a server JVM of its own: that one would compile the whole pipeline's code again (docs/development.md has the
+times).
 
 Why it takes minutes: the client runs the whole pipeline.
 """
