@@ -198,6 +198,9 @@ class ClusterSpec:
     jmx_exporter: bool = True
     extra_broker_props: dict = field(default_factory=dict)
     log_stamp: str = "ms"  # a key of LOG_STAMPS: "us" needs Kafka 4.x
+    # kafka.cluster.Partition at DEBUG: its "Recorded replica ... log end offset (LEO) position" line marks when the
+    # leader learned each follower's LEO (Partition.updateFollowerFetchState), in server.log
+    leo_lines: bool = False
 
     def broker_props_that_matter(self) -> dict:
         return {
@@ -322,14 +325,17 @@ class LabCluster:
         path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     def _log4j_opts(self, tools: bool = False) -> list[str]:
+        partition_level = (
+            [] if tools else [f"-Dackreplay.partitionLogLevel={'DEBUG' if self.spec.leo_lines else 'INFO'}"]
+        )
         if self.v4:
             f = TEMPLATES / ("tools-log4j2.yaml" if tools else "log4j2.yaml")
             opts = [f"-Dlog4j2.configurationFile=file:{f}"]
             if not tools:  # every appender of log4j2.yaml shares this date pattern
                 opts.append(f"-Dackreplay.logDatePattern={LOG_STAMPS[self.spec.log_stamp]['log4j2_date_pattern']}")
-            return opts
+            return opts + partition_level
         f = TEMPLATES / ("tools-log4j.properties" if tools else "log4j.properties")
-        return [f"-Dlog4j.configuration=file:{f}"]
+        return [f"-Dlog4j.configuration=file:{f}"] + partition_level
 
     def _jvm(self, node: int | None, heap: str) -> list[str]:
         opts = [

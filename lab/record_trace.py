@@ -416,6 +416,12 @@ def parse_args(argv=None):
         help="log line stamps: us = [yyyy-MM-dd HH:mm:ss,SSSSSS] (log4j2 %%d{DEFAULT_MICROS}, "
         "Kafka 4.x only; its default), ms = Kafka's [%%d] (the default for 3.x)",
     )
+    p.add_argument(
+        "--leo-lines",
+        action="store_true",
+        help="kafka.cluster.Partition at DEBUG: server.log then says when the leader learned each follower's LEO "
+        "(Partition.updateFollowerFetchState's 'Recorded replica ... log end offset (LEO) position' line)",
+    )
     p.add_argument("--rate", type=float, default=300, help="records/s over all producers")
     p.add_argument(
         "--acks1-share",
@@ -553,6 +559,7 @@ def run(args) -> dict:
         replica_fetch_wait_max_ms=args.replica_fetch_wait_max_ms,
         jmx_exporter=not args.no_metrics,
         log_stamp=args.log_stamp,
+        leo_lines=args.leo_lines,
         min_insync_replicas=args.min_insync_replicas,
     )
     schedule = make_schedule(args, list(range(1, spec.brokers + 1)))
@@ -860,6 +867,7 @@ def build_manifest(
                 "kafka.request.logger": "DEBUG",
                 "state.change.logger": "INFO",
                 "root (server.log)": "INFO",
+                "kafka.cluster.Partition": "DEBUG" if args.leo_lines else "INFO",
                 "org.apache.kafka.controller": "INFO",
             },
             "log4j": "log4j2.yaml" if jars.major(args.kafka_version) >= 4 else "log4j.properties",

@@ -97,6 +97,22 @@ FOLLOWER_STARTS = _schema(
     *_LINE_ORIGIN,
 )
 
+# When a leader learned a follower's LEO: the "Recorded replica <id> log end offset (LEO) position <offset> and log
+# start offset <offset>." line `Partition.updateFollowerFetchState` logs at DEBUG (logger kafka.cluster.Partition,
+# server.log) for each partition a follower FETCH read, right after it recorded the offset, moved the HW and completed
+# the produces that waited for it (`tryCompleteDelayedRequests`). The request log's FETCH line gives only the
+# request's times; this is the moment itself.
+FOLLOWER_LEO_RECORDS = _schema(
+    ("cluster", StringType(), False),
+    ("topic", StringType(), False),
+    ("partition", IntegerType(), False),
+    ("broker_id", IntegerType(), False),  # the leader: the broker whose log it is
+    ("follower_id", IntegerType(), False),
+    ("log_end_offset", LongType(), False),  # the follower's fetch offset, now its LEO at the leader
+    ("log_start_offset", LongType(), False),
+    ("t_log", TimestampType(), False),
+    *_LINE_ORIGIN,
+)
 
 # A broker setting the replay's rules rest on (transforms.broker_logs.BROKER_SETTINGS), as the broker logged
 # it when it started ("KafkaConfig values:" in server.log, one line per setting). `t_log`: the dump's time.

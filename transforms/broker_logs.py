@@ -29,6 +29,13 @@ state-change.log (state.change.logger), from Partition.makeLeader:
     Follower <tp> starts at leader epoch 1 from offset 14457 with partition epoch 1 and high watermark 14452.
         Current leader is 3. Previous leader Some(3) and previous leader epoch was 1.   (Partition.makeFollower)
 
+server.log (logger kafka.cluster.Partition at DEBUG, which brokers log at INFO unless told), on the leader, for each
+partition each follower FETCH read (Partition.updateFollowerFetchState, the same text from 2.8 to 4.4):
+
+    Recorded replica 2 log end offset (LEO) position 1046 and log start offset 0.
+
+logged after the leader recorded the offset, moved the HW and completed the produces that waited for it.
+
 The other four lines have the same text in 3.6 to 4.4; from 4.2 the server.log lines list the ISR in
 an immutable java.util.Set's order, which changes from one broker start to the next. docs/kafka-versions.md
 has each version's source.
@@ -50,7 +57,13 @@ import re
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ackreplay.schemas.broker_logs import BROKER_CONFIGS, FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
+from ackreplay.schemas.broker_logs import (
+    BROKER_CONFIGS,
+    FOLLOWER_LEO_RECORDS,
+    FOLLOWER_STARTS,
+    ISR_CHANGES,
+    LEADER_EPOCHS,
+)
 from ackreplay.transforms.common import conform
 
 SERVER_LOG, STATE_CHANGE_LOG = "server_log", "state_change_log"
@@ -58,6 +71,7 @@ SERVER_LOG, STATE_CHANGE_LOG = "server_log", "state_change_log"
 # Line kinds (the `detail` of a parsed line).
 ISR_SHRINK, ISR_UPDATE, LEADER_START, LEADER_SKIP = "isr_shrink", "isr_update", "leader_start", "leader_skip"
 FOLLOWER_START = "follower_start"
+LEO_RECORD = "leo_record"
 CONFIG_DUMP, BROKER_SETTING = "config_dump", "broker_setting"
 APP_VERSION, APP_START_TIME = "app_version", "app_start_time"
 
@@ -169,6 +183,12 @@ _FOLLOWER = (
 _FOLLOWER_GROUPS = ("line_broker", "topic", "partition", "leader_epoch", "log_end_offset", "partition_epoch",
                     "high_watermark", "leader")  # fmt: skip
 
+_LEO_RECORD = (
+    rf"^\[Partition (\S+)-({_ID}) broker=({_ID})\] Recorded replica ({_ID}) log end offset \(LEO\) position "
+    rf"({_LONG}) and log start offset ({_LONG})\.$"
+)
+_LEO_RECORD_GROUPS = ("topic", "partition", "line_broker", "follower_id", "log_end_offset", "log_start_offset")
+
 # The quarantine reason of a used line without a readable stamp (either layout `with_log_fields` reads).
 NO_LOG_TIME = "no readable log4j time '[yyyy-MM-dd HH:mm:ss,SSS]' (or ',SSSSSS') at the start of the line"
 # The quarantine reason of a line of a kind the replay reads whose text no pattern matches.
@@ -179,6 +199,7 @@ _PATTERNS = {
     LEADER_START: _LEADER,
     LEADER_SKIP: _SKIP,
     FOLLOWER_START: _FOLLOWER,
+    LEO_RECORD: _LEO_RECORD,
     APP_VERSION: _APP_VERSION,
     APP_START_TIME: _APP_START_TIME,
 }
@@ -192,6 +213,7 @@ _LABELS = {
     LEADER_START: "Leader ... starts at leader epoch",
     LEADER_SKIP: "Skipped the become-leader",
     FOLLOWER_START: "Follower ... starts at leader epoch",
+    LEO_RECORD: "Recorded replica ... log end offset (LEO)",
     APP_VERSION: "Kafka version:",
     APP_START_TIME: "Kafka startTimeMs:",
 }
@@ -227,6 +249,7 @@ def _line_kind(stage: Column, line: Column) -> Column:
             & ~line.rlike(_SKIP_NO_CHANGE),
             F.lit(LEADER_SKIP),
         )
+        .when((stage == SERVER_LOG) & line.contains("] Recorded replica "), F.lit(LEO_RECORD))
         .when((stage == SERVER_LOG) & line.rlike(r"KafkaConfig values: ?$"), F.lit(CONFIG_DUMP))
         .when((stage == SERVER_LOG) & line.rlike(rf"^\t({_SETTING_NAMES}) = "), F.lit(BROKER_SETTING))
         # AppInfoParser prints "unknown" when its jar has no version resource (a build from source): not used
@@ -401,6 +424,25 @@ def build_follower_starts(lines_df: DataFrame) -> DataFrame:
             *_ORIGIN,
         ),
         FOLLOWER_STARTS,
+    )
+
+
+def build_follower_leo_records(lines_df: DataFrame) -> DataFrame:
+    """Classified server.log lines -> one row per "Recorded replica ... log end offset (LEO)" line
+    (`follower_leo_records` contract)."""
+    g = _groups(F.col("message"), _LEO_RECORD, _LEO_RECORD_GROUPS)
+    return conform(
+        _parsed(lines_df, LEO_RECORD).select(
+            "cluster",
+            g["topic"].alias("topic"),
+            g["partition"].cast("int").alias("partition"),
+            "broker_id",
+            g["follower_id"].cast("int").alias("follower_id"),
+            g["log_end_offset"].cast("bigint").alias("log_end_offset"),
+            g["log_start_offset"].cast("bigint").alias("log_start_offset"),
+            *_ORIGIN,
+        ),
+        FOLLOWER_LEO_RECORDS,
     )
 
 

@@ -578,6 +578,33 @@ def fetch_events(fetches_df: DataFrame, update_fraction: float = 0.0) -> DataFra
     )
 
 
+def with_recorded_leos(events_df: DataFrame, records_df: DataFrame) -> DataFrame:
+    """`fetch_events` with the moments the leaders logged instead, where they did (`follower_leo_records`, from
+    `Partition.updateFollowerFetchState`'s DEBUG line): same columns.
+
+    A FETCH line says when the request was handled, not when the leader recorded each partition's offset in it, so
+    `fetch_events` places that moment; the line of the leader's own Partition logger is the moment. Over each second
+    in which a leader logged any such line its FETCH events are left out (every FETCH logs one line per partition it
+    read, and followers fetch at least every `replica.fetch.wait.max.ms`), so a broker that logged them for part of
+    the trace only (the logger's level changed at run time, a restart at INFO) keeps its FETCH events elsewhere.
+    """
+    second = F.floor(F.col("t_us") / 1_000_000)
+    epoch = ["leader_epoch"] if "leader_epoch" in records_df.columns else []  # when placed in epochs already
+    recorded = records_df.select(
+        "cluster",
+        "broker_id",
+        "topic",
+        "partition",
+        *epoch,
+        "follower_id",
+        F.col("log_end_offset").alias("offset"),
+        _micros("t_log").alias("t_us"),
+    )
+    covered = recorded.select("cluster", "broker_id", second.alias("_second")).distinct()
+    placed = events_df.withColumn("_second", second).join(covered, ["cluster", "broker_id", "_second"], "left_anti")
+    return placed.drop("_second").unionByName(recorded, allowMissingColumns=True)
+
+
 def metric_events(leo_samples_df: DataFrame, epochs_df: DataFrame) -> DataFrame:
     """Follower LEO events from JMX-exporter scrapes (`kafka_log_log_logendoffset` of a follower's own
     replica), for clusters without follower FETCH lines: same columns as `fetch_events`.

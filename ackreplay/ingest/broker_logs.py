@@ -1,6 +1,6 @@
 """The broker-log step of the ingest stage: `server.log*` + `state-change.log*` -> silver `isr_changes`,
-`leader_epochs`, `follower_starts`, `broker_configs`, and their unparseable lines -> bronze `quarantine`
-(stages `server_log`, `state_change_log`).
+`leader_epochs`, `follower_starts`, `broker_configs`, `follower_leo_records`, and their unparseable lines -> bronze
+`quarantine` (stages `server_log`, `state_change_log`).
 
 These logs are mostly other messages: they are counted (`unused`) but not kept, unlike the request
 log's lines, which all go to bronze. Like the request-log step, a run replaces exactly the rows that
@@ -20,7 +20,13 @@ from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
 from ackreplay.schemas import tables
-from ackreplay.schemas.broker_logs import BROKER_CONFIGS, FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
+from ackreplay.schemas.broker_logs import (
+    BROKER_CONFIGS,
+    FOLLOWER_LEO_RECORDS,
+    FOLLOWER_STARTS,
+    ISR_CHANGES,
+    LEADER_EPOCHS,
+)
 from ackreplay.storage.inputs import InputFile
 from ackreplay.storage.lakehouse import (
     read_table,
@@ -41,12 +47,14 @@ from ackreplay.transforms.broker_logs import (
     KAFKA_START_TIME_MS,
     LEADER_SKIP,
     LEADER_START,
+    LEO_RECORD,
     SERVER_LOG,
     STATE_CHANGE_LOG,
     UNKNOWN_FORMAT,
     app_info_rows,
     broker_setting_rows,
     build_broker_configs,
+    build_follower_leo_records,
     build_follower_starts,
     build_isr_changes,
     build_leader_epochs,
@@ -62,13 +70,13 @@ log = logging.getLogger(__name__)
 # The silver tables this stage writes (with quarantine rows): created empty when there are no files.
 BROKER_LOG_TABLES = (
     ("isr_changes", ISR_CHANGES), ("leader_epochs", LEADER_EPOCHS), ("follower_starts", FOLLOWER_STARTS),
-    ("broker_configs", BROKER_CONFIGS),
+    ("broker_configs", BROKER_CONFIGS), ("follower_leo_records", FOLLOWER_LEO_RECORDS),
 )  # fmt: skip
 
 STAGES = (SERVER_LOG, STATE_CHANGE_LOG)
 _STAGE_NAMES = {SERVER_LOG: "server.log", STATE_CHANGE_LOG: "state-change.log"}
 _KINDS_OF_STAGE = {
-    SERVER_LOG: (ISR_SHRINK, ISR_UPDATE, CONFIG_DUMP, BROKER_SETTING, APP_VERSION, APP_START_TIME),
+    SERVER_LOG: (ISR_SHRINK, ISR_UPDATE, LEO_RECORD, CONFIG_DUMP, BROKER_SETTING, APP_VERSION, APP_START_TIME),
     STATE_CHANGE_LOG: (LEADER_START, LEADER_SKIP, FOLLOWER_START),
 }
 
@@ -267,6 +275,7 @@ def ingest_broker_logs(
             "leader_epochs": build_leader_epochs,
             "follower_starts": build_follower_starts,
             "broker_configs": build_broker_configs,
+            "follower_leo_records": build_follower_leo_records,
         }
         for name, build in silver.items():
             log.info("writing %s", name)
@@ -416,6 +425,7 @@ def _reconcile(report: BrokerLogReport, incomplete_files: list, commit_lines: in
         "isr_changes": commit_lines - report.duplicate_commits,
         "leader_epochs": parsed.get(LEADER_START, 0),
         "follower_starts": parsed.get(FOLLOWER_START, 0),
+        "follower_leo_records": parsed.get(LEO_RECORD, 0),
         "broker_configs": parsed.get(BROKER_SETTING, 0)
         - report.settings_without_dump
         + 2 * parsed.get(APP_VERSION, 0)  # major and minor

@@ -30,6 +30,7 @@ STAGE_TABLES: dict[str, tuple[str, ...]] = {
         "isr_changes",
         "leader_epochs",
         "follower_starts",
+        "follower_leo_records",
         "follower_leo_samples",
         "batch_send_times",
     ),
@@ -47,6 +48,7 @@ ROW_IDS: dict[str, tuple[str, ...]] = {
     "isr_changes": ("cluster", "source_file", "line_number", "topic", "partition"),
     "leader_epochs": ("cluster", "source_file", "line_number", "topic", "partition"),
     "follower_starts": ("cluster", "source_file", "line_number", "topic", "partition"),
+    "follower_leo_records": ("cluster", "source_file", "line_number", "topic", "partition"),
     "follower_leo_samples": ("cluster", "source_file", "line_number"),
     "batch_send_times": ("cluster", "source_file", "line_number"),
     "produce_replay": ("cluster", "topic", "partition", "leader_epoch", "base_offset", "policy"),
@@ -320,6 +322,15 @@ def _checks() -> list[Check]:
             "follower_starts.values",
             "epochs and offsets >= 0",
             (_between("leader_epoch", 0), _between("log_end_offset", 0), _between("high_watermark", 0)),
+        ),
+        c(
+            "follower_leo_records.values",
+            "offsets >= 0, the follower is not the leader",
+            (
+                _between("log_end_offset", 0),
+                _between("log_start_offset", 0),
+                _null("follower_id", "follower_id = broker_id"),  # no row names the leader as its own follower
+            ),
         ),
         c(
             "follower_leo_samples.values",

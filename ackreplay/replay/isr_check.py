@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from ackreplay.config import AppConfig
 from ackreplay.replay.groups import IsrProposals, epoch_inputs, logged_isr_options
 from ackreplay.replay.kernel import IsrTimeline, ReplayOptions, simulate_isr
-from ackreplay.storage.lakehouse import read_table
+from ackreplay.storage.lakehouse import read_table, table_exists
 from ackreplay.transforms.replay_inputs import (
     KIND_FETCH,
     KIND_ISR,
@@ -42,6 +42,7 @@ from ackreplay.transforms.replay_inputs import (
     fetched_epochs,
     leo_evidence,
     with_leader_epoch,
+    with_recorded_leos,
 )
 
 EPOCH_KEY = ["cluster", "topic", "partition", "leader_epoch"]
@@ -259,9 +260,11 @@ def epoch_rows(
         )
     )  # fmt: skip
     events = with_leader_epoch(leo_evidence(fetches), epochs, F.unix_micros("t_dequeue"))
-    events = fetch_events(events, config.replay.fetch_update_fraction).select(
-        *EPOCH_KEY, F.lit(KIND_FETCH).cast("tinyint").alias("kind"), "t_us", "offset", "follower_id"
-    )
+    events = fetch_events(events, config.replay.fetch_update_fraction)
+    if table_exists(spark, lakehouse, "follower_leo_records"):
+        records = with_leader_epoch(table("follower_leo_records"), epochs, F.unix_micros("t_log"))
+        events = with_recorded_leos(events, records)
+    events = events.select(*EPOCH_KEY, F.lit(KIND_FETCH).cast("tinyint").alias("kind"), "t_us", "offset", "follower_id")
     isr = with_leader_epoch(table("isr_changes").drop("leader_epoch"), epochs, F.unix_micros("t_log")).select(
         *EPOCH_KEY, F.lit(KIND_ISR).cast("tinyint").alias("kind"), F.unix_micros("t_log").alias("t_us"), "isr",
         by_controller().alias("by_controller"),

@@ -52,7 +52,13 @@ from ackreplay.replay.send_delays import SendDelay
 from ackreplay.replay.send_delays import cluster_columns as send_delay_columns
 from ackreplay.replay.send_delays import measured as measured_send_delays
 from ackreplay.replay.send_delays import summary_lines as send_delay_lines
-from ackreplay.schemas.broker_logs import BROKER_CONFIGS, FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
+from ackreplay.schemas.broker_logs import (
+    BROKER_CONFIGS,
+    FOLLOWER_LEO_RECORDS,
+    FOLLOWER_STARTS,
+    ISR_CHANGES,
+    LEADER_EPOCHS,
+)
 from ackreplay.schemas.metrics import FOLLOWER_LEO_SAMPLES
 from ackreplay.schemas.replay import PRODUCE_REPLAY, REPLAY_CHECKS, WRITTEN_FILE
 from ackreplay.schemas.tables import BATCH_SEND_TIMES, REQUEST_LOG_LINES
@@ -81,6 +87,7 @@ from ackreplay.transforms.replay_inputs import (
     send_delays,
     source_file_id,
     with_leader_epoch,
+    with_recorded_leos,
     with_send_times,
 )
 
@@ -109,6 +116,8 @@ class ReplayReport:
     rejections_by_cluster: dict[str, tuple[int, int]] = field(default_factory=dict)
     self_check: SelfCheck | None = None
     metric_clusters: list[str] = field(default_factory=list)  # replayed from JMX LEO scrapes (no FETCH lines)
+    # cluster -> "Recorded replica ... (LEO)" lines of its leaders, which place the follower LEOs (with_recorded_leos)
+    recorded_leo_lines: dict[str, int] = field(default_factory=dict)
     blind_clusters: list[str] = field(default_factory=list)  # produces, no follower evidence at all (warning mode)
     failovers: list[dict] = field(default_factory=list)  # transforms.failovers rows: leader changes that cut acks
     elr: dict[str, ElrSetting] = field(default_factory=dict)  # cluster -> keeps eligible leader replicas (elr.py)
@@ -167,6 +176,12 @@ class ReplayReport:
                 f"  no follower evidence for {', '.join(self.blind_clusters)} (replay.missing_follower_evidence: "
                 "warning):"
                 " every produce waiting for a follower replays as a timeout"
+            )
+        if self.recorded_leo_lines:
+            lines = ", ".join(f"{c} {n:,}" for c, n in sorted(self.recorded_leo_lines.items()))
+            out.append(
+                "  follower LEOs at the moments the leaders logged them (kafka.cluster.Partition at DEBUG: 'Recorded"
+                f" replica ... log end offset (LEO)' lines): {lines}"
             )
         if self.metric_clusters:
             out.append(
@@ -647,6 +662,12 @@ def run_replay(
     metric_clusters = sorted(set(clusters) - fetch_clusters)
     report.metric_clusters = metric_clusters
     events = fetch_events(leo_evidence(fetches), settings.fetch_update_fraction)
+    leo_records = _read_or_empty(spark, lakehouse, "follower_leo_records", FOLLOWER_LEO_RECORDS).filter(
+        fetch_dates & in_scope_clusters
+    )
+    report.recorded_leo_lines = {r["cluster"]: r["count"] for r in leo_records.groupBy("cluster").count().collect()}
+    if report.recorded_leo_lines:
+        events = with_recorded_leos(events, leo_records)
     if metric_clusters:
         samples = _read_or_empty(spark, lakehouse, "follower_leo_samples", FOLLOWER_LEO_SAMPLES)
         report.blind_clusters = _without_follower_evidence(produce, samples, metric_clusters)

@@ -359,7 +359,7 @@ def test_every_data_quality_check_passes_on_a_real_trace(spark, sample_run, tmp_
     session run (ingest, replay and gold): no expectation fails and every reconciliation count holds.
     The checks' behaviour on broken data is test_dq.py's and test_hostile_inputs.py's; this is the one
     place they meet a real trace (the standalone cluster's run of the same trace skips them). About 100 s in
-    the suite: 783 expectations over 16 tables, each table's counted in one Spark job, plus 60 counts."""
+    the suite: 810 expectations over 17 tables, each table's counted in one Spark job, plus 60 counts."""
     from ackreplay.config import load_config
     from ackreplay.quality.runner import run_quality
     from tests.conftest import SAMPLE_CONF
@@ -374,14 +374,14 @@ def test_every_data_quality_check_passes_on_a_real_trace(spark, sample_run, tmp_
         assert all(c.ok for c in report.counts)
         expectations = sum(o.expectation != "reconciliation" for o in report.outcomes)
         figures[stage] = (len(report.tables), expectations, len(report.counts), report.skipped_tables)
-    # the schema checks' not-null expectations are the contracts' non-null columns: 116, 25 and 111
+    # the schema checks' not-null expectations are the contracts' non-null columns: 127, 25 and 111
     assert figures == {
-        "ingest": (10, 381, 5, []),
+        "ingest": (11, 408, 5, []),
         "replay": (1, 90, 7, []),
         "gold": (5, 325, 48, []),
     }
     recorded = read_table(spark, lakehouse, "dq_results").groupBy("stage").count().collect()
-    assert {r["stage"]: r["count"] for r in recorded} == {"ingest": 386, "replay": 97, "gold": 373}
+    assert {r["stage"]: r["count"] for r in recorded} == {"ingest": 413, "replay": 97, "gold": 373}
 
 
 def test_policy_invariants_hold_on_real_data(spark, trace_run):

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from ackreplay.transforms.broker_logs import (
     broker_setting_rows,
     build_broker_configs,
+    build_follower_leo_records,
     build_follower_starts,
     build_isr_changes,
     build_leader_epochs,
@@ -860,6 +861,44 @@ def test_follower_starts_say_when_a_broker_stopped_leading_and_how_far_its_log_r
         ],
         "topic string, partition int, broker_id int, leader_epoch int, log_end_offset bigint, partition_epoch int, "
         "high_watermark bigint, leader int, t_log timestamp, line_number bigint",
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_recorded_replica_lines_say_when_the_leader_learned_a_followers_leo(spark):
+    """Partition.updateFollowerFetchState's DEBUG line (kafka.cluster.Partition at DEBUG): real lines of a 4.4.0 lab
+    trace recorded with `--leo-lines` (µs stamps), the same text with a 3.x millisecond stamp, and a line cut short,
+    which is quarantined, not guessed. The broker is the file's (the leader); the logger's other DEBUG lines are
+    unused."""
+    server = [
+        "[2026-12-07 00:52:11,350469] DEBUG [Partition ackreplay-lab-1 broker=2] Recorded replica 1 log end offset "
+        "(LEO) position 3008 and log start offset 0. " + PARTITION,
+        "[2026-12-07 00:53:57,887686] DEBUG [Partition ackreplay-lab-0 broker=2] Recorded replica 3 log end offset "
+        "(LEO) position 7585 and log start offset 0. " + PARTITION,
+        "[2026-12-07 00:50:26,339161] DEBUG [Partition ackreplay-lab-3 broker=2] High watermark updated from "
+        "(offset=0, segment=[0:0]) to (offset=17, segment=[0:9403]) " + PARTITION,
+        "[2025-03-01 10:00:00,125] DEBUG [Partition orders-12 broker=2] Recorded replica 104 log end offset (LEO) "
+        "position 123456789012 and log start offset 1000. " + PARTITION,
+        "[2026-12-07 00:54:26,648659] DEBUG [Partition ackreplay-lab-5 broker=2] Recorded replica 3 log end offset (LEO) po",
+    ]
+    classified = classify(log_frame(spark, server, "server_log", broker_id=2))
+    statuses = [(r["line_number"], r["status"], r["detail"]) for r in classified.orderBy("line_number").collect()]
+    assert statuses == [
+        (1, "parsed", "leo_record"),
+        (2, "parsed", "leo_record"),
+        (3, "unused", "other message"),
+        (4, "parsed", "leo_record"),
+        (5, "quarantined", "'Recorded replica ... log end offset (LEO)' line in no known format (cut short?)"),
+    ]
+    actual = build_follower_leo_records(classified).drop("cluster", "source_file", "ingest_run_id", "event_date")
+    expected = spark.createDataFrame(
+        [
+            ("ackreplay-lab", 1, 2, 1, 3008, 0, ts("2026-12-07 00:52:11.350469"), 1),
+            ("ackreplay-lab", 0, 2, 3, 7585, 0, ts("2026-12-07 00:53:57.887686"), 2),
+            ("orders", 12, 2, 104, 123456789012, 1000, ts("2025-03-01 10:00:00.125"), 4),
+        ],
+        "topic string, partition int, broker_id int, follower_id int, log_end_offset bigint, log_start_offset bigint, "
+        "t_log timestamp, line_number bigint",
     )
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
 

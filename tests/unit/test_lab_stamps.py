@@ -53,8 +53,15 @@ def test_every_appender_of_the_log4j2_template_takes_the_date_pattern_from_the_l
 def test_brokers_and_controller_get_the_date_pattern_of_their_log_stamp(log_stamp, pattern):
     cluster = object.__new__(LabCluster)  # the JVM options only: no jars, no ports
     cluster.spec, cluster.v4 = ClusterSpec("4.4.0", log_stamp=log_stamp), True
-    assert cluster._log4j_opts()[1:] == [f"-Dackreplay.logDatePattern={pattern}"]
+    assert cluster._log4j_opts()[1:] == [f"-Dackreplay.logDatePattern={pattern}", "-Dackreplay.partitionLogLevel=INFO"]
     assert len(cluster._log4j_opts(tools=True)) == 1  # the tools' console log keeps its own layout
+
+
+def test_leo_lines_put_the_partition_logger_at_debug_in_either_log4j():
+    for version, v4 in (("4.4.0", True), ("3.9.1", False)):
+        cluster = object.__new__(LabCluster)
+        cluster.spec, cluster.v4 = ClusterSpec(version, leo_lines=True), v4
+        assert cluster._log4j_opts()[-1] == "-Dackreplay.partitionLogLevel=DEBUG"
 
 
 def test_local_log_stamps_in_either_layout():
