@@ -584,9 +584,10 @@ def with_recorded_leos(events_df: DataFrame, records_df: DataFrame) -> DataFrame
 
     A FETCH line says when the request was handled, not when the leader recorded each partition's offset in it, so
     `fetch_events` places that moment; the line of the leader's own Partition logger is the moment. Over each second
-    in which a leader logged any such line its FETCH events are left out (every FETCH logs one line per partition it
-    read, and followers fetch at least every `replica.fetch.wait.max.ms`), so a broker that logged them for part of
-    the trace only (the logger's level changed at run time, a restart at INFO) keeps its FETCH events elsewhere.
+    in which a leader logged any such line its FETCH events are left out (every FETCH logs one line per partition of
+    its session, the ones an incremental request leaves out included: `IncrementalFetchContext.foreachPartition`,
+    and followers fetch at least every `replica.fetch.wait.max.ms`), so a broker that logged them for part of the
+    trace only (the logger's level changed at run time, a restart at INFO) keeps its FETCH events elsewhere.
     """
     second = F.floor(F.col("t_us") / 1_000_000)
     epoch = ["leader_epoch"] if "leader_epoch" in records_df.columns else []  # when placed in epochs already
