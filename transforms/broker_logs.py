@@ -29,16 +29,15 @@ state-change.log (state.change.logger), from Partition.makeLeader:
     Follower <tp> starts at leader epoch 1 from offset 14457 with partition epoch 1 and high watermark 14452.
         Current leader is 3. Previous leader Some(3) and previous leader epoch was 1.   (Partition.makeFollower)
 
-server.log (logger kafka.cluster.Partition at DEBUG, which brokers log at INFO unless told), on the leader, for each
-partition each follower FETCH read (Partition.updateFollowerFetchState, the same text from 2.8 to 4.4):
-
-    Recorded replica 2 log end offset (LEO) position 1046 and log start offset 0.
-
-logged after the leader recorded the offset, moved the HW and completed the produces that waited for it.
-
 The other four lines have the same text in 3.6 to 4.4; from 4.2 the server.log lines list the ISR in
 an immutable java.util.Set's order, which changes from one broker start to the next. docs/kafka-versions.md
 has each version's source.
+
+Also in server.log (logger kafka.cluster.Partition at DEBUG, which brokers log at INFO unless told), on the
+leader, for each partition each follower FETCH read (Partition.updateFollowerFetchState, the same text from 2.8
+to 4.4), logged after the leader recorded the offset, moved the HW and completed the produces that waited for it:
+
+    Recorded replica 2 log end offset (LEO) position 1046 and log start offset 0.
 
 A committed ISR reaches the leader either through its own AlterPartition response ("ISR updated to",
 server.log) or through the metadata log (a "Skipped the become-leader" line, state-change.log); often
