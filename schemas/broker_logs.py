@@ -124,3 +124,20 @@ BROKER_CONFIGS = _schema(
     ("t_log", TimestampType(), False),
     *_LINE_ORIGIN,
 )
+
+# A broker's registration as a KRaft controller replayed it (controller.log, ClusterControlManager.replay): a
+# broker that is fenced, in controlled shutdown or unregistered cannot join an ISR nor hold a leader's HW back
+# (Partition.isReplicaIsrEligible). One row per record, the earliest of the controllers that logged it.
+BROKER_REGISTRATIONS = _schema(
+    ("cluster", StringType(), False),
+    ("broker_id", IntegerType(), False),  # the broker the record is about
+    ("broker_epoch", LongType(), False),
+    # RegisterBrokerRecord | BrokerRegistrationChangeRecord | FenceBrokerRecord | UnfenceBrokerRecord |
+    # UnregisterBrokerRecord
+    ("record", StringType(), False),
+    ("fenced", BooleanType(), True),  # after the record; null: the record leaves it as it was
+    ("in_controlled_shutdown", BooleanType(), True),  # after the record; null: left as it was
+    ("controller_id", IntegerType(), False),  # the controller whose log line this row is
+    ("t_log", TimestampType(), False),  # on the controller's clock, read in the cluster's zone
+    *_LINE_ORIGIN,
+)

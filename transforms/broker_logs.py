@@ -58,6 +58,7 @@ from pyspark.sql import functions as F
 
 from ackreplay.schemas.broker_logs import (
     BROKER_CONFIGS,
+    BROKER_REGISTRATIONS,
     FOLLOWER_LEO_RECORDS,
     FOLLOWER_STARTS,
     ISR_CHANGES,
@@ -65,12 +66,13 @@ from ackreplay.schemas.broker_logs import (
 )
 from ackreplay.transforms.common import conform
 
-SERVER_LOG, STATE_CHANGE_LOG = "server_log", "state_change_log"
+SERVER_LOG, STATE_CHANGE_LOG, CONTROLLER_LOG = "server_log", "state_change_log", "controller_log"
 
 # Line kinds (the `detail` of a parsed line).
 ISR_SHRINK, ISR_UPDATE, LEADER_START, LEADER_SKIP = "isr_shrink", "isr_update", "leader_start", "leader_skip"
 FOLLOWER_START = "follower_start"
 LEO_RECORD = "leo_record"
+BROKER_REGISTRATION = "broker_registration"
 CONFIG_DUMP, BROKER_SETTING = "config_dump", "broker_setting"
 APP_VERSION, APP_START_TIME = "app_version", "app_start_time"
 
@@ -188,6 +190,36 @@ _LEO_RECORD = (
 )
 _LEO_RECORD_GROUPS = ("topic", "partition", "line_broker", "follower_id", "log_end_offset", "log_start_offset")
 
+# controller.log (logger org.apache.kafka.controller.ClusterControlManager, INFO), on every KRaft controller as it
+# replays a broker registration record (the active one when it writes the record, the others when they read it):
+#
+#   Replayed initial RegisterBrokerRecord for broker 3: RegisterBrokerRecord(brokerId=3, ..., brokerEpoch=24, ...,
+#       fenced=true, inControlledShutdown=false, ...)                  (also "... establishing a new incarnation of
+#       broker 2: ..." and "... modifying the registration for broker 2: ...")
+#   Replayed BrokerRegistrationChangeRecord modifying the registration for broker 2: BrokerRegistrationChangeRecord(
+#       brokerId=2, brokerEpoch=32, fenced=0, inControlledShutdown=1, logDirs=[])    (fenced: 1 fence, -1 unfence,
+#       0 unchanged; inControlledShutdown: 1 entering it, 0 unchanged: BrokerRegistrationFencingChange, ...)
+#   Replayed FenceBrokerRecord modifying the registration for broker 2: FenceBrokerRecord(id=2, epoch=15)
+#   Replayed UnfenceBrokerRecord modifying the registration for broker 2: UnfenceBrokerRecord(id=2, epoch=15)
+#   Replayed UnregisterBrokerRecord(brokerId=2, brokerEpoch=15)
+#
+# (ClusterControlManager.replay, the same text in 3.3 to 4.4). A follower's broker that is fenced, in controlled
+# shutdown or not registered cannot join an ISR nor hold a leader's HW back outside it
+# (Partition.isReplicaIsrEligible), however caught up its FETCHes are.
+_REGISTRATION_RECORDS = (
+    "(?:RegisterBrokerRecord|BrokerRegistrationChangeRecord|FenceBrokerRecord|UnfenceBrokerRecord"
+    "|UnregisterBrokerRecord)"
+)
+# The message starts with the controller's log context: "[QuorumController id=100] " (3.5+), "[Controller 100] ".
+_REGISTRATION = (
+    r"^(?:\[[^\]]*\] )?Replayed (?:initial RegisterBrokerRecord for"
+    r"|RegisterBrokerRecord establishing a new incarnation of"
+    r"|(?:RegisterBrokerRecord|BrokerRegistrationChangeRecord|FenceBrokerRecord|UnfenceBrokerRecord) modifying the"
+    rf" registration for) broker ({_ID}): (\w+)\((.*)\)$"
+)
+_UNREGISTRATION = r"^(?:\[[^\]]*\] )?Replayed (UnregisterBrokerRecord)\((.*)\)$"
+_REGISTRATION_ANY = rf"{_REGISTRATION}|{_UNREGISTRATION}"
+
 # The quarantine reason of a used line without a readable stamp (either layout `with_log_fields` reads).
 NO_LOG_TIME = "no readable log4j time '[yyyy-MM-dd HH:mm:ss,SSS]' (or ',SSSSSS') at the start of the line"
 # The quarantine reason of a line of a kind the replay reads whose text no pattern matches.
@@ -199,6 +231,7 @@ _PATTERNS = {
     LEADER_SKIP: _SKIP,
     FOLLOWER_START: _FOLLOWER,
     LEO_RECORD: _LEO_RECORD,
+    BROKER_REGISTRATION: _REGISTRATION_ANY,
     APP_VERSION: _APP_VERSION,
     APP_START_TIME: _APP_START_TIME,
 }
@@ -213,6 +246,7 @@ _LABELS = {
     LEADER_SKIP: "Skipped the become-leader",
     FOLLOWER_START: "Follower ... starts at leader epoch",
     LEO_RECORD: "Recorded replica ... log end offset (LEO)",
+    BROKER_REGISTRATION: "Replayed ... broker registration record",
     APP_VERSION: "Kafka version:",
     APP_START_TIME: "Kafka startTimeMs:",
 }
@@ -249,6 +283,10 @@ def _line_kind(stage: Column, line: Column) -> Column:
             F.lit(LEADER_SKIP),
         )
         .when((stage == SERVER_LOG) & line.contains("] Recorded replica "), F.lit(LEO_RECORD))
+        .when(
+            (stage == CONTROLLER_LOG) & line.rlike(rf"\] Replayed (?:initial )?{_REGISTRATION_RECORDS}\b"),
+            F.lit(BROKER_REGISTRATION),
+        )
         .when((stage == SERVER_LOG) & line.rlike(r"KafkaConfig values: ?$"), F.lit(CONFIG_DUMP))
         .when((stage == SERVER_LOG) & line.rlike(rf"^\t({_SETTING_NAMES}) = "), F.lit(BROKER_SETTING))
         # AppInfoParser prints "unknown" when its jar has no version resource (a build from source): not used
@@ -260,7 +298,7 @@ def _line_kind(stage: Column, line: Column) -> Column:
 def with_broker_line_status(df: DataFrame) -> DataFrame:
     """Classify each line: `line_kind`, `status` parsed | quarantined | unused, `detail`.
 
-    Expects `stage` (server_log | state_change_log), `with_log_fields` and `with_broker_message`.
+    Expects `stage` (server_log | state_change_log | controller_log), `with_log_fields` and `with_broker_message`.
     """
     stage, line, message = F.col("stage"), F.col("line"), F.col("message")
     kind = _line_kind(stage, line)
@@ -442,6 +480,59 @@ def build_follower_leo_records(lines_df: DataFrame) -> DataFrame:
             *_ORIGIN,
         ),
         FOLLOWER_LEO_RECORDS,
+    )
+
+
+def broker_registration_rows(lines_df: DataFrame) -> DataFrame:
+    """Classified controller.log lines -> one row per broker registration record a controller replayed, before the
+    controllers' copies of one record are reduced to one (`broker_id` of the lines: the controller's id)."""
+    m = F.col("message")
+    g = _groups(m, _REGISTRATION, ("broker", "record", "fields"))
+    u = _groups(m, _UNREGISTRATION, ("record", "fields"))
+    record = F.coalesce(F.nullif(g["record"], F.lit("")), u["record"])
+    fields = F.coalesce(F.nullif(g["fields"], F.lit("")), u["fields"])
+
+    def field(name: str, pattern: str) -> Column:
+        return F.nullif(F.regexp_extract(fields, rf"\b{name}=({pattern})(?:,|$)", 1), F.lit(""))
+
+    broker = F.coalesce(field("brokerId", _ID), field("id", _ID)).cast("int")
+    epoch = F.coalesce(field("brokerEpoch", _LONG), field("epoch", _LONG)).cast("bigint")
+    flag = F.coalesce(field("fenced", r"true|false|-?\d"), F.lit(""))
+    shutdown = F.coalesce(field("inControlledShutdown", r"true|false|\d"), F.lit(""))
+    # BrokerRegistrationChangeRecord: fenced 1 fence, -1 unfence, 0 unchanged; inControlledShutdown 1 entering
+    # it, 0 unchanged (BrokerRegistrationFencingChange, BrokerRegistrationInControlledShutdownChange)
+    fenced = (
+        F.when(record == "FenceBrokerRecord", F.lit(True))
+        .when(record == "UnfenceBrokerRecord", F.lit(False))
+        .when(flag.isin("true", "1"), F.lit(True))
+        .when(flag.isin("false", "-1"), F.lit(False))
+    )
+    in_shutdown = F.when(shutdown.isin("true", "1"), F.lit(True)).when(shutdown == "false", F.lit(False))
+    return _parsed(lines_df, BROKER_REGISTRATION).select(
+        "cluster",
+        broker.alias("broker_id"),
+        epoch.alias("broker_epoch"),
+        record.alias("record"),
+        fenced.alias("fenced"),
+        in_shutdown.alias("in_controlled_shutdown"),
+        F.col("broker_id").alias("controller_id"),
+        *_ORIGIN,
+    )
+
+
+def build_broker_registrations(lines_df: DataFrame) -> DataFrame:
+    """Classified controller.log lines -> `broker_registrations`: each record once, at the earliest controller's line.
+
+    Every controller of a quorum replays every record, so a record is logged once per controller: the n-th
+    line of one content (broker, epoch, record, fenced, shutdown) in each controller's log is the same record
+    (a broker fenced twice in one epoch logs the same content twice, in order on every controller)."""
+    rows = broker_registration_rows(lines_df)
+    content = ["cluster", "broker_id", "broker_epoch", "record", "fenced", "in_controlled_shutdown"]
+    nth = F.row_number().over(Window.partitionBy(*content, "controller_id").orderBy("t_log", "line_number"))
+    earliest = Window.partitionBy(*content, "_nth").orderBy("t_log", "controller_id", "source_file", "line_number")
+    return conform(
+        rows.withColumn("_nth", nth).withColumn("_rank", F.row_number().over(earliest)).filter(F.col("_rank") == 1),
+        BROKER_REGISTRATIONS,
     )
 
 

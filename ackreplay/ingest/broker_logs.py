@@ -1,6 +1,7 @@
-"""The broker-log step of the ingest stage: `server.log*` + `state-change.log*` -> silver `isr_changes`,
-`leader_epochs`, `follower_starts`, `broker_configs`, `follower_leo_records`, and their unparseable lines -> bronze
-`quarantine` (stages `server_log`, `state_change_log`).
+"""The broker-log step of the ingest stage: `server.log*` + `state-change.log*` (+ the KRaft controllers'
+`controller.log*`) -> silver `isr_changes`, `leader_epochs`, `follower_starts`, `broker_configs`,
+`follower_leo_records`, `broker_registrations`, and their unparseable lines -> bronze `quarantine` (stages
+`server_log`, `state_change_log`, `controller_log`).
 
 These logs are mostly other messages: they are counted (`unused`) but not kept, unlike the request
 log's lines, which all go to bronze. Like the request-log step, a run replaces exactly the rows that
@@ -22,6 +23,7 @@ from ackreplay.config import AppConfig
 from ackreplay.schemas import tables
 from ackreplay.schemas.broker_logs import (
     BROKER_CONFIGS,
+    BROKER_REGISTRATIONS,
     FOLLOWER_LEO_RECORDS,
     FOLLOWER_STARTS,
     ISR_CHANGES,
@@ -39,8 +41,10 @@ from ackreplay.storage.line_reader import read_lines
 from ackreplay.transforms.broker_logs import (
     APP_START_TIME,
     APP_VERSION,
+    BROKER_REGISTRATION,
     BROKER_SETTING,
     CONFIG_DUMP,
+    CONTROLLER_LOG,
     FOLLOWER_START,
     ISR_SHRINK,
     ISR_UPDATE,
@@ -52,8 +56,10 @@ from ackreplay.transforms.broker_logs import (
     STATE_CHANGE_LOG,
     UNKNOWN_FORMAT,
     app_info_rows,
+    broker_registration_rows,
     broker_setting_rows,
     build_broker_configs,
+    build_broker_registrations,
     build_follower_leo_records,
     build_follower_starts,
     build_isr_changes,
@@ -71,13 +77,15 @@ log = logging.getLogger(__name__)
 BROKER_LOG_TABLES = (
     ("isr_changes", ISR_CHANGES), ("leader_epochs", LEADER_EPOCHS), ("follower_starts", FOLLOWER_STARTS),
     ("broker_configs", BROKER_CONFIGS), ("follower_leo_records", FOLLOWER_LEO_RECORDS),
+    ("broker_registrations", BROKER_REGISTRATIONS),
 )  # fmt: skip
 
-STAGES = (SERVER_LOG, STATE_CHANGE_LOG)
-_STAGE_NAMES = {SERVER_LOG: "server.log", STATE_CHANGE_LOG: "state-change.log"}
+STAGES = (SERVER_LOG, STATE_CHANGE_LOG, CONTROLLER_LOG)
+_STAGE_NAMES = {SERVER_LOG: "server.log", STATE_CHANGE_LOG: "state-change.log", CONTROLLER_LOG: "controller.log"}
 _KINDS_OF_STAGE = {
     SERVER_LOG: (ISR_SHRINK, ISR_UPDATE, LEO_RECORD, CONFIG_DUMP, BROKER_SETTING, APP_VERSION, APP_START_TIME),
     STATE_CHANGE_LOG: (LEADER_START, LEADER_SKIP, FOLLOWER_START),
+    CONTROLLER_LOG: (BROKER_REGISTRATION,),
 }
 
 
@@ -119,8 +127,10 @@ class BrokerLogReport:
     run_id: str
     server_log_files: int = 0
     state_change_log_files: int = 0
+    controller_log_files: int = 0
     server_log: LineCounts = field(default_factory=LineCounts)
     state_change_log: LineCounts = field(default_factory=LineCounts)
+    controller_log: LineCounts = field(default_factory=LineCounts)
     parsed_detail: dict[str, int] = field(default_factory=dict)  # line kind -> lines
     unused_detail: dict[tuple[str, str], int] = field(default_factory=dict)  # (stage, what) -> lines
     quarantine_reasons: dict[tuple[str, str], int] = field(default_factory=dict)  # (stage, reason) -> lines
@@ -129,15 +139,18 @@ class BrokerLogReport:
     duplicate_commits: int = 0  # commit lines dropped because the other log had the same commit earlier
     shrinks_without_commit: int = 0  # "Shrinking ISR" proposals no committed ISR carried out
     settings_without_dump: int = 0  # setting lines with no "KafkaConfig values:" line before them in their file
+    duplicate_registrations: int = 0  # registration records logged by more than one controller, kept once
 
     def counts(self, stage: str) -> LineCounts:
-        return {SERVER_LOG: self.server_log, STATE_CHANGE_LOG: self.state_change_log}[stage]
+        return {
+            SERVER_LOG: self.server_log, STATE_CHANGE_LOG: self.state_change_log, CONTROLLER_LOG: self.controller_log
+        }[stage]  # fmt: skip
 
     def summary_lines(self, detail: bool = True) -> list[str]:
         """Lines read and kept; `detail`: with the lines by kind, the rows per table and the ISR changes."""
         out = [
             f"broker logs: {self.server_log_files} server.log files, {self.state_change_log_files} state-change.log "
-            "files"
+            f"files, {self.controller_log_files} controller.log files"
         ]
         for stage in STAGES:
             c = self.counts(stage)
@@ -165,6 +178,11 @@ class BrokerLogReport:
             out.append(
                 f"    {self.duplicate_commits:,} commits seen in both logs kept once; "
                 f"{self.shrinks_without_commit:,} 'Shrinking ISR' proposals without a matching commit"
+            )
+        if self.duplicate_registrations:
+            out.append(
+                f"    {self.duplicate_registrations:,} broker registration records logged by several controllers kept"
+                " once (the earliest line)"
             )
         if self.settings_without_dump:
             out.append(
@@ -205,15 +223,16 @@ def _commit_counts(classified: DataFrame) -> tuple[int, int]:
 def ingest_broker_logs(
     spark: SparkSession, config: AppConfig, files: list[InputFile], lakehouse: str, run_id: str
 ) -> BrokerLogReport:
-    """Ingest `server_log` and `state_change_log` input files into `isr_changes`, `leader_epochs` and
+    """Ingest `server_log`, `state_change_log` and `controller_log` input files into the BROKER_LOG_TABLES and
     `quarantine`; raise BrokerLogReconciliationError when the counts do not add up."""
     unexpected = sorted({f.kind for f in files} - set(STAGES))
     if unexpected:
-        raise ValueError(f"ingest_broker_logs reads server_log and state_change_log files, not {', '.join(unexpected)}")
+        raise ValueError(f"ingest_broker_logs reads {', '.join(STAGES)} files, not {', '.join(unexpected)}")
     report = BrokerLogReport(
         run_id,
         server_log_files=sum(f.kind == SERVER_LOG for f in files),
         state_change_log_files=sum(f.kind == STATE_CHANGE_LOG for f in files),
+        controller_log_files=sum(f.kind == CONTROLLER_LOG for f in files),
     )
     if not files:
         # Nothing to replace; still create the (empty) tables so that readers find them.
@@ -221,13 +240,13 @@ def ingest_broker_logs(
             if not table_exists(spark, lakehouse, table):
                 replace_rows(spark.createDataFrame([], schema), lakehouse, table, "false", run_id)
         return report
-    server_sources = sorted(f.source_file for f in files if f.kind == SERVER_LOG)
+    sources = {stage: sorted(f.source_file for f in files if f.kind == stage) for stage in (SERVER_LOG, CONTROLLER_LOG)}
     lines = read_lines(spark, files, config.ingest.read_chunk_bytes, config.ingest.max_line_bytes).withColumns(
         {
             "ingest_run_id": F.lit(run_id),
-            "stage": F.when(F.col("source_file").isin(server_sources), F.lit(SERVER_LOG)).otherwise(
-                F.lit(STATE_CHANGE_LOG)
-            ),
+            "stage": F.when(F.col("source_file").isin(sources[SERVER_LOG]), F.lit(SERVER_LOG))
+            .when(F.col("source_file").isin(sources[CONTROLLER_LOG]), F.lit(CONTROLLER_LOG))
+            .otherwise(F.lit(STATE_CHANGE_LOG)),
         }
     )
     # Most lines are other messages: cache only what the tables and counts need (the text of
@@ -276,6 +295,7 @@ def ingest_broker_logs(
             "follower_starts": build_follower_starts,
             "broker_configs": build_broker_configs,
             "follower_leo_records": build_follower_leo_records,
+            "broker_registrations": build_broker_registrations,
         }
         for name, build in silver.items():
             log.info("writing %s", name)
@@ -289,6 +309,7 @@ def ingest_broker_logs(
         )
         commit_lines, distinct_commits = _commit_counts(classified)
         report.settings_without_dump = broker_setting_rows(classified).filter(F.col("t_log").isNull()).count()
+        report.duplicate_registrations = _duplicate_registrations(classified)
     finally:
         classified.unpersist()
 
@@ -312,6 +333,20 @@ def ingest_broker_logs(
 
     _reconcile(report, per_file, commit_lines)
     return report
+
+
+def _duplicate_registrations(classified: DataFrame) -> int:
+    """Registration lines beyond the first of each record: the n-th line of one content on each controller."""
+    content = ["cluster", "broker_id", "broker_epoch", "record", "fenced", "in_controlled_shutdown"]
+    rows = broker_registration_rows(classified).groupBy(*content, "controller_id").count()
+    # the n-th copy of a content on each controller is one record: lines beyond the most any controller logged
+    (row,) = (
+        rows.groupBy(*content)
+        .agg((F.sum("count") - F.max("count")).alias("extra"))
+        .agg(F.coalesce(F.sum("extra"), F.lit(0)).alias("extra"))
+        .collect()
+    )
+    return int(row["extra"])
 
 
 def _check_unknown_formats(classified: DataFrame, lines: DataFrame, config: AppConfig, shown: int = 5) -> None:
@@ -342,8 +377,8 @@ def _check_unknown_formats(classified: DataFrame, lines: DataFrame, config: AppC
         .collect()
     }
     out = [
-        f"{unknown.count():,} server.log/state-change.log line(s) of a kind the replay reads (ISR changes,"
-        " leaderships) in a format this parser does not know, e.g.:"
+        f"{unknown.count():,} server.log/state-change.log/controller.log line(s) of a kind the replay reads (ISR"
+        " changes, leaderships, broker registrations) in a format this parser does not know, e.g.:"
     ]
     for r in shown_rows:
         version = versions.get((r["cluster"], r["broker_id"]))
@@ -421,11 +456,14 @@ def _reconcile(report: BrokerLogReport, incomplete_files: list, commit_lines: in
     if commit_lines != parsed.get(ISR_UPDATE, 0) + parsed.get(LEADER_SKIP, 0) + parsed.get(LEADER_START, 0):
         problems.append(f"{commit_lines} ISR commits extracted from {parsed} parsed lines")
     expected = {
-        "quarantine": report.server_log.quarantined + report.state_change_log.quarantined,
+        "quarantine": report.server_log.quarantined
+        + report.state_change_log.quarantined
+        + report.controller_log.quarantined,
         "isr_changes": commit_lines - report.duplicate_commits,
         "leader_epochs": parsed.get(LEADER_START, 0),
         "follower_starts": parsed.get(FOLLOWER_START, 0),
         "follower_leo_records": parsed.get(LEO_RECORD, 0),
+        "broker_registrations": parsed.get(BROKER_REGISTRATION, 0) - report.duplicate_registrations,
         "broker_configs": parsed.get(BROKER_SETTING, 0)
         - report.settings_without_dump
         + 2 * parsed.get(APP_VERSION, 0)  # major and minor

@@ -311,7 +311,7 @@ def run_ingest(
     inventory: InputInventory = discover_all([inputs] if isinstance(inputs, str) else list(inputs), s3a_settings(spark))
     refuse_misplaced(inventory.misplaced, config.ingest.misplaced_files)
     run_id = "ingest-" + inventory.fingerprint(
-        ("request_log", "topics", "server_log", "state_change_log", "metrics", *SEND_TIME_KINDS)
+        ("request_log", "topics", "server_log", "state_change_log", "controller_log", "metrics", *SEND_TIME_KINDS)
     )
     request_files = inventory.of_kind("request_log")
     topics_files = inventory.of_kind("topics")
@@ -333,8 +333,10 @@ def run_ingest(
     if request_files:
         ingest_request_logs(spark, config, request_files, lakehouse, run_id, report)
         refuse_unreadable(report.unreadable_files, config.ingest.unreadable_files)
-    broker_log_files = inventory.of_kind("server_log") + inventory.of_kind("state_change_log")
-    with _step(f"reading {len(broker_log_files)} server.log/state-change.log files"):
+    broker_log_files = [
+        f for kind in ("server_log", "state_change_log", "controller_log") for f in inventory.of_kind(kind)
+    ]
+    with _step(f"reading {len(broker_log_files)} server.log/state-change.log/controller.log files"):
         report.broker_logs = ingest_broker_logs(spark, config, broker_log_files, lakehouse, run_id)
     metrics_files = inventory.of_kind("metrics")
     with _step(f"reading {len(metrics_files)} metrics scrape files"):

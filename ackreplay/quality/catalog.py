@@ -31,6 +31,7 @@ STAGE_TABLES: dict[str, tuple[str, ...]] = {
         "leader_epochs",
         "follower_starts",
         "follower_leo_records",
+        "broker_registrations",
         "follower_leo_samples",
         "batch_send_times",
     ),
@@ -49,6 +50,7 @@ ROW_IDS: dict[str, tuple[str, ...]] = {
     "leader_epochs": ("cluster", "source_file", "line_number", "topic", "partition"),
     "follower_starts": ("cluster", "source_file", "line_number", "topic", "partition"),
     "follower_leo_records": ("cluster", "source_file", "line_number", "topic", "partition"),
+    "broker_registrations": ("cluster", "source_file", "line_number", "broker_id"),
     "follower_leo_samples": ("cluster", "source_file", "line_number"),
     "batch_send_times": ("cluster", "source_file", "line_number"),
     "produce_replay": ("cluster", "topic", "partition", "leader_epoch", "base_offset", "policy"),
@@ -330,6 +332,26 @@ def _checks() -> list[Check]:
                 _between("log_end_offset", 0),
                 _between("log_start_offset", 0),
                 _null("follower_id", "follower_id = broker_id"),  # no row names the leader as its own follower
+            ),
+        ),
+        c(
+            "broker_registrations.values",
+            "known records, epochs >= 0; a registration states fenced and controlled shutdown, a change one or both",
+            (
+                _in_set(
+                    "record",
+                    [
+                        "RegisterBrokerRecord",
+                        "BrokerRegistrationChangeRecord",
+                        "FenceBrokerRecord",
+                        "UnfenceBrokerRecord",
+                        "UnregisterBrokerRecord",
+                    ],
+                ),
+                _between("broker_epoch", 0),
+                _null(
+                    "record", "record = 'RegisterBrokerRecord' AND (fenced IS NULL OR in_controlled_shutdown IS NULL)"
+                ),
             ),
         ),
         c(

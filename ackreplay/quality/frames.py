@@ -11,7 +11,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
-from ackreplay.schemas.broker_logs import FOLLOWER_LEO_RECORDS, FOLLOWER_STARTS, ISR_CHANGES, LEADER_EPOCHS
+from ackreplay.schemas.broker_logs import (
+    BROKER_REGISTRATIONS,
+    FOLLOWER_LEO_RECORDS,
+    FOLLOWER_STARTS,
+    ISR_CHANGES,
+    LEADER_EPOCHS,
+)
 from ackreplay.schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE, ROUTING
 from ackreplay.schemas.metrics import FOLLOWER_LEO_SAMPLES
 from ackreplay.schemas.replay import PRODUCE_REPLAY
@@ -35,6 +41,7 @@ CONTRACTS: dict[str, StructType] = {
     "leader_epochs": LEADER_EPOCHS,
     "follower_starts": FOLLOWER_STARTS,
     "follower_leo_records": FOLLOWER_LEO_RECORDS,
+    "broker_registrations": BROKER_REGISTRATIONS,
     "follower_leo_samples": FOLLOWER_LEO_SAMPLES,
     "batch_send_times": BATCH_SEND_TIMES,
     "produce_replay": PRODUCE_REPLAY,

@@ -79,6 +79,7 @@ def epoch_inputs(
     leader_silences: np.ndarray | None = None,
     appended: np.ndarray | None = None,
     elr_membership: np.ndarray | None = None,
+    broker_ineligible: Mapping[int, np.ndarray] | None = None,
 ) -> tuple[EpochInputs, str]:
     """The kernel's inputs for one (partition, leader epoch) from plain arrays, and the ISR source.
 
@@ -87,9 +88,11 @@ def epoch_inputs(
     which the leader did not run (replay_inputs.broker_silences; the kernel's `leader_silences`).
     `appended`: false for a produce the broker rejected before appending (the kernel's `appended`; default:
     all). `elr_membership`: the kernel's, rows as the ISR timeline's (elr.partition_elr_rows); None: no
-    eligible leader replicas. The ISR re-simulation starts where this slice's request-log data (produces,
-    LEO events) starts when that is later than the epoch start (a bucket that starts mid-epoch, or a request
-    log recorded from some time after the leader was elected).
+    eligible leader replicas. `broker_ineligible`: broker id -> (S, 2) spans in which it could not join the ISR
+    (stage.ineligible_spans; the kernel's `follower_ineligible`, None for a follower without them). The ISR
+    re-simulation starts where this slice's request-log data (produces, LEO events) starts when that is later than
+    the epoch start (a bucket that starts mid-epoch, or a request log recorded from some time after the leader was
+    elected).
     """
     followers = [int(r) for r in replicas if int(r) != leader]
     change_t, membership, isr_source = isr_timeline(change_times, change_isrs, followers, start_isr)
@@ -110,6 +113,7 @@ def epoch_inputs(
         isr_membership=membership,
         isr_change_by_controller=None if change_by_controller is None else np.asarray(change_by_controller, bool),
         leader_silences=leader_silences,
+        follower_ineligible=tuple(broker_ineligible.get(f) for f in followers) if broker_ineligible else None,
         elr_membership=elr_membership,
         min_insync_replicas=int(min_insync_replicas),
         epoch_end=int(epoch_end_us),
@@ -228,6 +232,8 @@ class ReplayContext:
     source_files: Mapping[int, str]  # source_file_id -> source_file
     # (cluster, broker_id) -> int64 (S, 2): when the broker did not run (replay_inputs.broker_silences)
     leader_silences: Mapping[tuple[str, int], np.ndarray] = field(default_factory=dict)
+    # (cluster, broker_id) -> int64 (S, 2): when the broker could not join an ISR (stage.ineligible_spans)
+    broker_ineligible: Mapping[tuple[str, int], np.ndarray] = field(default_factory=dict)
     # (cluster, broker_id) -> its "Shrinking ISR" proposals, their partitions and how long each took to commit:
     # the phase and commit delays of its ISR checks (stage.isr_proposals, logged_isr_options)
     isr_proposals: Mapping[tuple[str, int], IsrProposals] = field(default_factory=dict)
@@ -459,6 +465,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             change_isrs=change_isrs,
             change_by_controller=by_controller,
             leader_silences=ctx.leader_silences.get((part.cluster, int(part.leader[epoch_pos]))),
+            broker_ineligible={b: spans for (c, b), spans in ctx.broker_ineligible.items() if c == part.cluster},
             start_isr=part.start_isr[epoch_pos],
             min_insync_replicas=part.min_insync_replicas,
             epoch_start_us=int(part.start_us[epoch_pos]),

@@ -282,6 +282,7 @@ def compare_epoch(
     options: ReplayOptions | None = None,
     silences: dict[tuple[str, int], np.ndarray] | None = None,
     proposals: Mapping[tuple[str, int], IsrProposals] | None = None,
+    ineligible: Mapping[tuple[str, int], np.ndarray] | None = None,
 ) -> EpochComparison:
     """Simulate one partition-epoch's ISR and pair its events with the recorded ones (driver side).
     `silences`: when each broker did not run (stage.leader_silences); `proposals`: when each broker's
@@ -305,6 +306,7 @@ def compare_epoch(
         change_isrs=list(changes["isr"]),
         change_by_controller=changes["by_controller"].to_numpy(bool),
         leader_silences=(silences or {}).get((str(first["cluster"]), leader)),
+        broker_ineligible={b: spans for (c, b), spans in (ineligible or {}).items() if c == str(first["cluster"])},
         start_isr=first["start_isr"],
         min_insync_replicas=int(first["min_insync_replicas"]),
         epoch_start_us=int(first["epoch_start_us"]),
@@ -347,7 +349,7 @@ def compare_isr(
     Events of the same follower and kind are paired closest first, at most `window_ms` apart.
     Collects each epoch's rows to the driver: for the small lab traces only (see the module doc).
     """
-    from ackreplay.replay.stage import isr_proposals, leader_silences, logged_lines
+    from ackreplay.replay.stage import ineligible_spans, isr_proposals, leader_silences, logged_lines
 
     pdf: pd.DataFrame = epoch_rows(spark, config, lakehouse, clusters).toPandas()
     lines = logged_lines(read_table(spark, lakehouse, "request_log_lines"))
@@ -358,8 +360,15 @@ def compare_isr(
     changes = read_table(spark, lakehouse, "isr_changes")
     proposals = isr_proposals(changes if clusters is None else changes.filter(F.col("cluster").isin(clusters)))
     silences = leader_silences(lines, proposals)
+    registrations = (
+        read_table(spark, lakehouse, "broker_registrations")
+        if table_exists(spark, lakehouse, "broker_registrations")
+        else None
+    )
+    clusters_seen = sorted(pdf["cluster"].unique()) if clusters is None else list(clusters)
+    ineligible = ineligible_spans(registrations, clusters_seen) if registrations is not None else {}
     result = [
-        compare_epoch(group, lag_ms, window_ms, options, silences, proposals)
+        compare_epoch(group, lag_ms, window_ms, options, silences, proposals, ineligible)
         for _, group in sorted(pdf.groupby(EPOCH_KEY, sort=False), key=lambda kv: kv[0])
     ]
     return IsrComparison(lag_ms, window_ms, result)

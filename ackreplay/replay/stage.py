@@ -54,6 +54,7 @@ from ackreplay.replay.send_delays import measured as measured_send_delays
 from ackreplay.replay.send_delays import summary_lines as send_delay_lines
 from ackreplay.schemas.broker_logs import (
     BROKER_CONFIGS,
+    BROKER_REGISTRATIONS,
     FOLLOWER_LEO_RECORDS,
     FOLLOWER_STARTS,
     ISR_CHANGES,
@@ -62,7 +63,7 @@ from ackreplay.schemas.broker_logs import (
 from ackreplay.schemas.metrics import FOLLOWER_LEO_SAMPLES
 from ackreplay.schemas.replay import PRODUCE_REPLAY, REPLAY_CHECKS, WRITTEN_FILE
 from ackreplay.schemas.tables import BATCH_SEND_TIMES, REQUEST_LOG_LINES
-from ackreplay.schemas.vocabulary import ACKS_1, ACKS_ALL, Outcome
+from ackreplay.schemas.vocabulary import ACKS_1, ACKS_ALL, NEVER, Outcome
 from ackreplay.session import is_connect
 from ackreplay.storage.arrow_delta import ArrowFileWriter, arrow_writable, commit_files, local_path
 from ackreplay.storage.inputs import InputError
@@ -548,6 +549,47 @@ def leader_silences(
     return {key: np.array(sorted(spans), np.int64).reshape(-1, 2) for key, spans in by_broker.items()}
 
 
+def ineligible_spans(broker_registrations: DataFrame, clusters: list[str]) -> dict[tuple[str, int], np.ndarray]:
+    """(cluster, broker_id) -> int64 (S, 2), sorted: when the broker could not join an ISR nor hold a leader's HW
+    back outside it, by the controllers' registration records (`broker_registrations`): fenced, in controlled
+    shutdown or unregistered (`Partition.isReplicaIsrEligible` reads the leader's metadata cache, which the records
+    reach a few ms after the controller's line: the spans end when the leader could know at the earliest). A
+    broker's state before its first record is not known: no span. Brokers without records (ZooKeeper mode, no
+    controller.log) are left out: the replay does not know. Rare events: a few per broker start and shutdown."""
+    rows = (
+        broker_registrations.filter(F.col("cluster").isin(clusters))
+        .select(
+            "cluster", "broker_id", F.unix_micros("t_log").alias("t_us"), "record", "fenced", "in_controlled_shutdown",
+        )
+        .orderBy("cluster", "broker_id", "t_us", "record")
+        .collect()
+    )  # fmt: skip
+    spans: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+    state: dict[tuple[str, int], tuple[bool, bool, bool]] = {}  # registered, fenced, in controlled shutdown
+    since: dict[tuple[str, int], int | None] = {}  # ineligible since
+    for r in rows:
+        key, t = (r["cluster"], int(r["broker_id"])), int(r["t_us"])
+        registered, fenced, shutting = state.get(key, (True, False, False))
+        if r["record"] == "UnregisterBrokerRecord":
+            registered = False
+        else:
+            registered = registered or r["record"] == "RegisterBrokerRecord"
+            fenced = fenced if r["fenced"] is None else bool(r["fenced"])
+            shutting = shutting if r["in_controlled_shutdown"] is None else bool(r["in_controlled_shutdown"])
+        state[key] = (registered, fenced, shutting)
+        ineligible, start = not registered or fenced or shutting, since.get(key)
+        if ineligible and start is None:
+            since[key] = t
+        elif not ineligible and start is not None:
+            if t > start:
+                spans[key].append((start, t))
+            since[key] = None
+    for key, start in since.items():
+        if start is not None:
+            spans[key].append((start, NEVER))
+    return {key: np.array(spans.get(key, []), np.int64).reshape(-1, 2) for key in state}
+
+
 def isr_proposals(isr_changes: DataFrame) -> dict[tuple[str, int], IsrProposals]:
     """(cluster, broker_id) -> each "Shrinking ISR" the broker's isr-expiration task logged (`proposed_at`),
     its partition, and how long until its "ISR updated to" (the AlterPartition round trip to the controller,
@@ -711,6 +753,9 @@ def run_replay(
         own_lag_ms=own_lag_ms,
         recorded_lag_ms=recorded_lag_ms,
         isr_proposals=proposals,
+        broker_ineligible=ineligible_spans(
+            _read_or_empty(spark, lakehouse, "broker_registrations", BROKER_REGISTRATIONS), clusters
+        ),
         source_files=summary.source_files,
         leo_sources={c: "jmx_metrics" for c in metric_clusters},
         writer=ArrowFileWriter(

@@ -42,6 +42,7 @@ _TIME_PATTERN = {
     "request_log": LINE_STAMP_BYTES,
     "server_log": LINE_STAMP_BYTES,
     "state_change_log": LINE_STAMP_BYTES,
+    "controller_log": LINE_STAMP_BYTES,
     "metrics": _SAMPLE_TIME,
 }
 

@@ -3,6 +3,7 @@
 <input>/<cluster>/broker-<id>/kafka-request.log*   (plain or gzip, rotated names)
 <input>/<cluster>/broker-<id>/server.log*
 <input>/<cluster>/broker-<id>/state-change.log*
+<input>/<cluster>/controller-<id>/controller.log*  (a KRaft controller's; in broker-<id>/ for a combined node)
 <input>/<cluster>/topics.txt
 <input>/<cluster>/metrics/*.prom
 <input>/<cluster>/create-times/*         (`kafka-dump-log --deep-iteration` output: record CreateTimes)
@@ -30,8 +31,11 @@ _KINDS = (
 )
 _CLIENT_BATCHES = re.compile(r"^batches-.+\.csv(\.gz)?$")
 # A KRaft controller's own folder (the lab writes one): it leads no data partition, so its request log has no
-# PRODUCE or follower FETCH of one, and the brokers' logs carry every ISR and leader change the replay reads.
+# PRODUCE or follower FETCH of one, and the brokers' logs carry every ISR and leader change the replay reads. Its
+# controller.log is read: the brokers' registrations (fenced, in controlled shutdown) decide which followers may
+# join an ISR. A node with process.roles=broker,controller writes controller.log beside its server.log.
 _CONTROLLER_DIR = re.compile(r"^controller-(\d+)$")
+_CONTROLLER_LOG = re.compile(r"^controller\.log(\..+)?$")
 _GZIP_MAGIC = b"\x1f\x8b"
 # log4j's time-based rollover names a rotated file after the period it holds: `.2026-11-20-10`
 # (hourly, Kafka's default for every log) or `.2026-11-20` (daily), maybe followed by `.gz`.
@@ -65,7 +69,7 @@ class InputInventory:
     # named like a file the layout reads, somewhere it is not read (e.g. a request log without its broker-<id>
     # folder): `ingest.misplaced_files` decides whether that stops the run
     misplaced: tuple[str, ...] = ()
-    controller_files: tuple[str, ...] = ()  # under <cluster>/controller-<id>/: known, not read
+    controller_files: tuple[str, ...] = ()  # under <cluster>/controller-<id>/, not controller.log: known, not read
 
     def of_kind(self, kind: str) -> list[InputFile]:
         return [f for f in self.files if f.kind == kind]
@@ -81,7 +85,7 @@ class InputInventory:
 
 def rotation_period(f: InputFile) -> tuple[datetime, datetime] | None:
     """[start, end) of the broker-local period a rotated log holds, from its name; None if not rotated."""
-    if f.kind not in ("request_log", "server_log", "state_change_log"):
+    if f.kind not in ("request_log", "server_log", "state_change_log", "controller_log"):
         return None
     m = _ROTATED_PERIOD.search(f.source_file.rsplit("/", 1)[-1])
     if m is None:
@@ -120,6 +124,9 @@ def _kind_of(cluster_rel: list[str]) -> tuple[str | None, int | None]:
         for kind, pattern in _KINDS:
             if pattern.match(cluster_rel[1]):
                 return kind, int(m.group(1))
+    node = _BROKER_DIR.match(cluster_rel[0]) or _CONTROLLER_DIR.match(cluster_rel[0])
+    if len(cluster_rel) == 2 and node and _CONTROLLER_LOG.match(cluster_rel[1]):
+        return "controller_log", int(node.group(1))
     return None, None
 
 
@@ -214,8 +221,8 @@ def skipped_lines(ignored: Sequence[str], misplaced: Sequence[str], controller_f
         )
     if controller_files:
         out.append(
-            f"  {len(controller_files):,} files of KRaft controllers (controller-<id>/) not read: controllers lead"
-            " no data partitions"
+            f"  {len(controller_files):,} files of KRaft controllers (controller-<id>/) other than controller.log not"
+            " read: controllers lead no data partitions"
         )
     if ignored:
         out.append(f"  {len(ignored):,} other files outside the input layout not read, e.g. {ignored[0]}")

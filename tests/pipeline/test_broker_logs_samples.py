@@ -131,7 +131,7 @@ def _independent_counts(trace: Path) -> dict[str, int]:
     out = dict.fromkeys(
         (
             "server_lines", "state_lines", "shrink", "updated", "leader", "skipped", "follower", "dumps", "settings",
-            "versions", "start_times",
+            "versions", "start_times", "controller_lines", "registrations",
         ),
         0,
     )  # fmt: skip
@@ -157,6 +157,13 @@ def _independent_counts(trace: Path) -> dict[str, int]:
             out["leader"] += text.count("] Leader ")
             out["skipped"] += text.count("since it is already the leader with leader epoch")
             out["follower"] += text.count("] Follower ")
+    for path in sorted(trace.glob("*/controller-*/controller.log*")):
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+        out["controller_lines"] += text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+        out["registrations"] += sum(
+            text.count(f"] Replayed {marker}")
+            for marker in ("initial RegisterBrokerRecord ", "RegisterBrokerRecord ", "BrokerRegistrationChangeRecord ")
+        )
     return out
 
 
@@ -169,7 +176,7 @@ def ingested(sample_run):
     for name, trace in SAMPLES.items():
         run = sample_run(trace)
         inventory = discover_inputs(str(trace))
-        files = inventory.of_kind("server_log") + inventory.of_kind("state_change_log")
+        files = [f for kind in ("server_log", "state_change_log", "controller_log") for f in inventory.of_kind(kind)]
         out[name] = (trace, files, run.lakehouse, run.ingest.broker_logs)
     return out
 
@@ -179,10 +186,14 @@ def test_every_broker_log_line_is_accounted_for(ingested, name):
     trace, files, _, report = ingested[name]
     manifest = json.loads((trace / "manifest.json").read_text())
     counts = _independent_counts(trace)
-    assert report.server_log_files + report.state_change_log_files == len(files)
+    assert report.server_log_files + report.state_change_log_files + report.controller_log_files == len(files)
+    assert report.controller_log_files == 1
     assert report.server_log.total == counts["server_lines"]
     assert report.state_change_log.total == counts["state_lines"]
-    assert report.server_log.quarantined == report.state_change_log.quarantined == 0
+    assert report.controller_log.total == counts["controller_lines"]
+    assert (
+        report.server_log.quarantined == report.state_change_log.quarantined == report.controller_log.quarantined == 0
+    )
     assert report.parsed_detail == {
         "isr_shrink": manifest["counts"]["isr"]["shrink_lines"],
         "isr_update": manifest["counts"]["isr"]["updated_lines"],
@@ -193,7 +204,10 @@ def test_every_broker_log_line_is_accounted_for(ingested, name):
         "broker_setting": counts["settings"],
         "app_version": counts["versions"],
         "app_start_time": counts["start_times"],
+        "broker_registration": counts["registrations"],
     }
+    # each broker's first registration and unfencing, and the restarted broker's shutdown and return
+    assert counts["registrations"] == {"trace-3.9.1-utc": 15, "trace-4.1.1-berlin": 16}[trace.name]
     # a config dump per broker start (3.9.1: broker 3 restarted; 4.1.1 prints the dump twice per start),
     # with the two settings kept of each
     assert (counts["dumps"], counts["settings"]) == {"trace-3.9.1-utc": (4, 8), "trace-4.1.1-berlin": (8, 16)}[
@@ -214,7 +228,9 @@ def test_every_broker_log_line_is_accounted_for(ingested, name):
         "follower_starts": counts["follower"],
         "broker_configs": counts["settings"] + 2 * counts["versions"] + counts["start_times"],
         "follower_leo_records": 0,  # kafka.cluster.Partition at INFO: no "Recorded replica" lines
+        "broker_registrations": counts["registrations"],  # one controller: each record once
     }
+    assert report.duplicate_registrations == 0
     assert report.settings_without_dump == 0
 
 
@@ -361,7 +377,7 @@ def test_unparseable_lines_go_to_quarantine_and_no_files_still_create_the_tables
     assert (report.state_change_log.parsed, report.state_change_log.unused, report.state_change_log.total) == (0, 1, 1)
     assert report.rows_written == {
         "quarantine": 1, "isr_changes": 1, "leader_epochs": 0, "follower_starts": 0, "broker_configs": 0,
-        "follower_leo_records": 0,
+        "follower_leo_records": 0, "broker_registrations": 0,
     }  # fmt: skip
     assert report.isr_changes_by_kind == {(None, "server_log"): 1}  # no earlier state of this leader was read
     quarantine = read_table(spark, lakehouse, "quarantine").collect()

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from ackreplay.transforms.broker_logs import (
     broker_setting_rows,
     build_broker_configs,
+    build_broker_registrations,
     build_follower_leo_records,
     build_follower_starts,
     build_isr_changes,
@@ -167,9 +168,12 @@ STATE_43 = [
 
 def log_frame(spark, lines, stage, broker_id=1, errors=None):
     """Lines of one broker's server.log or state-change.log, shaped like the reader's output plus `stage`."""
-    name = {"server_log": "server.log", "state_change_log": "state-change.log"}[stage]
+    name = {"server_log": "server.log", "state_change_log": "state-change.log", "controller_log": "controller.log"}[
+        stage
+    ]
+    folder = "controller" if stage == "controller_log" else "broker"
     return lines_frame(spark, lines, errors, broker_id).withColumns(
-        {"source_file": F.lit(f"c1/broker-{broker_id}/{name}"), "stage": F.lit(stage)}
+        {"source_file": F.lit(f"c1/{folder}-{broker_id}/{name}"), "stage": F.lit(stage)}
     )
 
 
@@ -1146,5 +1150,86 @@ def test_the_release_and_start_time_come_from_app_info_parser_lines(spark):
             (1, "kafka.version.minor", 7, ts("2026-11-29 12:30:00.000"), 4),
         ],
         "broker_id int, setting string, value bigint, t_log timestamp, line_number bigint",
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+CONTROLLER = "(org.apache.kafka.controller.ClusterControlManager)"
+# Real controller.log lines: the 4.1.1 sample (controller 100, Europe/Berlin; endpoints shortened) and the 3.6.2
+# corpus trace's registration, which prints features and the fenced state; the Fence/Unfence/Unregister lines follow
+# ClusterControlManager.replay's format strings (3.3-4.4) with those records' toString.
+CONTROLLER_LINES = [
+    "[2026-11-23 21:09:57,834] INFO [QuorumController id=100] Replayed initial RegisterBrokerRecord for broker 3: "
+    "RegisterBrokerRecord(brokerId=3, isMigratingZkBroker=false, incarnationId=dkH04imASOSscWfd8KZWog, brokerEpoch=24, "
+    "endPoints=[BrokerEndpoint(name='REPLICATION', host='127.0.0.1', port=39108, securityProtocol=0)], "
+    "features=[BrokerFeature(name='metadata.version', minSupportedVersion=7, maxSupportedVersion=27)], rack=null, "
+    f"fenced=true, inControlledShutdown=false, logDirs=[Bnz2EbWKhwGqCfgSI40gxg]) {CONTROLLER}",
+    "[2026-11-23 21:09:58,832] INFO [QuorumController id=100] Replayed BrokerRegistrationChangeRecord modifying the "
+    "registration for broker 3: BrokerRegistrationChangeRecord(brokerId=3, brokerEpoch=24, fenced=-1, "
+    f"inControlledShutdown=0, logDirs=[]) {CONTROLLER}",
+    "[2026-11-23 21:13:48,493] INFO [QuorumController id=100] Replayed BrokerRegistrationChangeRecord modifying the "
+    "registration for broker 2: BrokerRegistrationChangeRecord(brokerId=2, brokerEpoch=32, fenced=0, "
+    f"inControlledShutdown=1, logDirs=[]) {CONTROLLER}",
+    "[2026-11-23 21:13:50,750] INFO [QuorumController id=100] Replayed BrokerRegistrationChangeRecord modifying the "
+    "registration for broker 2: BrokerRegistrationChangeRecord(brokerId=2, brokerEpoch=32, fenced=1, "
+    f"inControlledShutdown=0, logDirs=[]) {CONTROLLER}",
+    "[2026-11-23 21:14:07,652] INFO [QuorumController id=100] Replayed RegisterBrokerRecord establishing a new "
+    "incarnation of broker 2: RegisterBrokerRecord(brokerId=2, isMigratingZkBroker=false, "
+    "incarnationId=r7LRH4hlREqM9mojvtZntA, brokerEpoch=818, endPoints=[], features=[], rack=null, fenced=true, "
+    f"inControlledShutdown=false) {CONTROLLER}",
+    "[2026-11-23 21:14:08,000] INFO [QuorumController id=100] Replayed FenceBrokerRecord modifying the registration "
+    f"for broker 1: FenceBrokerRecord(id=1, epoch=28) {CONTROLLER}",
+    "[2026-11-23 21:14:09,000] INFO [QuorumController id=100] Replayed UnfenceBrokerRecord modifying the registration "
+    f"for broker 1: UnfenceBrokerRecord(id=1, epoch=28) {CONTROLLER}",
+    f"[2026-11-23 21:14:10,000] INFO [QuorumController id=100] Replayed UnregisterBrokerRecord(brokerId=4, brokerEpoch=7) {CONTROLLER}",
+    "[2026-11-23 21:09:50,987] INFO [QuorumController id=100] Replayed RegisterControllerRecord containing "
+    f"ControllerRegistration(id=100, incarnationId=FGW7ts6pRRC4495aSNxVdg, zkMigrationReady=false) {CONTROLLER}",
+    "[2026-11-23 21:15:16,314] INFO [QuorumController id=100] Replayed BrokerRegistrationChangeRecord modifying the "
+    "registration for broker 2: BrokerRegistrationChangeRecord(brokerId=2, brokerEp",
+]
+
+
+def test_the_controllers_registration_lines_say_when_a_broker_was_fenced_or_shutting_down(spark):
+    """Every broker registration record a controller replayed is a row: its broker and epoch, and the fenced and
+    controlled-shutdown states it sets (null: left as they were). Other records are unused; a line cut short is
+    quarantined. The times are the controller's, in the cluster's zone."""
+    classified = classify(log_frame(spark, CONTROLLER_LINES, "controller_log", broker_id=100), {"c1": "Europe/Berlin"})
+    statuses = [(r["line_number"], r["status"]) for r in classified.orderBy("line_number").collect()]
+    assert statuses == [*((n, "parsed") for n in range(1, 9)), (9, "unused"), (10, "quarantined")]
+    actual = build_broker_registrations(classified).drop("cluster", "source_file", "ingest_run_id", "event_date")
+    change, register = "BrokerRegistrationChangeRecord", "RegisterBrokerRecord"
+    expected = spark.createDataFrame(
+        [
+            (3, 24, register, True, False, 100, ts("2026-11-23 20:09:57.834"), 1),
+            (3, 24, change, False, None, 100, ts("2026-11-23 20:09:58.832"), 2),
+            (2, 32, change, None, True, 100, ts("2026-11-23 20:13:48.493"), 3),
+            (2, 32, change, True, None, 100, ts("2026-11-23 20:13:50.750"), 4),
+            (2, 818, register, True, False, 100, ts("2026-11-23 20:14:07.652"), 5),
+            (1, 28, "FenceBrokerRecord", True, None, 100, ts("2026-11-23 20:14:08"), 6),
+            (1, 28, "UnfenceBrokerRecord", False, None, 100, ts("2026-11-23 20:14:09"), 7),
+            (4, 7, "UnregisterBrokerRecord", None, None, 100, ts("2026-11-23 20:14:10"), 8),
+        ],
+        "broker_id int, broker_epoch bigint, record string, fenced boolean, in_controlled_shutdown boolean, "
+        "controller_id int, t_log timestamp, line_number bigint",
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_a_record_every_controller_logged_is_kept_once_at_the_earliest_line(spark):
+    """Each controller of a quorum replays every record: the n-th line of one content on each controller is one
+    record (a broker fenced twice in one epoch is two), kept at the earliest controller's time."""
+    fence = CONTROLLER_LINES[5]
+    fence_again = fence.replace("21:14:08,000", "21:14:20,000")
+    on_101 = [
+        fence.replace("21:14:08,000", "21:14:08,004").replace("id=100", "id=101"),
+        fence_again.replace("id=100", "id=101").replace(",000]", ",001]"),
+    ]
+    lines = log_frame(spark, [fence, fence_again], "controller_log", broker_id=100).unionByName(
+        log_frame(spark, on_101, "controller_log", broker_id=101)
+    )
+    actual = build_broker_registrations(classify(lines)).select("broker_id", "controller_id", "t_log")
+    expected = spark.createDataFrame(
+        [(1, 100, ts("2026-11-23 21:14:08")), (1, 100, ts("2026-11-23 21:14:20"))],
+        "broker_id int, controller_id int, t_log timestamp",
     )
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)

@@ -282,9 +282,14 @@ def test_files_named_like_inputs_outside_the_layout_stop_the_run_unless_allowed(
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x\n")
     inventory = discover_inputs(str(tmp_path))
-    assert [f.source_file for f in inventory.files] == ["c1/broker-1/kafka-request.log", "c1/topics.txt"]
+    # a controller's controller.log is read (the brokers' registrations), the rest of its folder is not
+    assert [(f.source_file, f.kind, f.broker_id) for f in inventory.files] == [
+        ("c1/broker-1/kafka-request.log", "request_log", 1),
+        ("c1/controller-100/controller.log", "controller_log", 100),
+        ("c1/topics.txt", "topics", None),
+    ]
     assert inventory.misplaced == ("c1/kafka-request.log.gz", "c1/logs/server.log")
-    assert inventory.controller_files == ("c1/controller-100/controller.log", "c1/controller-100/kafka-request.log.gz")
+    assert inventory.controller_files == ("c1/controller-100/kafka-request.log.gz",)
     assert inventory.ignored == ("c1/README.md",)
 
     with pytest.raises(InputError) as refused:
@@ -298,7 +303,8 @@ def test_files_named_like_inputs_outside_the_layout_stop_the_run_unless_allowed(
     refuse_misplaced(inventory.misplaced, "warning")
     assert skipped_lines(inventory.ignored, inventory.misplaced, inventory.controller_files) == [
         "  2 files named like inputs but outside the layout, not read: c1/kafka-request.log.gz, c1/logs/server.log",
-        "  2 files of KRaft controllers (controller-<id>/) not read: controllers lead no data partitions",
+        "  1 files of KRaft controllers (controller-<id>/) other than controller.log not read: controllers lead no"
+        " data partitions",
         "  1 other files outside the input layout not read, e.g. c1/README.md",
     ]
 

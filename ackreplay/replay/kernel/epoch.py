@@ -39,6 +39,16 @@ def kth_smallest(arrays: list[np.ndarray], k: int, out: np.ndarray) -> np.ndarra
     return out
 
 
+def span_ends(spans: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """For each time of ``q``: the end of the sorted, disjoint (start, end) span of ``spans`` it falls in (end
+    excluded), or ``q`` itself where it falls in none."""
+    if spans.size == 0:
+        return q.copy()
+    k = np.maximum(np.searchsorted(spans[:, 0], q, side="right") - 1, 0)
+    inside = (spans[k, 0] <= q) & (q < spans[k, 1])
+    return np.where(inside, spans[k, 1], q)
+
+
 def value_at(times: np.ndarray, values: np.ndarray, q, before) -> np.ndarray:
     """Step function: value of the last event with time <= q (``before`` if none)."""
     idx = np.searchsorted(times, q, side="right")
@@ -409,9 +419,14 @@ class Epoch:
         leader's LEO now, or at the LEO of its previous FETCH, made within ``recorded_lag_us``). The
         second comes first for a restarted follower: its first FETCH after the restart catches it up to
         what the leader had then, so its second, caught up as of the first, holds the HW back until it has
-        fetched the new batches."""
+        fetched the new batches. Both need the follower's broker ISR-eligible (`isReplicaIsrEligible`: not fenced,
+        not in controlled shutdown; ``follower_ineligible``): a restarted broker fetches caught up before the
+        controller unfences it, and counts from then."""
         times = self.inputs.leo_times[j]
-        since = commit - max(0, int(self.opt.isr_expand_window_us))
+        ineligible = self.inputs.follower_ineligible[j] if self.inputs.follower_ineligible is not None else None
+        # Where the broker's eligibility is not known, a FETCH counts at most the window before the commit (a
+        # restarted broker fetches caught up while fenced); where it is, from when the follower left.
+        since = commit - max(0, int(self.opt.isr_expand_window_us)) if ineligible is None else EARLIEST
         if left not in (None, EARLIEST):
             since = max(since, left)
         lo = int(np.searchsorted(times, since, side="right"))
@@ -423,7 +438,13 @@ class Epoch:
         idx = np.arange(lo, hi)
         previous = times.take(np.maximum(idx - 1, 0))
         ok |= self.caught_up(j, idx, (idx > 0) & (q - previous <= self.opt.recorded_lag_us))
-        return int(q[int(np.argmax(ok))]) if ok.any() else commit
+        if ineligible is None:
+            return int(q[int(np.argmax(ok))]) if ok.any() else commit
+        # A FETCH made while its broker was fenced or shutting down still moves its lastCaughtUpTimeMs: the follower
+        # counts once the broker is eligible again, if that FETCH is within the lag then.
+        counts_from = span_ends(ineligible, q)
+        ok &= (counts_from - q <= self.opt.recorded_lag_us) & (counts_from < commit)
+        return int(counts_from[int(np.argmax(ok))]) if ok.any() else commit
 
     def rejected_under_min_isr(self, isr: IsrTimeline) -> np.ndarray | None:
         """Rows whose committed ISR at t_local_done is below m_eff (None: no row)."""

@@ -140,8 +140,10 @@ def _controller_removals(inputs: EpochInputs, window_us: int) -> list[tuple[np.n
     KRaft's controller removes a broker from every ISR at once when it starts a controlled shutdown or
     is fenced (``ReplicationControlManager.handleBrokerInControlledShutdown`` / ``handleBrokerFenced``),
     whatever the lag rule says, and the leader does not re-add a shutting-down or fenced broker however
-    caught up its FETCHes are (``Partition.isReplicaIsrEligible``). When it is eligible again the logs
-    do not say; its recorded re-addition does, less the window in which the qualifying FETCH precedes
+    caught up its FETCHes are (``Partition.isReplicaIsrEligible``). When it is eligible again the
+    controller's registration records say (``follower_ineligible``: the end of the span the removal falls in,
+    or the removal itself if it falls in none); without them, its recorded re-addition does, less the window
+    in which the qualifying FETCH precedes
     the commit (``isr_expand_window_us``). Not re-added within the epoch: never (``NEVER``).
     """
     times, members, flags = inputs.isr_change_times, inputs.isr_membership, inputs.isr_change_by_controller
@@ -153,6 +155,12 @@ def _controller_removals(inputs: EpochInputs, window_us: int) -> list[tuple[np.n
         eligible = np.full(removed.size, NEVER, dtype=_I64)
         found = after < readded.size
         eligible[found] = times[readded[after[found]]] - window_us
+        spans = inputs.follower_ineligible[j] if inputs.follower_ineligible is not None else None
+        if spans is not None:  # the controller's records say: the end of the span the removal fell in
+            at = times[removed]
+            k = np.minimum(np.searchsorted(spans[:, 1], at, side="right"), max(len(spans) - 1, 0))
+            inside = (spans[k, 0] <= at) & (at < spans[k, 1]) if len(spans) else np.zeros(at.shape, bool)
+            eligible = np.where(inside, spans[k, 1] if len(spans) else at, at)
         out.append((times[removed], np.maximum(eligible, times[removed])))
     return out
 

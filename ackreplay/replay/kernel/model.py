@@ -115,6 +115,12 @@ class EpochInputs:
     """bool (K,): the change at ``isr_change_times[k]`` was the controller's alone, not a shrink the
     leader proposed (a controlled shutdown or a fenced broker: state-change.log only). Only
     :func:`simulate_isr` uses it. None: no such change."""
+    follower_ineligible: tuple[np.ndarray | None, ...] | None = None
+    """Per follower, int64 (S, 2), sorted: spans in which its broker could not join the ISR (fenced, in controlled
+    shutdown, not registered: ``Partition.isReplicaIsrEligible``), from the controller's registration records
+    (`broker_registrations`; ``stage.ineligible_spans``). A follower outside the ISR holds the HW back only outside them
+    (``shouldWaitForReplicaToJoinIsr``), and within ``isr_expand_window_us`` of its re-addition as ever. None (for
+    all or for one follower): not known."""
     leader_silences: np.ndarray | None = None
     """int64 (S, 2), sorted: spans in which the leader did not run (a stopped JVM, a long GC pause), from
     its last request line before to its first isr-expiration check after. Only :func:`simulate_isr`
@@ -174,6 +180,16 @@ class EpochInputs:
             if np.any(silences[:, 1] <= silences[:, 0]) or not is_sorted(silences[:, 0]):
                 raise ValueError("leader_silences must be sorted (start, end) spans with end > start")
         object.__setattr__(self, "leader_silences", silences)
+        if self.follower_ineligible is not None:
+            if len(self.follower_ineligible) != f:
+                raise ValueError(f"follower_ineligible needs spans for each of the {f} followers")
+            spans = tuple(
+                None if a is None else np.ascontiguousarray(a, dtype=_I64).reshape(-1, 2)
+                for a in self.follower_ineligible
+            )
+            if any(a is not None and (np.any(a[:, 1] <= a[:, 0]) or not is_sorted(a[:, 0])) for a in spans):
+                raise ValueError("follower_ineligible must be sorted (start, end) spans with end > start")
+            object.__setattr__(self, "follower_ineligible", spans)
         if self.elr_membership is not None:
             elr = np.ascontiguousarray(self.elr_membership, dtype=bool)
             if elr.shape != isr.membership.shape:
