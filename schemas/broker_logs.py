@@ -141,3 +141,16 @@ BROKER_REGISTRATIONS = _schema(
     ("t_log", TimestampType(), False),  # on the controller's clock, read in the cluster's zone
     *_LINE_ORIGIN,
 )
+
+# A metadata delta a broker applied that changed partitions it holds: the "Transitioning N partition(s) to local
+# leaders|followers" line of state-change.log (ReplicaManager.applyDelta), logged just after the broker's metadata
+# cache took the delta (BrokerMetadataPublisher.publish). Against the controller's line of a record in that delta it
+# gives how long the cluster's records took to reach the brokers (replay.stage.metadata_apply_delays).
+METADATA_DELTAS = _schema(
+    ("cluster", StringType(), False),
+    ("broker_id", IntegerType(), False),  # the broker that applied it
+    ("role", StringType(), False),  # leaders | followers: the partitions this line is about
+    ("partitions", IntegerType(), False),
+    ("t_log", TimestampType(), False),
+    *_LINE_ORIGIN,
+)

@@ -63,6 +63,7 @@ from ackreplay.schemas.broker_logs import (
     FOLLOWER_STARTS,
     ISR_CHANGES,
     LEADER_EPOCHS,
+    METADATA_DELTAS,
 )
 from ackreplay.transforms.common import conform
 
@@ -73,6 +74,7 @@ ISR_SHRINK, ISR_UPDATE, LEADER_START, LEADER_SKIP = "isr_shrink", "isr_update", 
 FOLLOWER_START = "follower_start"
 LEO_RECORD = "leo_record"
 BROKER_REGISTRATION = "broker_registration"
+METADATA_DELTA = "metadata_delta"
 CONFIG_DUMP, BROKER_SETTING = "config_dump", "broker_setting"
 APP_VERSION, APP_START_TIME = "app_version", "app_start_time"
 
@@ -190,6 +192,14 @@ _LEO_RECORD = (
 )
 _LEO_RECORD_GROUPS = ("topic", "partition", "line_broker", "follower_id", "log_end_offset", "log_start_offset")
 
+# state-change.log, the first line a broker logs when it applies a metadata delta that changes partitions it holds
+# (ReplicaManager.applyDelta: "Transitioning 24 partition(s) to local leaders." then, if any, "... to local
+# followers."; the same text in 3.3 to 4.4). BrokerMetadataPublisher.publish sets the broker's metadata cache to the
+# new image just before, so the line marks when the broker, as a leader, knew of the records in that delta (a
+# follower's fencing or controlled shutdown among them: Partition.isReplicaIsrEligible reads that cache).
+_METADATA_DELTA = rf"^\[Broker id=({_ID})\] Transitioning ({_ID}) partition\(s\) to local (leaders|followers)\.$"
+_METADATA_DELTA_GROUPS = ("line_broker", "partitions", "role")
+
 # controller.log (logger org.apache.kafka.controller.ClusterControlManager, INFO), on every KRaft controller as it
 # replays a broker registration record (the active one when it writes the record, the others when they read it):
 #
@@ -232,6 +242,7 @@ _PATTERNS = {
     FOLLOWER_START: _FOLLOWER,
     LEO_RECORD: _LEO_RECORD,
     BROKER_REGISTRATION: _REGISTRATION_ANY,
+    METADATA_DELTA: _METADATA_DELTA,
     APP_VERSION: _APP_VERSION,
     APP_START_TIME: _APP_START_TIME,
 }
@@ -247,6 +258,7 @@ _LABELS = {
     FOLLOWER_START: "Follower ... starts at leader epoch",
     LEO_RECORD: "Recorded replica ... log end offset (LEO)",
     BROKER_REGISTRATION: "Replayed ... broker registration record",
+    METADATA_DELTA: "Transitioning ... partition(s) to local",
     APP_VERSION: "Kafka version:",
     APP_START_TIME: "Kafka startTimeMs:",
 }
@@ -283,6 +295,10 @@ def _line_kind(stage: Column, line: Column) -> Column:
             F.lit(LEADER_SKIP),
         )
         .when((stage == SERVER_LOG) & line.contains("] Recorded replica "), F.lit(LEO_RECORD))
+        .when(
+            (stage == STATE_CHANGE_LOG) & line.rlike(r"\[Broker id=\d+\] Transitioning \d"),
+            F.lit(METADATA_DELTA),
+        )
         .when(
             (stage == CONTROLLER_LOG) & line.rlike(rf"\] Replayed (?:initial )?{_REGISTRATION_RECORDS}\b"),
             F.lit(BROKER_REGISTRATION),
@@ -480,6 +496,18 @@ def build_follower_leo_records(lines_df: DataFrame) -> DataFrame:
             *_ORIGIN,
         ),
         FOLLOWER_LEO_RECORDS,
+    )
+
+
+def build_metadata_deltas(lines_df: DataFrame) -> DataFrame:
+    """Classified state-change.log lines -> one row per "Transitioning N partition(s) to local leaders|followers"
+    line (`metadata_deltas` contract)."""
+    g = _groups(F.col("message"), _METADATA_DELTA, _METADATA_DELTA_GROUPS)
+    return conform(
+        _parsed(lines_df, METADATA_DELTA).select(
+            "cluster", "broker_id", g["role"].alias("role"), g["partitions"].cast("int").alias("partitions"), *_ORIGIN
+        ),
+        METADATA_DELTAS,
     )
 
 

@@ -1,7 +1,7 @@
 """The broker-log step of the ingest stage: `server.log*` + `state-change.log*` (+ the KRaft controllers'
 `controller.log*`) -> silver `isr_changes`, `leader_epochs`, `follower_starts`, `broker_configs`,
-`follower_leo_records`, `broker_registrations`, and their unparseable lines -> bronze `quarantine` (stages
-`server_log`, `state_change_log`, `controller_log`).
+`follower_leo_records`, `broker_registrations`, `metadata_deltas`, and their unparseable lines -> bronze
+`quarantine` (stages `server_log`, `state_change_log`, `controller_log`).
 
 These logs are mostly other messages: they are counted (`unused`) but not kept, unlike the request
 log's lines, which all go to bronze. Like the request-log step, a run replaces exactly the rows that
@@ -28,6 +28,7 @@ from ackreplay.schemas.broker_logs import (
     FOLLOWER_STARTS,
     ISR_CHANGES,
     LEADER_EPOCHS,
+    METADATA_DELTAS,
 )
 from ackreplay.storage.inputs import InputFile
 from ackreplay.storage.lakehouse import (
@@ -52,6 +53,7 @@ from ackreplay.transforms.broker_logs import (
     LEADER_SKIP,
     LEADER_START,
     LEO_RECORD,
+    METADATA_DELTA,
     SERVER_LOG,
     STATE_CHANGE_LOG,
     UNKNOWN_FORMAT,
@@ -64,6 +66,7 @@ from ackreplay.transforms.broker_logs import (
     build_follower_starts,
     build_isr_changes,
     build_leader_epochs,
+    build_metadata_deltas,
     isr_commit_events,
     with_broker_line_status,
     with_broker_message,
@@ -77,14 +80,14 @@ log = logging.getLogger(__name__)
 BROKER_LOG_TABLES = (
     ("isr_changes", ISR_CHANGES), ("leader_epochs", LEADER_EPOCHS), ("follower_starts", FOLLOWER_STARTS),
     ("broker_configs", BROKER_CONFIGS), ("follower_leo_records", FOLLOWER_LEO_RECORDS),
-    ("broker_registrations", BROKER_REGISTRATIONS),
+    ("broker_registrations", BROKER_REGISTRATIONS), ("metadata_deltas", METADATA_DELTAS),
 )  # fmt: skip
 
 STAGES = (SERVER_LOG, STATE_CHANGE_LOG, CONTROLLER_LOG)
 _STAGE_NAMES = {SERVER_LOG: "server.log", STATE_CHANGE_LOG: "state-change.log", CONTROLLER_LOG: "controller.log"}
 _KINDS_OF_STAGE = {
     SERVER_LOG: (ISR_SHRINK, ISR_UPDATE, LEO_RECORD, CONFIG_DUMP, BROKER_SETTING, APP_VERSION, APP_START_TIME),
-    STATE_CHANGE_LOG: (LEADER_START, LEADER_SKIP, FOLLOWER_START),
+    STATE_CHANGE_LOG: (LEADER_START, LEADER_SKIP, FOLLOWER_START, METADATA_DELTA),
     CONTROLLER_LOG: (BROKER_REGISTRATION,),
 }
 
@@ -296,6 +299,7 @@ def ingest_broker_logs(
             "broker_configs": build_broker_configs,
             "follower_leo_records": build_follower_leo_records,
             "broker_registrations": build_broker_registrations,
+            "metadata_deltas": build_metadata_deltas,
         }
         for name, build in silver.items():
             log.info("writing %s", name)
@@ -464,6 +468,7 @@ def _reconcile(report: BrokerLogReport, incomplete_files: list, commit_lines: in
         "follower_starts": parsed.get(FOLLOWER_START, 0),
         "follower_leo_records": parsed.get(LEO_RECORD, 0),
         "broker_registrations": parsed.get(BROKER_REGISTRATION, 0) - report.duplicate_registrations,
+        "metadata_deltas": parsed.get(METADATA_DELTA, 0),
         "broker_configs": parsed.get(BROKER_SETTING, 0)
         - report.settings_without_dump
         + 2 * parsed.get(APP_VERSION, 0)  # major and minor

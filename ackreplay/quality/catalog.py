@@ -32,6 +32,7 @@ STAGE_TABLES: dict[str, tuple[str, ...]] = {
         "follower_starts",
         "follower_leo_records",
         "broker_registrations",
+        "metadata_deltas",
         "follower_leo_samples",
         "batch_send_times",
     ),
@@ -51,6 +52,7 @@ ROW_IDS: dict[str, tuple[str, ...]] = {
     "follower_starts": ("cluster", "source_file", "line_number", "topic", "partition"),
     "follower_leo_records": ("cluster", "source_file", "line_number", "topic", "partition"),
     "broker_registrations": ("cluster", "source_file", "line_number", "broker_id"),
+    "metadata_deltas": ("cluster", "source_file", "line_number"),
     "follower_leo_samples": ("cluster", "source_file", "line_number"),
     "batch_send_times": ("cluster", "source_file", "line_number"),
     "produce_replay": ("cluster", "topic", "partition", "leader_epoch", "base_offset", "policy"),
@@ -353,6 +355,11 @@ def _checks() -> list[Check]:
                     "record", "record = 'RegisterBrokerRecord' AND (fenced IS NULL OR in_controlled_shutdown IS NULL)"
                 ),
             ),
+        ),
+        c(
+            "metadata_deltas.values",
+            "roles leaders or followers, a delta changes at least one partition",
+            (_in_set("role", ["leaders", "followers"]), _between("partitions", 1)),
         ),
         c(
             "follower_leo_samples.values",

@@ -17,6 +17,7 @@ from ackreplay.schemas.broker_logs import (
     FOLLOWER_STARTS,
     ISR_CHANGES,
     LEADER_EPOCHS,
+    METADATA_DELTAS,
 )
 from ackreplay.schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE, ROUTING
 from ackreplay.schemas.metrics import FOLLOWER_LEO_SAMPLES
@@ -42,6 +43,7 @@ CONTRACTS: dict[str, StructType] = {
     "follower_starts": FOLLOWER_STARTS,
     "follower_leo_records": FOLLOWER_LEO_RECORDS,
     "broker_registrations": BROKER_REGISTRATIONS,
+    "metadata_deltas": METADATA_DELTAS,
     "follower_leo_samples": FOLLOWER_LEO_SAMPLES,
     "batch_send_times": BATCH_SEND_TIMES,
     "produce_replay": PRODUCE_REPLAY,

@@ -80,6 +80,7 @@ def epoch_inputs(
     appended: np.ndarray | None = None,
     elr_membership: np.ndarray | None = None,
     broker_ineligible: Mapping[int, np.ndarray] | None = None,
+    ineligible_delay_us: int = 0,
 ) -> tuple[EpochInputs, str]:
     """The kernel's inputs for one (partition, leader epoch) from plain arrays, and the ISR source.
 
@@ -89,7 +90,8 @@ def epoch_inputs(
     `appended`: false for a produce the broker rejected before appending (the kernel's `appended`; default:
     all). `elr_membership`: the kernel's, rows as the ISR timeline's (elr.partition_elr_rows); None: no
     eligible leader replicas. `broker_ineligible`: broker id -> (S, 2) spans in which it could not join the ISR
-    (stage.ineligible_spans; the kernel's `follower_ineligible`, None for a follower without them). The ISR
+    (stage.ineligible_spans; the kernel's `follower_ineligible`, None for a follower without them), which the leader
+    knew `ineligible_delay_us` after the controller's lines (stage.metadata_apply_delays). The ISR
     re-simulation starts where this slice's request-log data (produces, LEO events) starts when that is later than
     the epoch start (a bucket that starts mid-epoch, or a request log recorded from some time after the leader was
     elected).
@@ -114,6 +116,7 @@ def epoch_inputs(
         isr_change_by_controller=None if change_by_controller is None else np.asarray(change_by_controller, bool),
         leader_silences=leader_silences,
         follower_ineligible=tuple(broker_ineligible.get(f) for f in followers) if broker_ineligible else None,
+        ineligible_delay_us=int(ineligible_delay_us),
         elr_membership=elr_membership,
         min_insync_replicas=int(min_insync_replicas),
         epoch_end=int(epoch_end_us),
@@ -234,6 +237,8 @@ class ReplayContext:
     leader_silences: Mapping[tuple[str, int], np.ndarray] = field(default_factory=dict)
     # (cluster, broker_id) -> int64 (S, 2): when the broker could not join an ISR (stage.ineligible_spans)
     broker_ineligible: Mapping[tuple[str, int], np.ndarray] = field(default_factory=dict)
+    # cluster -> how long after the controller's line its leaders knew a registration record (metadata_apply_delays)
+    ineligible_delay_us: Mapping[str, int] = field(default_factory=dict)
     # (cluster, broker_id) -> its "Shrinking ISR" proposals, their partitions and how long each took to commit:
     # the phase and commit delays of its ISR checks (stage.isr_proposals, logged_isr_options)
     isr_proposals: Mapping[tuple[str, int], IsrProposals] = field(default_factory=dict)
@@ -466,6 +471,7 @@ def _replay(ctx: ReplayContext, produces: pa.Table, events: pa.Table) -> _Replay
             change_by_controller=by_controller,
             leader_silences=ctx.leader_silences.get((part.cluster, int(part.leader[epoch_pos]))),
             broker_ineligible={b: spans for (c, b), spans in ctx.broker_ineligible.items() if c == part.cluster},
+            ineligible_delay_us=ctx.ineligible_delay_us.get(part.cluster, 0),
             start_isr=part.start_isr[epoch_pos],
             min_insync_replicas=part.min_insync_replicas,
             epoch_start_us=int(part.start_us[epoch_pos]),

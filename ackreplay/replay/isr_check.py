@@ -283,6 +283,7 @@ def compare_epoch(
     silences: dict[tuple[str, int], np.ndarray] | None = None,
     proposals: Mapping[tuple[str, int], IsrProposals] | None = None,
     ineligible: Mapping[tuple[str, int], np.ndarray] | None = None,
+    ineligible_delay_us: Mapping[str, int] | None = None,
 ) -> EpochComparison:
     """Simulate one partition-epoch's ISR and pair its events with the recorded ones (driver side).
     `silences`: when each broker did not run (stage.leader_silences); `proposals`: when each broker's
@@ -307,6 +308,7 @@ def compare_epoch(
         change_by_controller=changes["by_controller"].to_numpy(bool),
         leader_silences=(silences or {}).get((str(first["cluster"]), leader)),
         broker_ineligible={b: spans for (c, b), spans in (ineligible or {}).items() if c == str(first["cluster"])},
+        ineligible_delay_us=(ineligible_delay_us or {}).get(str(first["cluster"]), 0),
         start_isr=first["start_isr"],
         min_insync_replicas=int(first["min_insync_replicas"]),
         epoch_start_us=int(first["epoch_start_us"]),
@@ -349,7 +351,13 @@ def compare_isr(
     Events of the same follower and kind are paired closest first, at most `window_ms` apart.
     Collects each epoch's rows to the driver: for the small lab traces only (see the module doc).
     """
-    from ackreplay.replay.stage import ineligible_spans, isr_proposals, leader_silences, logged_lines
+    from ackreplay.replay.stage import (
+        ineligible_spans,
+        isr_proposals,
+        leader_silences,
+        logged_lines,
+        metadata_apply_delays,
+    )
 
     pdf: pd.DataFrame = epoch_rows(spark, config, lakehouse, clusters).toPandas()
     lines = logged_lines(read_table(spark, lakehouse, "request_log_lines"))
@@ -366,9 +374,19 @@ def compare_isr(
         else None
     )
     clusters_seen = sorted(pdf["cluster"].unique()) if clusters is None else list(clusters)
-    ineligible = ineligible_spans(registrations, clusters_seen) if registrations is not None else {}
+    ineligible: Mapping[tuple[str, int], np.ndarray] = {}
+    delay_us: dict[str, int] = {}
+    if registrations is not None:
+        deltas = (
+            read_table(spark, lakehouse, "metadata_deltas")
+            if table_exists(spark, lakehouse, "metadata_deltas")
+            else None
+        )
+        delays = metadata_apply_delays(registrations, deltas, clusters_seen) if deltas is not None else {}
+        ineligible = ineligible_spans(registrations, clusters_seen)
+        delay_us = {c: round(ms * 1000) for c, (ms, _) in delays.items()}
     result = [
-        compare_epoch(group, lag_ms, window_ms, options, silences, proposals, ineligible)
+        compare_epoch(group, lag_ms, window_ms, options, silences, proposals, ineligible, delay_us)
         for _, group in sorted(pdf.groupby(EPOCH_KEY, sort=False), key=lambda kv: kv[0])
     ]
     return IsrComparison(lag_ms, window_ms, result)

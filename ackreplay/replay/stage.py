@@ -28,7 +28,7 @@ from datetime import date, timedelta
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig, ProducerSettings
@@ -59,6 +59,7 @@ from ackreplay.schemas.broker_logs import (
     FOLLOWER_STARTS,
     ISR_CHANGES,
     LEADER_EPOCHS,
+    METADATA_DELTAS,
 )
 from ackreplay.schemas.metrics import FOLLOWER_LEO_SAMPLES
 from ackreplay.schemas.replay import PRODUCE_REPLAY, REPLAY_CHECKS, WRITTEN_FILE
@@ -128,6 +129,9 @@ class ReplayReport:
     own_producers: dict[str, dict[str, float]] = field(default_factory=dict)
     # per cluster and producer client: its requests' delay after their first record, against linger.ms
     send_delays: list[SendDelay] = field(default_factory=list)
+    # cluster -> (median ms from a controller's registration line to the brokers' applying it, samples):
+    # metadata_apply_delays; a cluster with controller.log but none: absent (its spans start at the line)
+    metadata_delays: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     def summary_lines(self, detail: bool = True) -> list[str]:
         """The replay's counts, ground truth and self-check; `detail`: with each cluster's eligible leader
@@ -162,6 +166,15 @@ class ReplayReport:
                 "  own lag (replay.lag_ms `own`: the ISR re-simulated at each cluster's replica.lag.time.max.ms):"
             )
             out += [f"    {own.line()}" for _, own in sorted(self.own_lags.items())]
+        if detail and self.metadata_delays:
+            out.append(
+                "  broker fencing and controlled shutdown as the leaders knew it (controller.log + the brokers' "
+                "metadata deltas): "
+                + "; ".join(
+                    f"{c} {ms:.1f} ms after the controller's line (median of {n})"
+                    for c, (ms, n) in sorted(self.metadata_delays.items())
+                )
+            )
         if self.own_producers:
             out.append(
                 "  producers with their own settings (clusters.<name>.producer; the others: replay.producer): "
@@ -549,13 +562,59 @@ def leader_silences(
     return {key: np.array(sorted(spans), np.int64).reshape(-1, 2) for key, spans in by_broker.items()}
 
 
+# A broker's delta line more than this after a controller's record is not taken as that record's application.
+_DELTA_AFTER_RECORD_US = 1_000_000
+
+
+def metadata_apply_delays(
+    broker_registrations: DataFrame, metadata_deltas: DataFrame, clusters: list[str]
+) -> dict[str, tuple[float, int]]:
+    """cluster -> (median ms, samples): how long after a controller's registration line the brokers had the record
+    in their metadata cache (`Partition.isReplicaIsrEligible` reads that cache, not the controller).
+
+    Measured on the records that change partitions in the same batch: a broker entering controlled shutdown
+    (`ReplicationControlManager.handleBrokerInControlledShutdown` moves its leaderships and shrinks its ISRs with
+    the registration change) or fenced without one (`handleBrokerFenced`). Each broker logs its applying of that
+    batch as its first "Transitioning N partition(s)" line after it (`metadata_deltas`; BrokerMetadataPublisher
+    sets the cache just before). Only records with no other registration record within a second either side count,
+    so the line is that batch's. The records that matter for ISR eligibility (an unfencing) change no partition and
+    log nothing on the brokers: they take the cluster's median. One row per cluster reaches the driver."""
+    regs = broker_registrations.filter(F.col("cluster").isin(clusters)).withColumn("t_us", F.unix_micros("t_log"))
+    by_broker = Window.partitionBy("cluster", "broker_id").orderBy("t_us", "line_number")
+    by_cluster = Window.partitionBy("cluster").orderBy("t_us", "line_number")
+    fenced_while_serving = F.col("fenced") & ~F.col("was_shutting")
+    changes = (
+        regs.withColumn("was_shutting", F.coalesce(F.lag("in_controlled_shutdown").over(by_broker), F.lit(False)))
+        .withColumn("gap_before", F.col("t_us") - F.lag("t_us").over(by_cluster))
+        .withColumn("gap_after", F.lead("t_us").over(by_cluster) - F.col("t_us"))
+        .filter(
+            (F.col("in_controlled_shutdown") | (fenced_while_serving & (F.col("record") != "RegisterBrokerRecord")))
+            & F.coalesce(F.col("gap_before") > _DELTA_AFTER_RECORD_US, F.lit(True))
+            & F.coalesce(F.col("gap_after") > _DELTA_AFTER_RECORD_US, F.lit(True))
+        )
+        .select("cluster", F.col("t_us").alias("t_record"))
+    )  # fmt: skip
+    deltas = metadata_deltas.filter(F.col("cluster").isin(clusters)).select(
+        "cluster", "broker_id", F.unix_micros("t_log").alias("t_delta")
+    )
+    samples = (
+        changes.join(deltas, "cluster")
+        .filter(F.col("t_delta") > F.col("t_record"))
+        .filter(F.col("t_delta") <= F.col("t_record") + _DELTA_AFTER_RECORD_US)
+        .groupBy("cluster", "t_record", "broker_id")
+        .agg((F.min("t_delta") - F.col("t_record")).alias("delay_us"))
+    )  # fmt: skip
+    rows = samples.groupBy("cluster").agg(F.median("delay_us").alias("median_us"), F.count("*").alias("n")).collect()
+    return {r["cluster"]: (float(r["median_us"]) / 1000.0, int(r["n"])) for r in rows}
+
+
 def ineligible_spans(broker_registrations: DataFrame, clusters: list[str]) -> dict[tuple[str, int], np.ndarray]:
     """(cluster, broker_id) -> int64 (S, 2), sorted: when the broker could not join an ISR nor hold a leader's HW
     back outside it, by the controllers' registration records (`broker_registrations`): fenced, in controlled
-    shutdown or unregistered (`Partition.isReplicaIsrEligible` reads the leader's metadata cache, which the records
-    reach a few ms after the controller's line: the spans end when the leader could know at the earliest). A
-    broker's state before its first record is not known: no span. Brokers without records (ZooKeeper mode, no
-    controller.log) are left out: the replay does not know. Rare events: a few per broker start and shutdown."""
+    shutdown or unregistered, on the controller's clock (`Partition.isReplicaIsrEligible` reads the leader's
+    metadata cache, which a record reaches later: metadata_apply_delays, the kernel's `ineligible_delay_us`). A
+    broker's state before its first record is not known: no span. Brokers without records (ZooKeeper mode,
+    no controller.log) are left out: the replay does not know. Rare events: a few per broker start and shutdown."""
     rows = (
         broker_registrations.filter(F.col("cluster").isin(clusters))
         .select(
@@ -673,6 +732,10 @@ def run_replay(
     releases = logged_releases(broker_configs, clusters) if settings.strict_min_isr == "auto" else {}
     report.min_isr_rules = min_isr_rules(releases, clusters, settings.strict_min_isr)
     report.own_producers = {c: dict(config.cluster(c).producer) for c in clusters if config.cluster(c).producer}
+    registrations = _read_or_empty(spark, lakehouse, "broker_registrations", BROKER_REGISTRATIONS)
+    report.metadata_delays = metadata_apply_delays(
+        registrations, _read_or_empty(spark, lakehouse, "metadata_deltas", METADATA_DELTAS), clusters
+    )
     own_lag_ms = recorded_lag_ms if settings.own_lag else {}
     writer_kind = choose_writer(settings.writer, lakehouse, is_connect(spark))
     phases: dict[str, float] = {}
@@ -753,9 +816,8 @@ def run_replay(
         own_lag_ms=own_lag_ms,
         recorded_lag_ms=recorded_lag_ms,
         isr_proposals=proposals,
-        broker_ineligible=ineligible_spans(
-            _read_or_empty(spark, lakehouse, "broker_registrations", BROKER_REGISTRATIONS), clusters
-        ),
+        broker_ineligible=ineligible_spans(registrations, clusters),
+        ineligible_delay_us={c: round(ms * 1000) for c, (ms, _) in report.metadata_delays.items()},
         source_files=summary.source_files,
         leo_sources={c: "jmx_metrics" for c in metric_clusters},
         writer=ArrowFileWriter(

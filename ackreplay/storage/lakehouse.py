@@ -57,6 +57,7 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("follower_starts", "silver", ("cluster", "event_date")),
         TableSpec("follower_leo_records", "silver", ("cluster", "event_date")),
         TableSpec("broker_registrations", "silver", ("cluster",)),
+        TableSpec("metadata_deltas", "silver", ("cluster",)),
         TableSpec("broker_configs", "silver", ("cluster",)),
         TableSpec("follower_leo_samples", "silver", ("cluster", "event_date")),
         TableSpec("produce_replay", "silver", ("cluster", "event_date"), ("topic", "partition", "policy", "outcome")),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -131,7 +132,7 @@ def _independent_counts(trace: Path) -> dict[str, int]:
     out = dict.fromkeys(
         (
             "server_lines", "state_lines", "shrink", "updated", "leader", "skipped", "follower", "dumps", "settings",
-            "versions", "start_times", "controller_lines", "registrations",
+            "versions", "start_times", "controller_lines", "registrations", "deltas",
         ),
         0,
     )  # fmt: skip
@@ -157,6 +158,9 @@ def _independent_counts(trace: Path) -> dict[str, int]:
             out["leader"] += text.count("] Leader ")
             out["skipped"] += text.count("since it is already the leader with leader epoch")
             out["follower"] += text.count("] Follower ")
+            out["deltas"] += len(
+                re.findall(r"\] Transitioning \d+ partition\(s\) to local (?:leaders|followers)\.", text)
+            )
     for path in sorted(trace.glob("*/controller-*/controller.log*")):
         text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
         out["controller_lines"] += text.count("\n") + (1 if text and not text.endswith("\n") else 0)
@@ -205,6 +209,7 @@ def test_every_broker_log_line_is_accounted_for(ingested, name):
         "app_version": counts["versions"],
         "app_start_time": counts["start_times"],
         "broker_registration": counts["registrations"],
+        "metadata_delta": counts["deltas"],
     }
     # each broker's first registration and unfencing, and the restarted broker's shutdown and return
     assert counts["registrations"] == {"trace-3.9.1-utc": 15, "trace-4.1.1-berlin": 16}[trace.name]
@@ -229,6 +234,7 @@ def test_every_broker_log_line_is_accounted_for(ingested, name):
         "broker_configs": counts["settings"] + 2 * counts["versions"] + counts["start_times"],
         "follower_leo_records": 0,  # kafka.cluster.Partition at INFO: no "Recorded replica" lines
         "broker_registrations": counts["registrations"],  # one controller: each record once
+        "metadata_deltas": counts["deltas"],
     }
     assert report.duplicate_registrations == 0
     assert report.settings_without_dump == 0
@@ -354,7 +360,9 @@ def test_unparseable_lines_go_to_quarantine_and_no_files_still_create_the_tables
     cut = "[2026-11-22 02:43:10,658] INFO [Partition ackreplay-lab-5 broker=1] Shrinking ISR from 1,3,2 to 1,3. Lea"
     (broker / "server.log").write_text("\n".join([update, "\tlog.dirs = /tmp/x", cut]) + "\n")
     (broker / "state-change.log.2026-11-22-02.gz").write_bytes(
-        gzip.compress(b"[2026-11-22 02:43:10,799] INFO [Broker id=1] Transitioning 1 partition(s) to local leaders.")
+        gzip.compress(
+            b"[2026-11-22 02:43:10,799] INFO [Broker id=1] Started fetchers as part of become-follower for 1 partitions"
+        )
     )
     (broker / "kafka-request.log").write_text("")
     inventory = discover_inputs(str(tmp_path / "input"))
@@ -377,7 +385,7 @@ def test_unparseable_lines_go_to_quarantine_and_no_files_still_create_the_tables
     assert (report.state_change_log.parsed, report.state_change_log.unused, report.state_change_log.total) == (0, 1, 1)
     assert report.rows_written == {
         "quarantine": 1, "isr_changes": 1, "leader_epochs": 0, "follower_starts": 0, "broker_configs": 0,
-        "follower_leo_records": 0, "broker_registrations": 0,
+        "follower_leo_records": 0, "broker_registrations": 0, "metadata_deltas": 0,
     }  # fmt: skip
     assert report.isr_changes_by_kind == {(None, "server_log"): 1}  # no earlier state of this leader was read
     quarantine = read_table(spark, lakehouse, "quarantine").collect()

@@ -374,14 +374,14 @@ def test_every_data_quality_check_passes_on_a_real_trace(spark, sample_run, tmp_
         assert all(c.ok for c in report.counts)
         expectations = sum(o.expectation != "reconciliation" for o in report.outcomes)
         figures[stage] = (len(report.tables), expectations, len(report.counts), report.skipped_tables)
-    # the schema checks' not-null expectations are the contracts' non-null columns: 127, 25 and 111
+    # the schema checks' not-null expectations are the contracts' non-null columns: 144, 25 and 111
     assert figures == {
-        "ingest": (11, 408, 5, []),
+        "ingest": (13, 453, 5, []),
         "replay": (1, 90, 7, []),
         "gold": (5, 325, 48, []),
     }
     recorded = read_table(spark, lakehouse, "dq_results").groupBy("stage").count().collect()
-    assert {r["stage"]: r["count"] for r in recorded} == {"ingest": 413, "replay": 97, "gold": 373}
+    assert {r["stage"]: r["count"] for r in recorded} == {"ingest": 458, "replay": 97, "gold": 373}
 
 
 def test_policy_invariants_hold_on_real_data(spark, trace_run):

@@ -22,6 +22,7 @@ from ackreplay.transforms.broker_logs import (
     build_follower_starts,
     build_isr_changes,
     build_leader_epochs,
+    build_metadata_deltas,
     with_broker_line_status,
     with_broker_message,
 )
@@ -275,7 +276,7 @@ def test_every_line_gets_a_status_and_reason(spark):
             ),
             ("state_change_log", 7, "unused", "other message"),
             ("state_change_log", 8, "parsed", "leader_start"),
-            ("state_change_log", 9, "unused", "other message"),
+            ("state_change_log", 9, "parsed", "metadata_delta"),
         ],
         "stage string, line_number bigint, status string, detail string",
     )
@@ -1232,4 +1233,31 @@ def test_a_record_every_controller_logged_is_kept_once_at_the_earliest_line(spar
         [(1, 100, ts("2026-11-23 21:14:08")), (1, 100, ts("2026-11-23 21:14:20"))],
         "broker_id int, controller_id int, t_log timestamp",
     )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+STATE_CHANGE = "(state.change.logger)"
+# broker 1 of the 4.0.2 corpus trace (America/Sao_Paulo, log4j2 µs stamps) applying the controlled shutdown's batch
+DELTA_LINES = [
+    f"[2026-11-26 03:51:08,476369] INFO [Broker id=1] Transitioning 24 partition(s) to local leaders. {STATE_CHANGE}",
+    f"[2026-11-26 03:51:08,575877] INFO [Broker id=1] Transitioning 29 partition(s) to local followers. {STATE_CHANGE}",
+    "[2026-11-26 03:51:08,576001] INFO [Broker id=1] Transitioning 29 partit",
+    f"[2026-11-26 03:51:08,581735] INFO [Broker id=1] Stopped fetchers as part of become-follower for 11 partitions "
+    f"{STATE_CHANGE}",
+]
+
+
+def test_a_brokers_metadata_deltas_are_its_transitioning_lines(spark):
+    """ReplicaManager.applyDelta's first lines ("Transitioning N partition(s) to local leaders|followers") mark when
+    the broker's metadata cache took a delta: one row each, at the broker's time in UTC; a cut one is quarantined,
+    other state-change messages unused."""
+    lines = log_frame(spark, DELTA_LINES, "state_change_log", broker_id=1)
+    classified = classify(lines, {"c1": "America/Sao_Paulo"})
+    statuses = [(r["line_number"], r["status"]) for r in classified.orderBy("line_number").collect()]
+    assert statuses == [(1, "parsed"), (2, "parsed"), (3, "quarantined"), (4, "unused")]
+    actual = build_metadata_deltas(classified).select("broker_id", "role", "partitions", "t_log", "line_number")
+    expected = spark.createDataFrame(
+        [(1, "leaders", 24, ts("2026-11-26 06:51:08.476369"), 1), (1, "followers", 29, ts("2026-11-26 06:51:08.575877"), 2)],
+        "broker_id int, role string, partitions int, t_log timestamp, line_number bigint",
+    )  # fmt: skip
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)

@@ -114,6 +114,12 @@ def test_a_restarted_follower_counts_for_the_hw_from_its_unfencing_not_from_a_wi
     # a caught-up FETCH counts at its broker's unfencing only within the lag of it (`lastCaughtUpTimeMs`)
     short = ReplayOptions(recorded_lag_us=10_000)
     assert replay_epoch(fenced, short)["acks=all"].t_ack.tolist()[7] == 1_023_325
+    # the leader knows of the unfencing when the record reaches its metadata cache: 30 ms later it still held 10840
+    # back; 200 ms later, neither batch (as if unfenced at the re-addition)
+    check(replay_epoch(replace(fenced, ineligible_delay_us=30_000)), "acks=all", acked, [*before, 1_102_275, 1_102_275])
+    check(
+        replay_epoch(replace(fenced, ineligible_delay_us=200_000)), "acks=all", acked, [*before, 1_023_325, 1_083_717]
+    )
 
 
 def test_the_isr_resimulation_re_adds_a_broker_the_controller_removed_once_it_is_unfenced():
@@ -122,19 +128,68 @@ def test_the_isr_resimulation_re_adds_a_broker_the_controller_removed_once_it_is
     3.2 s. The controller's records say it was ineligible from 0.99 s until its unfencing at 3.05 s: the re-simulation
     re-adds it at its first caught-up FETCH after that (3.101 s), whatever the window before the recorded
     re-addition."""
-    from ackreplay.replay.kernel import EpochInputs, ReplayOptions, simulate_isr
-    from tests.unit.test_replay_kernel import epoch
+    from ackreplay.replay.kernel import ReplayOptions, simulate_isr
+    from tests.unit.test_replay_kernel import controlled_shutdown_epoch
 
-    produces = [(10 * i, 100_000 * i) for i in range(1, 51)]
-    f2 = [(100_000 * i + 1000, 10 * (i + 1)) for i in range(1, 51)]
-    f3 = [e for e in f2 if not 1_500_000 < e[0] < 3_000_000]
-    recorded = dict(isr_times=[1_000_000, 3_200_000], isr_rows=[[True, True], [True, False], [True, True]])
-    inputs = epoch(produces, [f2, f3], timeout=30_000_000, lags=(30_000,), epoch_start=0, **recorded)
-    by_controller = EpochInputs(**{**inputs.__dict__, "isr_change_by_controller": np.array([True, False])})
+    _, by_controller = controlled_shutdown_epoch()
     known = replace(by_controller, follower_ineligible=(np.empty((0, 2)), np.array([[990_000, 3_050_000]])))
     for options in (ReplayOptions(), ReplayOptions(isr_expand_window_us=2_500_000)):
         isr = simulate_isr(known, 30_000, options)
         assert isr.change_times.tolist() == [1_000_000, 3_101_000]
         assert isr.membership.tolist() == [[True, True], [True, False], [True, True]]
+    # the leader learns of the unfencing 60 ms after the controller's line: the removal (its own line at 1.0 s, after
+    # the record of 0.99 s) still belongs to that span, and the broker is re-added at its first caught-up FETCH after
+    # 3.11 s
+    late = simulate_isr(replace(known, ineligible_delay_us=60_000), 30_000)
+    assert late.change_times.tolist() == [1_000_000, 3_201_000]
     # without the records: the window before the recorded re-addition (3.2 s - 200 ms), as before
     assert simulate_isr(by_controller, 30_000).change_times.tolist() == [1_000_000, 3_001_000]
+
+
+def test_the_leaders_learn_of_a_registration_record_after_the_clusters_metadata_delay(spark):
+    """The 4.0.2 corpus trace (ms after 06:47 UTC): broker 2's controlled shutdown (08.445403) and broker 3's crash
+    fencing (35.932672) each came with partition changes in their batch, which every running broker applied with its
+    first "Transitioning" line after it: 31.0, 42.6 and 41.3 ms, then 33.4 and 29.6 ms (broker 3 was down). The fence
+    that ends a controlled shutdown, registrations and unfencings change no partition; the shutdown of all three at
+    the end (records 8 ms apart) cannot be told apart. Median: 33.412 ms, which the kernel adds to the spans (they stay
+    on the controller's clock); broker 2's unfencing at 21.923867 reached the leaders after the three produces of
+    21.924-21.944 that they acked at once."""
+    from ackreplay.replay.stage import ineligible_spans, metadata_apply_delays
+    from ackreplay.schemas.broker_logs import METADATA_DELTAS
+
+    def at(ms: float) -> dt.datetime:
+        return dt.datetime(2026, 11, 26, 6, 47) + dt.timedelta(microseconds=round(ms * 1000))
+
+    c = "lab-4.0.2"
+    regs = [
+        (c, 1, 13, REGISTER, True, False, 38_520.743), (c, 1, 13, CHANGE, False, None, 38_886.623),
+        (c, 3, 17, REGISTER, True, False, 39_286.972), (c, 2, 18, REGISTER, True, False, 39_325.1),
+        (c, 3, 17, CHANGE, False, None, 39_552.519), (c, 2, 18, CHANGE, False, None, 39_571.512),
+        (c, 2, 18, CHANGE, None, True, 248_445.403), (c, 2, 18, CHANGE, True, None, 250_656.087),
+        (c, 2, 582, REGISTER, True, False, 261_190.475), (c, 2, 582, CHANGE, False, None, 261_923.867),
+        (c, 3, 17, CHANGE, True, None, 275_932.672), (c, 3, 735, REGISTER, True, False, 283_310.588),
+        (c, 3, 735, CHANGE, False, None, 284_357.658), (c, 1, 13, CHANGE, None, True, 320_544.406),
+        (c, 2, 582, CHANGE, None, True, 320_551.956), (c, 3, 735, CHANGE, None, True, 320_560.321),
+    ]  # fmt: skip
+    registrations = spark.createDataFrame(
+        [(c_, b, e, rec, f, cs, 100, at(ms), f"{c}/controller-100/controller.log", i, T0.date(), "run")
+         for i, (c_, b, e, rec, f, cs, ms) in enumerate(regs, start=1)],
+        BROKER_REGISTRATIONS,
+    )  # fmt: skip
+    delta_times = {
+        1: [248_476.369, 248_575.877, 262_028.356, 275_966.084, 276_024.262, 320_608.808],
+        2: [248_487.956, 261_501.448, 262_027.529, 275_962.281, 276_245.179, 320_575.643],
+        3: [248_486.731, 248_592.066, 262_021.644, 284_171.685, 320_594.289],
+    }
+    deltas = spark.createDataFrame(
+        [(c, b, "leaders", 1, at(ms), f"{c}/broker-{b}/state-change.log", i, T0.date(), "run")
+         for b, times in delta_times.items() for i, ms in enumerate(times, start=1)],
+        METADATA_DELTAS,
+    )  # fmt: skip
+    delays = metadata_apply_delays(registrations, deltas, [c])
+    assert delays == {c: (33.412, 5)}
+    spans = ineligible_spans(registrations, [c])  # on the controller's clock; the kernel adds the delay
+    unfenced = int((at(261_923.867) - dt.datetime(1970, 1, 1)) / dt.timedelta(microseconds=1))
+    assert spans[(c, 2)][1].tolist()[1] == unfenced
+    assert spans[(c, 2)][-1].tolist()[1] == NEVER  # the shutdown at the end stays open
+    assert metadata_apply_delays(registrations, deltas.limit(0), [c]) == {}

@@ -504,16 +504,21 @@ def test_a_shrink_proposed_in_the_run_that_logged_it_commits_when_the_log_says()
     ]
 
 
-def test_simulate_isr_applies_the_controllers_removals():
-    # Follower 3's broker starts a controlled shutdown: the controller takes it out of the ISR at 1.0 s
-    # (state-change.log only), it keeps fetching, caught up, until it stops at 1.5 s, restarts and fetches
-    # again from 3.0 s; the leader re-adds it at 3.2 s. Follower 2 is healthy throughout.
+def controlled_shutdown_epoch() -> tuple[EpochInputs, EpochInputs]:
+    """Follower 3's broker starts a controlled shutdown: the controller takes it out of the ISR at 1.0 s
+    (state-change.log only), it keeps fetching, caught up, until it stops at 1.5 s, restarts and fetches again from
+    3.0 s; the leader re-adds it at 3.2 s. Follower 2 is healthy throughout. The epoch without and with the flag
+    that the first change was the controller's."""
     produces = [(10 * i, 100_000 * i) for i in range(1, 51)]
     f2 = [(100_000 * i + 1000, 10 * (i + 1)) for i in range(1, 51)]
     f3 = [e for e in f2 if not 1_500_000 < e[0] < 3_000_000]
     recorded = dict(isr_times=[1_000_000, 3_200_000], isr_rows=[[True, True], [True, False], [True, True]])
     inputs = epoch(produces, [f2, f3], timeout=30_000_000, lags=(30_000,), epoch_start=0, **recorded)
-    by_controller = EpochInputs(**{**inputs.__dict__, "isr_change_by_controller": np.array([True, False])})
+    return inputs, EpochInputs(**{**inputs.__dict__, "isr_change_by_controller": np.array([True, False])})
+
+
+def test_simulate_isr_applies_the_controllers_removals():
+    inputs, by_controller = controlled_shutdown_epoch()
     lag_only = simulate_isr(inputs, 30_000)
     # the lag rule alone never shrinks (a 1.5 s silence against a 30 s lag)
     assert lag_only.change_times.size == 0

@@ -423,7 +423,7 @@ class Epoch:
         not in controlled shutdown; ``follower_ineligible``): a restarted broker fetches caught up before the
         controller unfences it, and counts from then."""
         times = self.inputs.leo_times[j]
-        ineligible = self.inputs.follower_ineligible[j] if self.inputs.follower_ineligible is not None else None
+        ineligible = self.inputs.ineligible_at_leader(j)
         # Where the broker's eligibility is not known, a FETCH counts at most the window before the commit (a
         # restarted broker fetches caught up while fenced); where it is, from when the follower left.
         since = commit - max(0, int(self.opt.isr_expand_window_us)) if ineligible is None else EARLIEST

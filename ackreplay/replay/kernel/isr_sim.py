@@ -157,10 +157,13 @@ def _controller_removals(inputs: EpochInputs, window_us: int) -> list[tuple[np.n
         eligible[found] = times[readded[after[found]]] - window_us
         spans = inputs.follower_ineligible[j] if inputs.follower_ineligible is not None else None
         if spans is not None:  # the controller's records say: the end of the span the removal fell in
-            at = times[removed]
+            # (matched on the controller's clock: the leader's removal line follows the record that caused it), as the
+            # leader knew it
+            at, known = times[removed], inputs.ineligible_at_leader(j)
+            assert known is not None
             k = np.minimum(np.searchsorted(spans[:, 1], at, side="right"), max(len(spans) - 1, 0))
             inside = (spans[k, 0] <= at) & (at < spans[k, 1]) if len(spans) else np.zeros(at.shape, bool)
-            eligible = np.where(inside, spans[k, 1] if len(spans) else at, at)
+            eligible = np.where(inside, known[k, 1] if len(spans) else at, at)
         out.append((times[removed], np.maximum(eligible, times[removed])))
     return out
 

@@ -118,9 +118,13 @@ class EpochInputs:
     follower_ineligible: tuple[np.ndarray | None, ...] | None = None
     """Per follower, int64 (S, 2), sorted: spans in which its broker could not join the ISR (fenced, in controlled
     shutdown, not registered: ``Partition.isReplicaIsrEligible``), from the controller's registration records
-    (`broker_registrations`; ``stage.ineligible_spans``). A follower outside the ISR holds the HW back only outside them
-    (``shouldWaitForReplicaToJoinIsr``), and within ``isr_expand_window_us`` of its re-addition as ever. None (for
-    all or for one follower): not known."""
+    (`broker_registrations`; ``stage.ineligible_spans``), on the controller's clock. A follower outside the ISR holds
+    the HW back only outside them as the leader knew them (``ineligible_delay_us`` later:
+    ``shouldWaitForReplicaToJoinIsr``). None (for all or for one follower): not known."""
+    ineligible_delay_us: int = 0
+    """How long after the controller's line the leader had a registration record in its metadata cache, which
+    ``isReplicaIsrEligible`` reads (``stage.metadata_apply_delays``): when an ineligible span ended for the leader
+    (:meth:`ineligible_at_leader`)."""
     leader_silences: np.ndarray | None = None
     """int64 (S, 2), sorted: spans in which the leader did not run (a stopped JVM, a long GC pause), from
     its last request line before to its first isr-expiration check after. Only :func:`simulate_isr`
@@ -190,6 +194,8 @@ class EpochInputs:
             if any(a is not None and (np.any(a[:, 1] <= a[:, 0]) or not is_sorted(a[:, 0])) for a in spans):
                 raise ValueError("follower_ineligible must be sorted (start, end) spans with end > start")
             object.__setattr__(self, "follower_ineligible", spans)
+        if self.ineligible_delay_us < 0:
+            raise ValueError("ineligible_delay_us must be >= 0")
         if self.elr_membership is not None:
             elr = np.ascontiguousarray(self.elr_membership, dtype=bool)
             if elr.shape != isr.membership.shape:
@@ -210,6 +216,18 @@ class EpochInputs:
         object.__setattr__(self, "replica_lag_time_max_ms", lags)
         if self.epoch_start is not None:
             object.__setattr__(self, "epoch_start", int(self.epoch_start))
+
+    def ineligible_at_leader(self, j: int) -> np.ndarray | None:
+        """Follower ``j``'s ineligible spans as its leader knew them, or None where not known: each ends
+        ``ineligible_delay_us`` after the controller's line of the unfencing (an open span stays open). A span starts at
+        the controller's line: the records that start one (a controlled shutdown, a fencing) come with the ISR
+        removals in the same batch, which the recorded ISR timeline has at the leader's own line; a follower the
+        record finds outside the ISR is out until the end either way."""
+        spans = self.follower_ineligible[j] if self.follower_ineligible is not None else None
+        if spans is None or not self.ineligible_delay_us:
+            return spans
+        d = self.ineligible_delay_us
+        return np.column_stack((spans[:, 0], np.where(spans[:, 1] == NEVER, NEVER, spans[:, 1] + d)))
 
     @property
     def n_produces(self) -> int:
