@@ -308,7 +308,7 @@ def test_the_job_reads_and_writes_the_object_store_and_says_where(cluster_run):
     printed, _, keys, workdir = cluster_run
     assert f"lakehouse: {LAKEHOUSE_URI}" in printed, printed
     # the console's first line of the ingest: every file of the layout listed from the bucket
-    assert "inputs: 15 files listed; 15 to ingest (15 new, 0 changed)" in printed, printed
+    assert "inputs: 16 files listed; 16 to ingest (16 new, 0 changed)" in printed, printed
     assert f"report: {LAKEHOUSE_URI}/report/report.html" in printed, printed
     assert "ackreplay/report/report.html" in keys
     # nothing was written to the working folder as a local path named like a URI
@@ -328,5 +328,5 @@ def test_a_users_run_on_a_local_spark_finds_nothing_new_in_the_bucket(cluster_ru
     local_conf = store.local_conf(cluster_conf, tmp_path / "s3.yaml")
     run = run_cli("run", "--input", INPUT_URI, "--lakehouse", LAKEHOUSE_URI, "--conf", str(local_conf), cwd=tmp_path)
     assert run.returncode == 0, f"{run.stdout[-4000:]}\n{run.stderr[-8000:]}"
-    assert "inputs: 15 files listed; 0 to ingest (0 new, 0 changed), 15 unchanged" in run.stdout, run.stdout
+    assert "inputs: 16 files listed; 0 to ingest (0 new, 0 changed), 16 unchanged" in run.stdout, run.stdout
     assert "report: unchanged (no gold table was rebuilt)" in run.stdout, run.stdout
