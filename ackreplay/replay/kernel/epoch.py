@@ -39,14 +39,20 @@ def kth_smallest(arrays: list[np.ndarray], k: int, out: np.ndarray) -> np.ndarra
     return out
 
 
-def span_ends(spans: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """For each time of ``q``: the end of the sorted, disjoint (start, end) span of ``spans`` it falls in (end
-    excluded), or ``q`` itself where it falls in none."""
+def containing_span(spans: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """For each time of ``q``: the index of the (start, end) span of ``spans`` (sorted by start) it falls in, end
+    excluded, the latest starting one where spans overlap; -1 where it falls in none."""
     if spans.size == 0:
-        return q.copy()
+        return np.full(np.shape(q), -1, dtype=np.int64)
     k = np.maximum(np.searchsorted(spans[:, 0], q, side="right") - 1, 0)
-    inside = (spans[k, 0] <= q) & (q < spans[k, 1])
-    return np.where(inside, spans[k, 1], q)
+    return np.where((spans[k, 0] <= q) & (q < spans[k, 1]), k, -1)
+
+
+def span_ends(spans: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """For each time of ``q``: the end of the span of ``spans`` it falls in (:func:`containing_span`), or ``q``
+    itself where it falls in none."""
+    k = containing_span(spans, q)
+    return np.where(k >= 0, spans[np.maximum(k, 0), 1] if spans.size else q, q)
 
 
 def value_at(times: np.ndarray, values: np.ndarray, q, before) -> np.ndarray:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ackreplay.replay.kernel.epoch import Epoch
+from ackreplay.replay.kernel.epoch import Epoch, containing_span
 from ackreplay.replay.kernel.model import (
     EARLIEST,
     NEVER,
@@ -161,9 +161,8 @@ def _controller_removals(inputs: EpochInputs, window_us: int) -> list[tuple[np.n
             # leader knew it
             at, known = times[removed], inputs.ineligible_at_leader(j)
             assert known is not None
-            k = np.minimum(np.searchsorted(spans[:, 1], at, side="right"), max(len(spans) - 1, 0))
-            inside = (spans[k, 0] <= at) & (at < spans[k, 1]) if len(spans) else np.zeros(at.shape, bool)
-            eligible = np.where(inside, known[k, 1] if len(spans) else at, at)
+            k = containing_span(spans, at)
+            eligible = np.where(k >= 0, known[np.maximum(k, 0), 1] if len(spans) else at, at)
         out.append((times[removed], np.maximum(eligible, times[removed])))
     return out
 
