@@ -118,7 +118,8 @@ AVAILABILITY = _schema(
     ("under_min_isr_ms", DoubleType(), True),  # null: not_stored, min ISR unknown or no ISR known in the window
     # KIP-637 (transforms/gold.py "Routing around partitions below min ISR"), of the produces rejected at append:
     # another partition of the topic was writable then; summed wait until their own partition was writable
-    # again; never writable again within the data. Null for not_stored.
+    # again; never writable again within the data. For acks=all@lag=<ms> writable as the replay found it at each
+    # append (transforms/routing.py `sampled_states`).
     ("reroutable_rejections", LongType(), True),
     ("rejected_wait_ms", DoubleType(), True),
     ("reroutable_wait_ms", DoubleType(), True),  # the wait of the reroutable ones: what routing saves
@@ -126,8 +127,8 @@ AVAILABILITY = _schema(
     ("gold_run_id", StringType(), False),
 )
 
-# KIP-637's producer against today's, per (cluster, topic, policy, window) for acks=all and min.insync (the
-# policies that reject below min ISR on the recorded ISR): transforms/routing.py has the model.
+# KIP-637's producer against today's, per (cluster, topic, policy, window) for acks=all, acks=all@lag=<ms> and
+# min.insync (the policies that reject below min ISR): transforms/routing.py has the model.
 ROUTING = _schema(
     ("cluster", StringType(), False),
     ("topic", StringType(), False),
@@ -223,7 +224,7 @@ POLICY_SUMMARY = _schema(
     ("never_full_replication_acks", LongType(), False),
     ("under_min_isr_ms", DoubleType(), True),  # summed over the topic's partitions (partition·ms)
     ("under_min_isr_source", StringType(), False),
-    # KIP-637, summed from `availability` (null for not_stored): rejections another partition could have taken,
+    # KIP-637, summed from `availability`: rejections another partition could have taken,
     # and the wait of the rejected batches until their own partition was writable again, of all and of the
     # reroutable ones (what routing saves a producer of keyless records); both 0 where the topic's records are keyed
     # (`partitioning`: they cannot move)

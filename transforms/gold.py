@@ -35,7 +35,8 @@ cluster's last recorded produce or ISR change; time before a partition's first s
 not counted (`isr_known_ms` is the time the ISR was known). The recorded ISR is the cluster's whatever
 the producers' acks, so every policy gets that figure (only acks=all and min.insync reject under it),
 except `acks=all@lag=<ms>`: its ISR is re-simulated inside the replay and not stored as a table, so
-its time is null with `under_min_isr_source` = 'not_stored' (its rejections are still counted).
+its time is null with `under_min_isr_source` = 'not_stored' (its rejections are still counted, and routed
+from the replay's verdict at each append: transforms/routing.py).
 
 Routing around partitions below min ISR (KIP-637)
 -------------------------------------------------
@@ -59,7 +60,7 @@ from ackreplay.schemas.vocabulary import (
     PolicyKind,
 )
 from ackreplay.transforms.common import PerCluster, per_cluster
-from ackreplay.transforms.routing import routing_by_partition
+from ackreplay.transforms.routing import routing_by_partition, routing_states
 from ackreplay.transforms.windows import split_by_window, with_window
 
 P999_MIN_N = 1000
@@ -431,10 +432,12 @@ def availability(
     partitions: DataFrame,
     window: str = "hour",
     segments: DataFrame | None = None,
+    states: DataFrame | None = None,
 ) -> DataFrame:
     """One row per (cluster, topic, partition, policy, window): produces and how many failed, by error,
     and the time the partition's ISR was below min.insync.replicas (see the module docstring).
-    `segments`: :func:`isr_segments` of `isr_changes` when the caller has them already.
+    `segments`: :func:`isr_segments` of `isr_changes` and `states`: `transforms.routing.routing_states` of them,
+    when the caller has them already.
 
     Windows without produces but with a known ISR are kept (0 produces), for every policy replayed on
     the topic; topics without replayed produces are not covered.
@@ -453,7 +456,9 @@ def availability(
     count_columns = ["produces", "acked", "not_enough_replicas", "timeouts", "not_leader", "unreplayable"]
     recorded_isr = _isr_source(F.col("policy")) == F.lit(ISR_FROM_CHANGES)
     known = F.coalesce(F.col("isr_known_ms"), F.lit(0.0))
-    routed = routing_by_partition(replay, segments, partitions, window)
+    if states is None:
+        states = routing_states(replay, segments, partitions)
+    routed = routing_by_partition(replay, states, window)
     return (
         counts.join(isr_rows, keys, how="full")
         .join(routed, keys, how="left")
@@ -465,12 +470,10 @@ def availability(
                 "isr_known_ms": F.when(recorded_isr, known),
                 # nothing known about the ISR in the window: no figure rather than a 0 that means nothing
                 "under_min_isr_ms": F.when(recorded_isr & (known > 0), F.col("under_min_isr_ms")),
-                "reroutable_rejections": F.when(recorded_isr, F.coalesce(F.col("reroutable_rejections"), F.lit(0))),
-                "rejected_wait_ms": F.when(recorded_isr, F.coalesce(F.col("rejected_wait_ms"), F.lit(0.0))),
-                "reroutable_wait_ms": F.when(recorded_isr, F.coalesce(F.col("reroutable_wait_ms"), F.lit(0.0))),
-                "never_writable_rejections": F.when(
-                    recorded_isr, F.coalesce(F.col("never_writable_rejections"), F.lit(0))
-                ),
+                "reroutable_rejections": F.coalesce(F.col("reroutable_rejections"), F.lit(0)),
+                "rejected_wait_ms": F.coalesce(F.col("rejected_wait_ms"), F.lit(0.0)),
+                "reroutable_wait_ms": F.coalesce(F.col("reroutable_wait_ms"), F.lit(0.0)),
+                "never_writable_rejections": F.coalesce(F.col("never_writable_rejections"), F.lit(0)),
             }
         )
     )

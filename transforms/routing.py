@@ -13,7 +13,12 @@ append, `..._after_append`, was sent while its partition was writable, so KIP-63
 
 * A partition is *writable* while its committed ISR (silver `isr_changes`, as :func:`transforms.gold.isr_segments`
   orders it) is at or above its min ISR (`partitions`). A partition with no ISR line in the logs, or no min
-  ISR, is not known to be writable.
+  ISR, is not known to be writable. Under `acks=all@lag=<ms>` the committed ISR is the one the replay
+  re-simulates for that lag, which it does not store; what it stores is its verdict at each append of the
+  partition (rejected or not: the same check, `Partition.appendRecordsToLeader`, on that ISR), so there a
+  partition is writable from an append the policy accepted until its next rejected one, and not writable from
+  a rejected append until its next accepted one (:func:`sampled_states`): the ISR changed somewhere between
+  the two appends, and the model takes the later one. Known from the partition's first append to its last.
 * *Reroutable*: another partition of the same topic was writable at the moment of the rejection
   (`t_local_done`). A KIP-637 producer of keyless records sends the batch there; one of keyed records cannot
   move it (the key picks the partition) and holds it until its partition is writable again. Request logs
@@ -30,11 +35,9 @@ The ground truth behind it: under the recorded policy, every real NOT_ENOUGH_REP
 request logs is a rejection the replay must give (`ackreplay.replay.self_check`, the rejection truth). Those
 produces have no offset and are not in `produce_replay`; the `routing` table counts them from
 `produce_requests` (`recorded_rejections`) next to the replayed ones, under acks=all and min.insync, which
-reject at append under the same rule. Each attempt counts as a rejection, but a producer's retries of one
-rejected batch (linked by `linked_retries`) wait once: the waits and buffer byte-seconds count a batch's
-first attempt only.
-
-The re-simulated ISR of `acks=all@lag=<ms>` is not stored, so those policies have no routing figures.
+reject at append under the same rule on the recorded ISR (not under acks=all@lag, whose ISR differs). Each
+attempt counts as a rejection, but a producer's retries of one rejected batch (linked by `linked_retries`) wait
+once: the waits and buffer byte-seconds count a batch's first attempt only.
 """
 
 from __future__ import annotations
@@ -50,8 +53,8 @@ from ackreplay.transforms.windows import split_by_window, with_window
 
 REJECTED_AT_APPEND = Outcome.NOT_ENOUGH_REPLICAS.label
 ACKED = Outcome.ACKED.label
-# the policies that reject below min ISR on the recorded ISR (acks=all@lag's ISR is re-simulated, not stored)
-ROUTED_POLICIES = (ACKS_ALL.id, MIN_INSYNC.id)
+# the policies that reject below min ISR on the recorded ISR; acks=all@lag=<ms> rejects on the ISR it re-simulates
+RECORDED_ISR_POLICIES = (ACKS_ALL.id, MIN_INSYNC.id)
 # how far from a rejection a produce on another partition may be to stand for what that partition gave then
 NEAREST_WITHIN_US = 1_000_000
 # one rejection under one policy: a produce-request line names each (topic, partition) once
@@ -60,30 +63,75 @@ KEYED, KEYLESS = "keyed", "keyless"
 AUTO = "auto"  # the conf's choice: from the records' keys where the send-time input shows them
 
 
-def writable_spans(segments: DataFrame, partitions: DataFrame) -> DataFrame:
-    """(cluster, topic, partition, from_us, to_us): the committed ISR states (`transforms.gold.isr_segments`)
-    at or above the partition's min.insync.replicas."""
+def rejects_below_min_isr(policy: Column) -> Column:
+    """Whether a policy rejects a produce at append when its partition's committed ISR is below min ISR."""
+    return policy.isin(*RECORDED_ISR_POLICIES) | policy.startswith(LAG_PREFIX)
+
+
+def sampled_states(replay: DataFrame) -> DataFrame:
+    """(cluster, topic, partition, policy, from_us, to_us, writable) for the acks=all@lag policies: the writability
+    the replay found at each append (`t_local_done`; rejected at append or not), as runs of equal verdicts, each from
+    its first append until the next run's first (the partition's last run until its last append). A partition the
+    policy never rejected on is one writable run: aggregated, not ordered."""
+    keys = ["cluster", "topic", "partition", "policy"]
+    appends = replay.filter(F.col("policy").startswith(LAG_PREFIX)).select(
+        *keys,
+        F.unix_micros("t_local_done").alias("t_us"),
+        (F.col("outcome") != F.lit(REJECTED_AT_APPEND)).alias("writable"),
+    )
+    per_partition = appends.groupBy(*keys).agg(
+        F.min("t_us").alias("from_us"), F.max("t_us").alias("to_us"), F.count_if(~F.col("writable")).alias("_rejected")
+    )
+    always = per_partition.filter(F.col("_rejected") == 0).select(
+        *keys, "from_us", "to_us", F.lit(True).alias("writable")
+    )
+    dipped = F.broadcast(per_partition.filter(F.col("_rejected") > 0).select(*keys, F.col("to_us").alias("_last_us")))
+    in_order = Window.partitionBy(*keys).orderBy("t_us", "writable")
+    runs = (
+        appends.join(dipped, keys)
+        .withColumn("_previous", F.lag("writable").over(in_order))
+        .filter(F.col("_previous").isNull() | (F.col("_previous") != F.col("writable")))
+        .withColumn("_next_us", F.lead("t_us").over(in_order))
+        .select(*keys, F.col("t_us").alias("from_us"), F.coalesce("_next_us", "_last_us").alias("to_us"), "writable")
+    )
+    return always.unionByName(runs)
+
+
+def routing_states(replay: DataFrame, segments: DataFrame, partitions: DataFrame) -> DataFrame:
+    """(cluster, topic, partition, policy, from_us, to_us, writable): what each policy that rejects below min ISR
+    knew of each partition's writability over time. acks=all and min.insync: the committed ISR states
+    (`transforms.gold.isr_segments`) against the partition's min.insync.replicas (not writable where it has none),
+    for the topics the policy replayed; acks=all@lag: :func:`sampled_states`. Small: a row per ISR state or run."""
     keys = ["cluster", "topic", "partition"]
     mins = partitions.select(*keys, "min_insync_replicas").dropDuplicates(keys)
-    return (
-        segments.join(mins, keys, "inner")
-        .filter(F.col("isr_size") >= F.col("min_insync_replicas"))
-        .select(*keys, "from_us", "to_us")
+    policies = replay.filter(F.col("policy").isin(*RECORDED_ISR_POLICIES)).select("cluster", "topic", "policy")
+    recorded = (
+        segments.join(mins, keys, "left")
+        .join(policies.distinct(), ["cluster", "topic"])
+        .select(
+            *keys,
+            "policy",
+            "from_us",
+            "to_us",
+            F.coalesce(F.col("isr_size") >= F.col("min_insync_replicas"), F.lit(False)).alias("writable"),
+        )
     )
+    return recorded.unionByName(sampled_states(replay))
 
 
-def rejection_targets(rejections: DataFrame, writable: DataFrame) -> DataFrame:
+def rejection_targets(rejections: DataFrame, states: DataFrame) -> DataFrame:
     """Per rejection (its `REJECTION_KEY` columns and any other columns of `rejections`, which must hold
-    `t_us`, the rejection's time in µs): `targets`, the other partitions of the topic writable at `t_us`
-    (sorted), and `writable_again_us`, when its own partition was next writable (null: not within the data).
-    Rejections are rare: a join of them with the topic's writable spans."""
+    `t_us`, the rejection's time in µs): `targets`, the other partitions of the topic writable at `t_us` under
+    the same policy (sorted; `states`: :func:`routing_states`), and `writable_again_us`, when its own partition
+    was next writable (null: not within the data). Rejections are rare: a join of them with the topic's writable
+    spans."""
+    writable = states.filter("writable")
     r, w = rejections.alias("r"), F.broadcast(writable).alias("w")  # a few rows per ISR change
     other = (F.col("w.partition") != F.col("r.partition")) & (F.col("w.from_us") <= F.col("r.t_us"))
     other = other & (F.col("r.t_us") < F.col("w.to_us"))
     own = (F.col("w.partition") == F.col("r.partition")) & (F.col("w.to_us") > F.col("r.t_us"))
-    matched = r.join(
-        w, (F.col("r.cluster") == F.col("w.cluster")) & (F.col("r.topic") == F.col("w.topic")) & (other | own), "left"
-    )
+    same_topic = (F.col("r.cluster") == F.col("w.cluster")) & (F.col("r.topic") == F.col("w.topic"))
+    matched = r.join(w, same_topic & (F.col("r.policy") == F.col("w.policy")) & (other | own), "left")
     return matched.groupBy(*[F.col(f"r.{c}") for c in rejections.columns]).agg(
         F.array_sort(F.collect_set(F.when(other, F.col("w.partition")))).alias("targets"),
         F.min(F.when(own, F.greatest(F.col("w.from_us"), F.col("r.t_us")))).alias("writable_again_us"),
@@ -95,19 +143,16 @@ def wait_ms() -> Column:
     return (F.col("writable_again_us") - F.col("t_us")) / F.lit(1000.0)
 
 
-def routing_by_partition(
-    replay: DataFrame, segments: DataFrame, partitions: DataFrame, window: str = "hour"
-) -> DataFrame:
+def routing_by_partition(replay: DataFrame, states: DataFrame, window: str = "hour") -> DataFrame:
     """`availability`'s routing columns per (cluster, topic, partition, policy, window_start), over the produces
-    a policy rejected at append (acks=all@lag excluded): how many had another partition writable then
-    (`reroutable_rejections`, whatever the topic's partitioning), their summed wait until their own partition
-    was writable again (`rejected_wait_ms`, and of the reroutable ones `reroutable_wait_ms`) and how many had
-    no such moment within the data (`never_writable_rejections`)."""
-    rejected = with_window(
-        replay.filter((F.col("outcome") == F.lit(REJECTED_AT_APPEND)) & ~F.col("policy").startswith(LAG_PREFIX)),
-        window,
-    ).select(*REJECTION_KEY, "window_start", F.unix_micros("t_local_done").alias("t_us"))
-    per = rejection_targets(rejected, writable_spans(segments, partitions))
+    a policy rejected at append: how many had another partition writable then (`reroutable_rejections`,
+    whatever the topic's partitioning), their summed wait until their own partition was writable again
+    (`rejected_wait_ms`, and of the reroutable ones `reroutable_wait_ms`) and how many had no such moment within
+    the data (`never_writable_rejections`). `states`: :func:`routing_states`."""
+    rejected = with_window(replay.filter(F.col("outcome") == F.lit(REJECTED_AT_APPEND)), window).select(
+        *REJECTION_KEY, "window_start", F.unix_micros("t_local_done").alias("t_us")
+    )
+    per = rejection_targets(rejected, states)
     reroutable = F.size("targets") > 0
     return per.groupBy("cluster", "topic", "partition", "policy", "window_start").agg(
         F.count_if(reroutable).cast("bigint").alias("reroutable_rejections"),
@@ -150,14 +195,15 @@ def target_latencies(per_rejection: DataFrame, replay: DataFrame) -> DataFrame:
     )
 
 
-def no_writable_time(segments: DataFrame, writable: DataFrame, window: str) -> DataFrame:
-    """(cluster, topic, window_start, isr_known_ms, no_writable_ms): per window, how long the topic's ISR was known
-    (from its first ISR state to the end of its data) and, of that, how long no partition of it was writable."""
-    topic = ["cluster", "topic"]
-    known = segments.groupBy(*topic).agg(F.min("from_us").alias("from_us"), F.max("to_us").alias("to_us"))
+def no_writable_time(states: DataFrame, window: str) -> DataFrame:
+    """(cluster, topic, policy, window_start, isr_known_ms, no_writable_ms): per window, how long the topic's ISR
+    was known under the policy (from its first ISR state to the end of its data; `states`: :func:`routing_states`)
+    and, of that, how long no partition of it was writable."""
+    topic = ["cluster", "topic", "policy"]
+    known = states.groupBy(*topic).agg(F.min("from_us").alias("from_us"), F.max("to_us").alias("to_us"))
     in_order = Window.partitionBy(*topic).orderBy("from_us", "to_us")
     covered_until = F.max("to_us").over(in_order.rowsBetween(Window.unboundedPreceding, -1))
-    spans = writable.select(*topic, "from_us", "to_us")
+    spans = states.filter("writable").select(*topic, "from_us", "to_us")
     # the gaps between writable spans (a span starting after every earlier one ended), and before the first
     # and after the last within the known time; a topic never writable is one gap
     inner = spans.withColumn("_covered_until", covered_until).filter(F.col("_covered_until") < F.col("from_us"))
@@ -185,22 +231,23 @@ def routing(
     keyless: Column,
     window: str = "hour",
     materialize: Callable[[DataFrame], DataFrame] = lambda df: df,
+    states: DataFrame | None = None,
 ) -> DataFrame:
-    """The gold `routing` rows: per (cluster, topic, policy of `ROUTED_POLICIES`, window) the rejections at
+    """The gold `routing` rows: per (cluster, topic, policy that rejects below min ISR, window) the rejections at
     append and what a KIP-637 producer would have done with them (module docstring). `keyless`: a boolean
     over `cluster` and `topic`, true where the topic's records have no key (conf `partitioning`).
 
     Rows cover every window the replay or the topic's ISR states reach, with zeros where nothing was rejected.
     `materialize`: applied to the per-rejection rows, which three aggregates read (the gold stage computes
-    them once: `DataFrame.localCheckpoint`)."""
+    them once: `DataFrame.localCheckpoint`). `states`: :func:`routing_states` of `segments`, when the caller
+    has them already."""
     topic = ["cluster", "topic"]
     keys = [*topic, "policy", "window_start"]
+    routed = rejects_below_min_isr(F.col("policy"))
     # the replay's (topic, policy, window)s, read once for the routed policies and the windows they cover
     replayed_windows = with_window(replay.select(*topic, "policy", "t_start"), window).groupBy(*keys).count()
-    policies = replayed_windows.filter(F.col("policy").isin(*ROUTED_POLICIES)).select(*topic, "policy").distinct()
-    replayed = replay.filter(
-        (F.col("outcome") == F.lit(REJECTED_AT_APPEND)) & F.col("policy").isin(*ROUTED_POLICIES)
-    ).select(
+    policies = replayed_windows.filter(routed).select(*topic, "policy").distinct()
+    replayed = replay.filter((F.col("outcome") == F.lit(REJECTED_AT_APPEND)) & routed).select(
         *REJECTION_KEY,
         "t_start",
         "t_local_done",
@@ -212,7 +259,7 @@ def routing(
     retry = ["cluster", "topic", "partition", "source_file", "line_number"]
     recorded = (
         produce_requests.filter(rejected_below_min_isr())
-        .join(policies, topic)
+        .join(policies.filter(F.col("policy").isin(*RECORDED_ISR_POLICIES)), topic)
         .join(linked_retries(produce_requests), retry, "left")
         .select(
             *REJECTION_KEY,
@@ -229,8 +276,9 @@ def routing(
         *REJECTION_KEY, "window_start", "bytes", "recorded", F.unix_micros("t_local_done").alias("t_us"),
         "retry_file", "retry_line", "retry_ack_us",
     )  # fmt: skip
-    writable = writable_spans(segments, partitions)
-    per = rejection_targets(rejections, writable).withColumn("_keyless", keyless)
+    if states is None:
+        states = routing_states(replay, segments, partitions)
+    per = rejection_targets(rejections, states).withColumn("_keyless", keyless)
     rerouted = F.col("_keyless") & (F.size("targets") > 0)
     per = materialize(per.join(target_latencies(per.filter(rerouted), replay), REJECTION_KEY, "left"))
     held = ~rerouted & F.col("writable_again_us").isNotNull()
@@ -280,7 +328,7 @@ def routing(
             F.sum(wait_ms()).alias("recorded_model_wait_ms"),
         )
     )
-    isr_time = no_writable_time(segments, writable, window)
+    isr_time = no_writable_time(states, window)
     windows = (
         replayed_windows.select(*topic, "window_start").unionByName(isr_time.select(*topic, "window_start")).distinct()
     )
@@ -292,7 +340,7 @@ def routing(
         windows.join(policies, topic)
         .join(counts, keys, "left")
         .join(batches, keys, "left")
-        .join(isr_time, [*topic, "window_start"], "left")
+        .join(isr_time, keys, "left")
         .fillna(0, subset=zero_counts)
         .fillna(0.0, subset=zero_sums)
         .withColumns(

@@ -236,7 +236,8 @@ def _routing_section(rows: list[dict]) -> str:
                 latency, _seconds(r["no_writable_ms"]),
             ])  # fmt: skip
         body = _html_table(header, table)
-        measured = rows[0]  # the real rejections are the same under every policy
+        # the real rejections, the same under each policy of the recorded ISR (acks=all@lag's ISR is another)
+        measured = max(rows, key=lambda r: r["recorded_rejections"])
         if measured["recorded_batches"] or measured["recorded_unlinked"]:
             body += (
                 f"\n<p>Today's cost as measured: the real rejections belonged to {measured['recorded_batches']:,} "

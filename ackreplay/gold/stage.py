@@ -37,7 +37,7 @@ from ackreplay.transforms.gold import (
     risk_exposure,
 )
 from ackreplay.transforms.keyless import PLACEMENT, keyless_placement, placement_input, read_gaps
-from ackreplay.transforms.routing import AUTO, KEYED, KEYLESS, routing
+from ackreplay.transforms.routing import AUTO, KEYED, KEYLESS, routing, routing_states
 
 log = logging.getLogger(__name__)
 
@@ -261,12 +261,14 @@ def build_gold(
     run = F.lit(run_id)
     # one row per committed ISR state, read by availability and routing several times: computed once
     segments = isr_segments(isr_changes, observed_until(replay, isr_changes)).localCheckpoint()
+    # the same for each rejecting policy's writable partitions (acks=all@lag's from the replay's own rows)
+    states = routing_states(replay, segments, partitions).localCheckpoint()
     if produce_requests is None:
         produce_requests = replay.sparkSession.createDataFrame([], PRODUCE_REQUESTS)
     frames = {
         "latency_percentiles": latency_percentiles(replay, window, record_sends, linger_ms),
         "risk_exposure": risk_exposure(replay, partitions, window),
-        "availability": availability(replay, isr_changes, partitions, window, segments),
+        "availability": availability(replay, isr_changes, partitions, window, segments, states),
         "routing": routing(
             replay,
             produce_requests,
@@ -275,6 +277,7 @@ def build_gold(
             F.lit(False) if keyless is None else keyless,
             window,
             materialize=lambda rejections: rejections.localCheckpoint(),
+            states=states,
         ),
     }
     return {name: conform(df.withColumn("gold_run_id", run), GOLD_CONTRACTS[name]) for name, df in frames.items()}

@@ -84,6 +84,13 @@ ROUTING_FIGURES = {
     "trace-3.9.1-utc": (0, 0, 0.0, 0, 0, 0.0, None, None),
     "trace-4.1.1-berlin": (15, 10, 16.0, 15, 132_975, 1247.2, 1587.6, 150.7),
 }
+# acks=all@lag=<ms>, keyed: (rejections, of them real, held, their wait s, no writable partition s) per policy; the
+# ISR is the replay's own, known at its appends (transforms/routing.py `sampled_states`); real rejections count
+# under the recorded ISR's policies only
+LAG_ROUTING_FIGURES = {
+    "trace-3.9.1-utc": {"acks=all@lag=3000": (0, 0, 0, 0.0, 0.0), "acks=all@lag=30000": (0, 0, 0, 0.0, 0.0)},
+    "trace-4.1.1-berlin": {"acks=all@lag=3000": (2, 0, 2, 0.37, 0.0), "acks=all@lag=30000": (0, 0, 0, 0.0, 0.0)},
+}
 # today's cost as measured: (batches of the real rejections linked to their retry, their wait to the retry's ack
 # ms, the model's wait of the same batches ms, real rejections without a retry)
 MEASURED_RETRIES = {"trace-3.9.1-utc": (0, 0.0, 0.0, 0), "trace-4.1.1-berlin": (10, 2046.2, 524.4, 0)}
@@ -119,8 +126,15 @@ def test_routing_around_partitions_below_min_isr_on_the_real_rejections(spark, s
     )  # fmt: skip
     held_ms = round(saved, 1)  # today's wait of every rejected batch, all of it saved when they can move
     rows = {r["policy"]: r for r in keyed.collect()}
-    assert sorted(rows) == ["acks=all", "min.insync"]  # the policies that reject below min ISR, not the @lag ones
-    for row in rows.values():
+    # the policies that reject below min ISR: on the recorded ISR, and on the ISR re-simulated at each lag
+    assert sorted(rows) == ["acks=all", "acks=all@lag=3000", "acks=all@lag=30000", "min.insync"]
+    at_lag = {
+        policy: (row["rejections"], row["recorded_rejections"], row["held"], round(row["wait_today_ms"] / 1000, 2),
+                 round(row["no_writable_ms"] / 1000, 2))
+        for policy, row in rows.items() if policy.startswith("acks=all@lag=")
+    }  # fmt: skip
+    assert at_lag == LAG_ROUTING_FIGURES[trace.name]
+    for row in (rows["acks=all"], rows["min.insync"]):
         assert (row["partitioning"], row["rejections"], row["recorded_rejections"], row["rerouted"], row["held"]) == (
             "keyed", rejections, real, 0, rejections
         )  # fmt: skip
@@ -167,6 +181,10 @@ def test_routing_around_partitions_below_min_isr_on_the_real_rejections(spark, s
         rerouted,
     )
     assert round(keyless["saved"], 1) == saved
+    # at the cluster's own lag the re-simulated ISR rejects what it held keyed above, each with another partition
+    # accepted around it
+    (lag_rerouted,) = frames["routing"].filter("policy = 'acks=all@lag=3000'").agg(F.sum("rerouted")).first()
+    assert lag_rerouted == LAG_ROUTING_FIGURES[trace.name]["acks=all@lag=3000"][0]
     assert (keyless["p99"] and round(keyless["p99"], 1), keyless["fastest"] and round(keyless["fastest"], 1)) == (
         p99,
         fastest,

@@ -444,8 +444,9 @@ def test_rejections_another_partition_could_have_taken_kip_637(spark):
     """KIP-637's producer sends nothing to a partition below min ISR. Orders p0 is below min ISR 2 from 10:10 to
     10:20, p1 never, p2 always; topic solo has one partition, below min ISR until 10:40. acks=all rejects a batch
     on p0 at 10:15 (p1 writable: reroutable; its own partition writable again after 5 min), one on p2 at 10:15
-    (reroutable; p2 never writable again), one on solo at 10:30 (nowhere to go; 10 min until writable). The
-    re-simulated ISR of acks=all@lag is not stored: no figure."""
+    (reroutable; p2 never writable again), one on solo at 10:30 (nowhere to go; 10 min until writable).
+    acks=all@lag, whose ISR is the replay's own, known at its appends: it accepted p1's at 10:14:59 and 10:16 and
+    rejected p0's at 10:15, so p1 was writable then (reroutable) and p0 never again within the data."""
     minutes = dt.timedelta(minutes=1)
     replay = replay_frame(
         spark,
@@ -454,6 +455,8 @@ def test_rejections_another_partition_could_have_taken_kip_637(spark):
             _row(outcome="not_enough_replicas", t=T10 + 15 * minutes, partition=2, offset=2),
             _row(outcome="not_enough_replicas", t=T10 + 30 * minutes, topic="solo", offset=3),
             _row(policy="acks=all@lag=3000", outcome="not_enough_replicas", t=T10 + 15 * minutes, offset=1),
+            _row(policy="acks=all@lag=3000", t=T10 + 15 * minutes - dt.timedelta(seconds=1), partition=1, offset=5),
+            _row(policy="acks=all@lag=3000", t=T10 + 16 * minutes, partition=1, offset=6),
             _row(t=T10 + 50 * minutes, partition=1, offset=4),
         ],
     )
@@ -475,8 +478,7 @@ def test_rejections_another_partition_could_have_taken_kip_637(spark):
         [
             ("orders", 0, "acks=all", 1, 300_000.0, 300_000.0, 0), ("orders", 1, "acks=all", 0, 0.0, 0.0, 0),
             ("orders", 2, "acks=all", 1, 0.0, 0.0, 1), ("solo", 0, "acks=all", 0, 600_000.0, 0.0, 0),
-            ("orders", 0, lag, None, None, None, None), ("orders", 1, lag, None, None, None, None),
-            ("orders", 2, lag, None, None, None, None),
+            ("orders", 0, lag, 1, 0.0, 0.0, 1), ("orders", 1, lag, 0, 0.0, 0.0, 0), ("orders", 2, lag, 0, 0.0, 0.0, 0),
         ],
         ddl,
     ).toDF(*columns)  # fmt: skip
@@ -485,7 +487,7 @@ def test_rejections_another_partition_could_have_taken_kip_637(spark):
         "topic", "policy", "reroutable_rejections", "rejected_wait_ms", "reroutable_wait_ms"
     )
     expected = spark.createDataFrame(
-        [("orders", "acks=all", 2, 300_000.0, 300_000.0), ("orders", lag, None, None, None),
+        [("orders", "acks=all", 2, 300_000.0, 300_000.0), ("orders", lag, 1, 0.0, 0.0),
          ("solo", "acks=all", 0, 600_000.0, 0.0)],
         "topic string, policy string, reroutable_rejections bigint, rejected_wait_ms double, reroutable_wait_ms double",
     )  # fmt: skip
@@ -497,7 +499,7 @@ def test_rejections_another_partition_could_have_taken_kip_637(spark):
         "topic", "policy", "partitioning", "reroutable_rejections", "rejected_wait_ms", "reroutable_wait_ms"
     )
     expected = spark.createDataFrame(
-        [("orders", "acks=all", "keyed", 0, 300_000.0, 0.0), ("orders", lag, "keyed", None, None, None),
+        [("orders", "acks=all", "keyed", 0, 300_000.0, 0.0), ("orders", lag, "keyed", 0, 0.0, 0.0),
          ("solo", "acks=all", "keyless", 0, 600_000.0, 0.0)],
         "topic string, policy string, partitioning string, reroutable_rejections bigint, rejected_wait_ms double,"
         " reroutable_wait_ms double",
@@ -506,7 +508,7 @@ def test_rejections_another_partition_could_have_taken_kip_637(spark):
     keyless = summary_frame(replay, parts, available, "run", keyless=F.lit(True)).where("topic = 'orders'")
     assert [(r["reroutable_rejections"], r["reroutable_wait_ms"]) for r in keyless.orderBy("policy").collect()] == [
         (2, 300_000.0),
-        (None, None),
+        (1, 0.0),
     ]
 
 

@@ -63,8 +63,9 @@ def test_keyless_batches_go_to_a_writable_partition_keyed_ones_wait_for_their_ow
     5; nothing on them near 10:12 (no latency). Today the p0 batches wait 5 and 8 minutes, the p2 one forever.
     Keyed (keyed records, min ISR 2): k0 below min ISR until 10:05, a batch rejected at 10:01 waits 4 minutes
     though k1 was writable. Solo (keyless, one partition, writable from 10:40): a batch rejected at 10:30 has
-    nowhere to go and waits 10 minutes; no partition was writable for 40 of the 50 minutes of data. acks=1 and
-    acks=all@lag (re-simulated ISR, not stored) get no rows."""
+    nowhere to go and waits 10 minutes; no partition was writable for 40 of the 50 minutes of data. acks=1 gets
+    no rows (it never rejects); acks=all@lag's one rejection is that policy's only append (its ISR is the replay's,
+    known only at its appends): no other partition known writable, never writable again, no time known."""
     replay_rows = [
         _rejected("orders", 0, T10 + 15 * MINUTE, 1, 100),
         _rejected("orders", 2, T10 + 15 * MINUTE, 2, 200),
@@ -104,6 +105,8 @@ def test_keyless_batches_go_to_a_writable_partition_keyed_ones_wait_for_their_ow
              0, None, None, None, None, None, None, None, known, 0.0),
             ("solo", "acks=all", "keyless", 1, 0, 0, 0, 1, 0, 600_000.0, 600_000.0, 0.0, 100 * 600.0, 100 * 600.0,
              0, None, None, None, None, None, None, None, known, 40 * 60_000.0),
+            ("orders", "acks=all@lag=3000", "keyless", 1, 0, 0, 0, 0, 1, 0.0, 0.0, 0.0, 0.0, 0.0,
+             0, None, None, None, None, None, None, None, None, None),
         ],
         ddl,
     )  # fmt: skip
@@ -111,6 +114,53 @@ def test_keyless_batches_go_to_a_writable_partition_keyed_ones_wait_for_their_ow
     assert_df_equality(actual.select(*columns), expected, ignore_nullable=True, ignore_row_order=True)
     assert actual.select("window", "window_start").distinct().collect() == [("hour", T10)]
     conform(actual.withColumn("gold_run_id", F.lit("g")), ROUTING).collect()  # the contract holds
+
+
+def test_acks_all_at_another_lag_routes_on_the_replays_own_verdicts_at_each_append(spark):
+    """acks=all@lag=30000 re-simulates the ISR and keeps only its verdict at each append. Orders (keyless, min ISR
+    2): p0 accepted at 10:00:00, rejected at :10 and :20, accepted again at :30, :40.4 and 10:01; p1 accepted
+    throughout (:05 to 10:01); p2 rejected at :12 and :40 and never accepted. So p0 is writable until :10 and from
+    :30 (the verdicts' changes, at the later append), p1 from :05 to 10:01, p2 never. The four rejections: p0's at
+    :10 and :20 go to p1 (produces there 0.5 s and 0.2 s later took 7 and 9 ms) and would have waited 20 s and 10 s
+    for p0; p2's at :12 goes to p1 (no produce there within 1 s: no latency), p2's at :40 to p0 or p1 (p0's
+    produce 0.4 s later took 3 ms; p1 none within 1 s); p2 is never writable again (no wait). The recorded ISR
+    (whole, acks=all) rejects nothing, and the broker's real rejection at :12 counts only under acks=all, whose ISR
+    it was: on that ISR every partition was writable then, its own included (no wait)."""
+    lag = "acks=all@lag=30000"
+    at = T10
+    ms = dt.timedelta(milliseconds=1)
+    replay_rows = [
+        _acked("orders", 0, at, 1, 1.0, lag),
+        _rejected("orders", 0, at + 10 * SECOND, 2, 100, lag),
+        _rejected("orders", 0, at + 20 * SECOND, 3, 100, lag),
+        _acked("orders", 0, at + 30 * SECOND, 4, 1.0, lag),
+        _acked("orders", 0, at + 40_400 * ms, 5, 3.0, lag),
+        _acked("orders", 0, at + MINUTE, 6, 1.0, lag),
+        _acked("orders", 1, at + 5 * SECOND, 7, 1.0, lag),
+        _acked("orders", 1, at + 10_500 * ms, 8, 7.0, lag),
+        _acked("orders", 1, at + 20_200 * ms, 9, 9.0, lag),
+        _acked("orders", 1, at + MINUTE, 10, 1.0, lag),
+        _rejected("orders", 2, at + 12 * SECOND, 11, 200, lag),
+        _rejected("orders", 2, at + 40 * SECOND, 12, 400, lag),
+        _acked("orders", 0, at + MINUTE, 13, 1.0),
+    ]
+    isr_rows = [("orders", p, 5, [1, 2, 3], T10) for p in range(3)]
+    recorded = [{"topic": "orders", "partition": 2, "t": at + 12 * SECOND, "line": 20, "nbytes": 200}]
+    actual = _routing(spark, replay_rows, isr_rows, [("c1", "orders", p, 2) for p in range(3)], recorded)
+    columns = ["policy", "rejections", "recorded_rejections", "rerouted", "rerouted_bytes", "held", "never_writable",
+               "wait_today_ms", "wait_kip637_ms", "rerouted_latency_known", "rerouted_max_ms",
+               "rerouted_fastest_p50_ms", "isr_known_ms", "no_writable_ms"]  # fmt: skip
+    expected = spark.createDataFrame(
+        [
+            (lag, 4, 0, 4, 800, 0, 0, 30_000.0, 0.0, 3, 9.0, 7.0, 60_000.0, 0.0),
+            ("acks=all", 1, 1, 1, 200, 0, 0, 0.0, 0.0, 0, None, None, 60_000.0, 0.0),
+        ],
+        "policy string, rejections bigint, recorded_rejections bigint, rerouted bigint, rerouted_bytes bigint, "
+        "held bigint, never_writable bigint, wait_today_ms double, wait_kip637_ms double, "
+        "rerouted_latency_known bigint, rerouted_max_ms double, rerouted_fastest_p50_ms double, "
+        "isr_known_ms double, no_writable_ms double",
+    )
+    assert_df_equality(actual.select(*columns), expected, ignore_nullable=True, ignore_row_order=True)
 
 
 def test_a_partition_writable_again_within_one_retry_and_a_topic_with_nowhere_to_go(spark):
