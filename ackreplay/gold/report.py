@@ -189,7 +189,7 @@ def routing_totals(spark: SparkSession, lakehouse: str, clusters: list[str]) -> 
             F.max("rerouted_p999_ms").alias("rerouted_p999_ms"),
             F.max("rerouted_fastest_p999_ms").alias("rerouted_fastest_p999_ms"),
         )
-        .orderBy("cluster", "topic", policy_rank(F.col("policy")))
+        .orderBy("cluster", "topic", policy_rank(F.col("policy")), "policy")
         .collect()
     )
     return [r.asDict() for r in rows]
@@ -257,11 +257,12 @@ def _routing_section(rows: list[dict]) -> str:
         + body
         + f'\n<p class="note">Records on this topic are taken as <b>{html.escape(partitioning)}</b> (conf '
         "<code>partitioning</code>): keyed records cannot move and are held until their partition is writable "
-        "again. Rejections: at append (NotEnoughReplicas), in parentheses the real ones in the request logs; "
-        "rerouted: keyless and another partition writable then; wait: until the batch's own partition was writable "
-        "again (today's retries wait that long at best); rerouted P99 / P999: the latency at the partitions it could "
-        "go to, averaged over them (the fastest in parentheses), the worst window's (README, \"Routing around "
-        'partitions below min ISR").</p></details>\n'
+        "again. Rejections: at append (NotEnoughReplicas), in parentheses the real ones in the request logs (given "
+        "on the recorded ISR: acks=all and min.insync); rerouted: keyless and another partition writable then "
+        "(acks=all@lag: as the replay found each partition at its appends, its ISR being the re-simulated one); "
+        "wait: until the batch's own partition was writable again (today's retries wait that long at best); "
+        "rerouted P99 / P999: the latency at the partitions it could go to, averaged over them (the fastest in "
+        'parentheses), the worst window\'s (README, "Routing around partitions below min ISR").</p></details>\n'
     )
 
 
