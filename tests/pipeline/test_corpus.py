@@ -1143,12 +1143,14 @@ def test_the_isr_resimulated_at_each_traces_own_lag_acks_as_its_recorded_isr(cor
 # re-simulated shrink proposed in the run that logged the partition's own proposal committed when the log says
 # (the broker's one AlterPartition request in flight: README "The replay checks itself"), a shrink queued behind
 # another partition's took that one's round trip: 98.35-99.96% within 2 ms, P999 up to 0.8% low (3.7.2 98.6%,
-# 12,865.8 ms), and the perf-fast acks=1 trace failed (96.26%).
+# 12,865.8 ms), and the perf-fast acks=1 trace failed (96.26%). Before the re-simulation counted an ISR-eligible,
+# caught-up follower in the HW on leaders that logged no "Shrinking ISR" (2026-12-07), 4.0.2 was at 99.88% (its
+# restarted brokers, re-added only at their FETCH that reached the HW), perf-acks-1 99.88%, perf-fast 99.66%.
 EXPECTED_ISR_FIGURES = {
     "lab-3.6.2": (3000.0, 13_461, 1.0, 241.5, 241.5, True),
     "lab-3.7.2": (10000.0, 21_619, 1.0, 12894.2, 12894.2, True),
     "lab-3.8.1": (5000.0, 29_818, 1.0, 5858.3, 5858.3, True),
-    "lab-4.0.2": (30000.0, 22_433, 0.9988, 3067.7, 3067.7, True),
+    "lab-4.0.2": (30000.0, 22_433, 1.0, 3067.7, 3067.7, True),
     "lab-4.2.2": (5000.0, 29_941, 0.9975, 4606.7, 4606.4, True),
     "lab-4.4.0": (5000.0, 30_029, 0.9974, 5093.9, 5093.9, True),
     "lab-4.4.0-crash": (5000.0, 34_667, 0.9932, 4359.9, 4359.9, True),
@@ -1156,9 +1158,9 @@ EXPECTED_ISR_FIGURES = {
     "minisr3-4.4.0": (5000.0, 12_932, 0.9842, 7840.9, 7822.1, True),
     "pair-acks-1": (3000.0, 22_927, 0.9984, 4208.0, 4208.0, True),
     "pair-acks-all": (3000.0, 21_670, 0.9993, 78.4, 78.4, True),
-    "perf-acks-1": (3000.0, 10_717, 0.9988, 3889.0, 3889.0, True),
+    "perf-acks-1": (3000.0, 10_717, 0.999, 3889.0, 3889.0, True),
     "perf-acks-all": (3000.0, 10_251, 0.9992, 50.9, 50.9, True),
-    "perf-fast-4.4.0": (6000.0, 25_873, 0.9966, 43.6, 43.6, True),
+    "perf-fast-4.4.0": (6000.0, 25_873, 0.9967, 43.6, 43.6, True),
     "perf-fast-4.4.0-acks-1": (6000.0, 28_253, 0.9972, 6718.0, 6717.8, True),
 }
 

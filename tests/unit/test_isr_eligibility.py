@@ -122,6 +122,35 @@ def test_a_restarted_follower_counts_for_the_hw_from_its_unfencing_not_from_a_wi
     )
 
 
+def test_the_resimulated_isr_counts_a_caught_up_eligible_follower_in_the_hw_before_re_adding_it():
+    """The first test's partition, broker 2 taken out of the ISR by the controller at 0.6 s (its controlled shutdown)
+    and ineligible until its unfencing at 915,000. Re-simulated at the cluster's own lag on a leader that logged no
+    "Shrinking ISR" (no proposal, so no commit delay to take from its logs: the 4.0.2 trace, lag 30 s), the ISR
+    re-adds broker 2 at its FETCH that reached the HW (1,102,275); before that, from its unfencing, it is caught up
+    by the Replica rule and holds the HW back all the same (`shouldWaitForReplicaToJoinIsr`), as under the recorded
+    ISR: batch 10840 acked at 1,102,275 under both, not at broker 1's FETCH (1,023,325)."""
+    from ackreplay.replay.kernel import EpochInputs, replay_epoch, simulate_isr
+    from tests.unit.test_replay_kernel import epoch
+
+    produces = [(10833, 695_240), (10834, 783_606), (10835, 806_690), (10836, 809_935), (10837, 829_809),
+                (10838, 862_636), (10839, 885_888), (10840, 952_049), (10841, 1_079_642)]  # fmt: skip
+    broker_1 = [(696_880, 10834), (784_277, 10835), (807_954, 10836), (829_306, 10837), (831_672, 10838),
+                (863_536, 10839), (886_377, 10840), (1_023_325, 10841), (1_083_717, 10842), (1_190_320, 10843)]  # fmt: skip
+    broker_2 = [(700_602, 10816), (710_668, 10834), (850_602, 10835), (895_653, 10838), (1_078_507, 10840),
+                (1_102_275, 10842), (1_203_695, 10843)]  # fmt: skip
+    inputs = epoch(
+        produces, [broker_1, broker_2], follower_ids=[1, 2], isr_times=[600_000, 1_186_000],
+        isr_rows=[[1, 1], [1, 0], [1, 1]], epoch_start=0, lags=(30_000,),
+    )  # fmt: skip
+    by_controller = EpochInputs(**{**inputs.__dict__, "isr_change_by_controller": np.array([True, False])})
+    fenced = replace(by_controller, follower_ineligible=(None, np.array([[590_000, 915_000]])))
+    isr = simulate_isr(fenced, 30_000)
+    assert isr.change_times.tolist() == [600_000, 1_102_275]
+    out = replay_epoch(fenced)
+    acked_at = [696_880, 784_277, 807_954, 829_306, 831_672, 863_536, 886_377, 1_102_275, 1_102_275]
+    assert out["acks=all"].t_ack.tolist() == out["acks=all@lag=30000"].t_ack.tolist() == acked_at
+
+
 def test_the_isr_resimulation_re_adds_a_broker_the_controller_removed_once_it_is_unfenced():
     """As `test_simulate_isr_applies_the_controllers_removals`: follower 3's broker starts a controlled shutdown (the
     controller removes it at 1.0 s), stops at 1.5 s and fetches again from 3.0 s; its recorded re-addition commits at

@@ -382,9 +382,6 @@ def replay_epoch(inputs: EpochInputs, options: ReplayOptions | None = None) -> d
             isr = simulate_epoch_isr(ep, policy.resimulated_lag_ms)
             if elr is not None:
                 elr = derived_elr(isr, elr[0], inputs.min_insync_replicas)
-            # Without a commit delay a simulated expansion commits at its qualifying fetch already.
-            logged = options.isr_commit_delays is not None and np.size(options.isr_commit_delays[0]) > 0
-            maximal = options.maximal_isr and (options.isr_commit_delay_us > 0 or logged)
-            _isr_policy(ep, row, isr, elr, need_all=True, maximal=maximal)
+            _isr_policy(ep, row, isr, elr, need_all=True, maximal=options.maximal_isr)
         used[policy.id] = isr
     return {p.id: PolicyOutcome(policy=p.id, isr=used[p.id], **out.row(p.id)) for p in policies}
