@@ -81,6 +81,17 @@ def test_a_broker_is_ineligible_from_its_controlled_shutdown_or_fencing_until_it
     assert all(v.dtype == np.int64 for v in spans.values())
 
 
+# The 4.1.1 sample, partition 0 led by broker 3 around broker 2's restart (µs after 20:14:09 UTC): its produces
+# (offset, appended) and each follower's FETCHes (dequeued, fetchOffset).
+RESTART_PRODUCES = [(10833, 695_240), (10834, 783_606), (10835, 806_690), (10836, 809_935), (10837, 829_809),
+                    (10838, 862_636), (10839, 885_888), (10840, 952_049), (10841, 1_079_642)]  # fmt: skip
+RESTART_BROKER_1 = [(696_880, 10834), (784_277, 10835), (807_954, 10836), (829_306, 10837), (831_672, 10838),
+                    (863_536, 10839), (886_377, 10840), (1_023_325, 10841), (1_083_717, 10842),
+                    (1_190_320, 10843)]  # fmt: skip
+RESTART_BROKER_2 = [(700_602, 10816), (710_668, 10834), (850_602, 10835), (895_653, 10838), (1_078_507, 10840),
+                    (1_102_275, 10842), (1_203_695, 10843)]  # fmt: skip
+
+
 def test_a_restarted_follower_counts_for_the_hw_from_its_unfencing_not_from_a_window_before_its_re_addition():
     """The 4.1.1 sample, partition 0 led by broker 3 (µs after 20:14:09 UTC; FETCHes at their dequeue): broker 2,
     back from its controlled shutdown, fetched caught up (its FETCH of 895,653 reached the leader's end at its
@@ -92,12 +103,7 @@ def test_a_restarted_follower_counts_for_the_hw_from_its_unfencing_not_from_a_wi
     from ackreplay.schemas.vocabulary import Outcome
     from tests.unit.test_replay_kernel import check, epoch
 
-    produces = [(10833, 695_240), (10834, 783_606), (10835, 806_690), (10836, 809_935), (10837, 829_809),
-                (10838, 862_636), (10839, 885_888), (10840, 952_049), (10841, 1_079_642)]  # fmt: skip
-    broker_1 = [(696_880, 10834), (784_277, 10835), (807_954, 10836), (829_306, 10837), (831_672, 10838),
-                (863_536, 10839), (886_377, 10840), (1_023_325, 10841), (1_083_717, 10842), (1_190_320, 10843)]  # fmt: skip
-    broker_2 = [(700_602, 10816), (710_668, 10834), (850_602, 10835), (895_653, 10838), (1_078_507, 10840),
-                (1_102_275, 10842), (1_203_695, 10843)]  # fmt: skip
+    produces, broker_1, broker_2 = RESTART_PRODUCES, RESTART_BROKER_1, RESTART_BROKER_2
     inputs = epoch(
         produces, [broker_1, broker_2], follower_ids=[1, 2], isr_times=[1_186_000], isr_rows=[[1, 0], [1, 1]],
         epoch_start=0,
@@ -132,12 +138,7 @@ def test_the_resimulated_isr_counts_a_caught_up_eligible_follower_in_the_hw_befo
     from ackreplay.replay.kernel import EpochInputs, replay_epoch, simulate_isr
     from tests.unit.test_replay_kernel import epoch
 
-    produces = [(10833, 695_240), (10834, 783_606), (10835, 806_690), (10836, 809_935), (10837, 829_809),
-                (10838, 862_636), (10839, 885_888), (10840, 952_049), (10841, 1_079_642)]  # fmt: skip
-    broker_1 = [(696_880, 10834), (784_277, 10835), (807_954, 10836), (829_306, 10837), (831_672, 10838),
-                (863_536, 10839), (886_377, 10840), (1_023_325, 10841), (1_083_717, 10842), (1_190_320, 10843)]  # fmt: skip
-    broker_2 = [(700_602, 10816), (710_668, 10834), (850_602, 10835), (895_653, 10838), (1_078_507, 10840),
-                (1_102_275, 10842), (1_203_695, 10843)]  # fmt: skip
+    produces, broker_1, broker_2 = RESTART_PRODUCES, RESTART_BROKER_1, RESTART_BROKER_2
     inputs = epoch(
         produces, [broker_1, broker_2], follower_ids=[1, 2], isr_times=[600_000, 1_186_000],
         isr_rows=[[1, 1], [1, 0], [1, 1]], epoch_start=0, lags=(30_000,),
