@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from chispa import assert_df_equality
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, MapType
 
 from ackreplay.storage.lakehouse import read_table, table_exists
+from tests.helpers import assert_df_equality
 
 RUN_COLUMNS = ("ingest_run_id", "replay_run_id", "gold_run_id", "run_id")
 # Tables whose rows name the run (ids, the files' full paths and times, the checks that ran).

@@ -1,8 +1,10 @@
-"""Building input frames for transform tests, and the parsers as DataFrame transforms (the ingest runs them
-inside its file reader's tasks, `ackreplay.storage.line_reader`; tests apply them to frames of lines)."""
+"""Building input frames for transform tests, comparing frames, and the parsers as DataFrame transforms (the
+ingest runs them inside its file reader's tasks, `ackreplay.storage.line_reader`; tests apply them to frames of
+lines)."""
 
 from __future__ import annotations
 
+import chispa
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -11,6 +13,23 @@ from pyspark.sql.types import StructType
 from ackreplay.schemas.request_log import PARSED_ROW_SPARK_SCHEMA
 from ackreplay.storage.line_reader import LINES_SCHEMA
 from ackreplay.transforms.send_times import dump_lines_classified
+
+
+def _without_metadata(df: DataFrame) -> DataFrame:
+    return df.select(*[df[c].alias(c, metadata={}) for c in df.columns])
+
+
+def assert_df_equality(df1: DataFrame, df2: DataFrame, **options) -> None:
+    """chispa's comparison of two frames, column descriptions aside: the contracts' columns carry their
+    description as metadata (Delta's column comments, `schemas/`), which a computed column does not keep and
+    a test's expected frame does not have. The tests compare data; the descriptions have a test of their own."""
+    chispa.assert_df_equality(_without_metadata(df1), _without_metadata(df2), **options)
+
+
+def assert_approx_df_equality(df1: DataFrame, df2: DataFrame, precision: float, **options) -> None:
+    """chispa's approximate comparison, column descriptions aside (`assert_df_equality`)."""
+    chispa.assert_approx_df_equality(_without_metadata(df1), _without_metadata(df2), precision, **options)
+
 
 TOPIC_ID = "9X2k7vQJTiGq5lq6w3xZ1A"
 TOPIC_IDS = {f"c1/{TOPIC_ID}": "orders"}

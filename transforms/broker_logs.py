@@ -315,14 +315,25 @@ def with_broker_line_status(df: DataFrame) -> DataFrame:
     """Classify each line: `line_kind`, `status` parsed | quarantined | unused, `detail`.
 
     Expects `stage` (server_log | state_change_log | controller_log), `with_log_fields` and `with_broker_message`.
+
+    The kind and whether the line parses are columns of their own, read by name below: as one expression
+    tree, the kind's thirteen tests were copied into every rule that reads it (some forty copies), which
+    made the generated code too large to compile (Janino: "Code grows beyond 64 KB") and evaluated every
+    regular expression once per copy. Spark keeps a projection of its own when the next one reads its
+    costly columns more than once (`CollapseProject`), so each is evaluated once a line.
     """
     stage, line, message = F.col("stage"), F.col("line"), F.col("message")
-    kind = _line_kind(stage, line)
-    parses = F.coalesce(
-        *[F.when(kind == k, message.rlike(pattern)) for k, pattern in _PATTERNS.items()],
-        *[F.when(kind == k, line.rlike(pattern)) for k, pattern in _LINE_PATTERNS.items()],
-        F.lit(False),
+    df = df.withColumn("line_kind", _line_kind(stage, line))
+    kind = F.col("line_kind")
+    df = df.withColumn(
+        "_parses",
+        F.coalesce(
+            *[F.when(kind == k, message.rlike(pattern)) for k, pattern in _PATTERNS.items()],
+            *[F.when(kind == k, line.rlike(pattern)) for k, pattern in _LINE_PATTERNS.items()],
+            F.lit(False),
+        ),
     )
+    parses = F.col("_parses")
     label = F.coalesce(*[F.when(kind == k, F.lit(v)) for k, v in _LABELS.items()])
     quarantined, parsed, unused = F.lit("quarantined"), F.lit("parsed"), F.lit("unused")
     used = kind.isNotNull()
@@ -346,7 +357,7 @@ def with_broker_line_status(df: DataFrame) -> DataFrame:
     for condition, rule_status, rule_detail in reversed(rules):
         status = F.when(condition, rule_status).otherwise(status)
         detail = F.when(condition, rule_detail).otherwise(detail)
-    return df.withColumns({"line_kind": kind, "status": status, "detail": detail})
+    return df.withColumns({"status": status, "detail": detail}).drop("_parses")
 
 
 def _groups(text: Column, pattern: str, names: tuple[str, ...]) -> dict[str, Column]:

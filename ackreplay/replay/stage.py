@@ -66,9 +66,26 @@ from ackreplay.schemas.replay import PRODUCE_REPLAY, REPLAY_CHECKS, WRITTEN_FILE
 from ackreplay.schemas.tables import BATCH_SEND_TIMES, REQUEST_LOG_LINES
 from ackreplay.schemas.vocabulary import ACKS_1, ACKS_ALL, NEVER, Outcome
 from ackreplay.session import is_connect
-from ackreplay.storage.arrow_delta import ArrowFileWriter, arrow_writable, commit_files, local_path
+from ackreplay.storage.arrow_delta import (
+    ArrowFileWriter,
+    Conjunction,
+    arrow_writable,
+    commit_files,
+    in_conjunction,
+    local_path,
+    on_fuse_mount,
+    unwritable_features,
+)
 from ackreplay.storage.inputs import InputError
-from ackreplay.storage.lakehouse import read_table, replace_rows, sql_string, table_exists, table_path, table_spec
+from ackreplay.storage.lakehouse import (
+    column_comments,
+    read_table,
+    replace_rows,
+    sql_string,
+    table_exists,
+    table_path,
+    table_spec,
+)
 from ackreplay.transforms.common import PerCluster, conform
 from ackreplay.transforms.failovers import failover_truncations, leader_changes
 from ackreplay.transforms.replay_inputs import (
@@ -344,30 +361,41 @@ class DateScope:
     def column(self) -> F.Column:
         return F.expr(self.sql())
 
+    def partition_filters(self) -> list[Conjunction]:
+        """The scope as partition filters on (`cluster`, `event_date` as text), one conjunction per cluster."""
+        filters: list[Conjunction] = []
+        for cluster in self.clusters:
+            first, last = self.dates.get(cluster, (None, None))
+            terms = [("cluster", "=", cluster)]
+            terms += [("event_date", ">=", first.isoformat())] if first is not None else []
+            terms += [("event_date", "<=", last.isoformat())] if last is not None else []
+            filters.append(terms)
+        return filters
+
     def matches(self, values: Mapping[str, str | None]) -> bool:
         """Whether a data file with these partition values (`cluster`, `event_date` as text) is in scope."""
-        cluster = values.get("cluster")
-        if cluster is None or cluster not in self.clusters:
-            return False
-        first, last = self.dates.get(cluster, (None, None))
-        if first is None and last is None:
-            return True
-        day_text = values.get("event_date")
-        if day_text is None:
-            return False
-        day = date.fromisoformat(day_text)
-        return (first is None or day >= first) and (last is None or day <= last)
+        return any(in_conjunction(values, conjunction) for conjunction in self.partition_filters())
 
 
 def choose_writer(setting: str, lakehouse: str, connect: bool = False) -> str:
-    """`replay.writer` resolved: arrow or spark (auto: arrow on a local filesystem of a classic session; on Spark
-    Connect the workers and this process, which commits their files, need not share a filesystem)."""
+    """`replay.writer` resolved: arrow or spark. `auto` is arrow on a local filesystem of a classic session (on
+    Spark Connect the workers and this process, which commits their files, need not share a filesystem), not on a
+    Databricks FUSE mount, and not for an existing `produce_replay` with writer features that committing files
+    would not keep (Databricks enables row tracking, in-commit timestamps and others by default)."""
     if setting == "auto":
-        return "arrow" if arrow_writable(lakehouse) and not connect else "spark"
+        if not arrow_writable(lakehouse) or connect or on_fuse_mount(lakehouse):
+            return "spark"
+        return "spark" if unwritable_features(local_path(table_path(lakehouse, "produce_replay"))) else "arrow"
     if setting == "arrow" and not arrow_writable(lakehouse):
         raise ValueError(
             f"replay.writer is arrow, but the lakehouse {lakehouse} is not a local path: the Python workers "
             "cannot write there. Set replay.writer to spark (or auto)."
+        )
+    features = unwritable_features(local_path(table_path(lakehouse, "produce_replay"))) if setting == "arrow" else []
+    if features:
+        raise ValueError(
+            f"replay.writer is arrow, but produce_replay in {lakehouse} has writer features a commit of the replay's "
+            f"own files would not keep ({', '.join(features)}). Set replay.writer to spark (or auto)."
         )
     if setting == "arrow" and connect:
         raise ValueError(
@@ -864,8 +892,9 @@ def run_replay(
             phases["groups and data files"], mark = time.monotonic() - mark, time.monotonic()
             data_files = [f for f in files if f["path"]]
             commit_files(
-                local_path(target), PRODUCE_REPLAY_ARROW, spec.partition_by, data_files, scope.matches, run_id,
-                configuration={"delta.dataSkippingStatsColumns": ",".join(spec.stats_columns)},
+                local_path(target), PRODUCE_REPLAY_ARROW, spec.partition_by, data_files, scope.partition_filters(),
+                run_id, configuration={"delta.dataSkippingStatsColumns": ",".join(spec.stats_columns)},
+                description=spec.description, comments=column_comments("produce_replay"),
             )  # fmt: skip
             outcomes: dict[tuple[str, str], int] = defaultdict(int)
             truth_counts: dict[str, int] = defaultdict(int)

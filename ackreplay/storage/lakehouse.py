@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from ackreplay.session import is_connect, session_jvm
 from ackreplay.storage.filesystems import scheme_of
@@ -23,7 +25,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TableSpec:
-    """A table of the lakehouse: its medallion layer and partition columns."""
+    """A table of the lakehouse: its medallion layer, partition columns and what a row of it is (the table's
+    Delta description; its columns' descriptions are the contract's, `schemas/`)."""
 
     name: str
     layer: str
@@ -31,8 +34,14 @@ class TableSpec:
     # Columns Delta keeps min/max statistics of (default: the first 32). Stats are computed per row on
     # every write, so a wide table names only the columns its readers filter on.
     stats_columns: tuple[str, ...] = ()
+    description: str = ""
 
 
+# Tables that grow with the logs are partitioned by cluster and event day, so a run replaces whole folders.
+# Tables of a few rows per cluster (gold, the ledgers, the configuration seen) are not partitioned: a
+# partition per cluster would hold one small file each, and replacing a cluster's rows costs the same
+# (0.55-0.9 s warm either way, measured 2026-12-08). Tables first written partitioned by an older version keep
+# their partitioning: Delta applies a table's own partition columns to a write that names none.
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
@@ -41,40 +50,179 @@ TABLES: dict[str, TableSpec] = {
             "bronze",
             ("cluster", "event_date"),
             ("broker_id", "source_file", "line_number", "status"),
+            "One row per line of a broker request log: its text, parsed, quarantined or unused, and its log time.",
         ),
-        TableSpec("quarantine", "bronze", ("cluster",)),
+        TableSpec(
+            "quarantine",
+            "bronze",
+            ("cluster",),
+            description="One row per input line that could not be used: source file, line number and reason.",
+        ),
         TableSpec(
             "produce_requests",
             "silver",
             ("cluster", "event_date"),
             ("source_file", "topic", "partition", "t_local_done"),
+            "One row per (PRODUCE request, partition) from the request logs: acks, bytes, offsets, error, the "
+            "broker's timing fields and derived times, and the connection it came on.",
         ),
         TableSpec(
-            "follower_fetches", "silver", ("cluster", "event_date"), ("source_file", "topic", "partition", "t_dequeue")
+            "follower_fetches",
+            "silver",
+            ("cluster", "event_date"),
+            ("source_file", "topic", "partition", "t_dequeue"),
+            "One row per (follower FETCH, partition it lists) on the leader: the follower's fetch offset (its LEO "
+            "as the leader learns it), leader epoch and fetch session.",
         ),
-        TableSpec("isr_changes", "silver", ("cluster", "event_date")),
-        TableSpec("leader_epochs", "silver", ("cluster", "event_date")),
-        TableSpec("follower_starts", "silver", ("cluster", "event_date")),
-        TableSpec("follower_leo_records", "silver", ("cluster", "event_date")),
-        TableSpec("broker_registrations", "silver", ("cluster",)),
-        TableSpec("metadata_deltas", "silver", ("cluster",)),
-        TableSpec("broker_configs", "silver", ("cluster",)),
-        TableSpec("follower_leo_samples", "silver", ("cluster", "event_date")),
-        TableSpec("produce_replay", "silver", ("cluster", "event_date"), ("topic", "partition", "policy", "outcome")),
-        TableSpec("partitions", "silver", ("cluster",)),
-        TableSpec("batch_send_times", "silver", ("cluster",)),
-        TableSpec("latency_percentiles", "gold", ("cluster",)),
-        TableSpec("risk_exposure", "gold", ("cluster",)),
-        TableSpec("availability", "gold", ("cluster",)),
-        TableSpec("routing", "gold", ("cluster",)),
-        TableSpec("policy_summary", "gold", ("cluster",)),
-        # The scheduler's ledger of input files (ackreplay/ledger.py, schemas/ledger.py).
-        TableSpec("ingested_files", "meta", ("cluster",)),
-        # The latest replay's self-check per cluster (schemas/replay.py REPLAY_CHECKS).
-        TableSpec("replay_checks", "meta", ("cluster",)),
-        TableSpec("dq_results", "quality", ("stage",)),
+        TableSpec(
+            "isr_changes",
+            "silver",
+            ("cluster", "event_date"),
+            description="One row per committed ISR state on a partition's leader (server.log or state-change.log), "
+            "with the change kind and the preceding shrink proposal.",
+        ),
+        TableSpec(
+            "leader_epochs",
+            "silver",
+            ("cluster", "event_date"),
+            description="One row per leadership start (state-change.log): leader, epoch, epoch start offset, ISR.",
+        ),
+        TableSpec(
+            "follower_starts",
+            "silver",
+            ("cluster", "event_date"),
+            description="One row per broker becoming a partition's follower (state-change.log): epoch, its own log "
+            "end then, the new leader.",
+        ),
+        TableSpec(
+            "follower_leo_records",
+            "silver",
+            ("cluster", "event_date"),
+            description="One row per follower LEO a leader recorded (server.log at DEBUG, 'Recorded replica ... "
+            "log end offset'): when, which follower, which offset.",
+        ),
+        TableSpec(
+            "broker_registrations",
+            "silver",
+            description="One row per broker registration record a KRaft controller replayed (controller.log): "
+            "broker, epoch, fenced, in controlled shutdown.",
+        ),
+        TableSpec(
+            "metadata_deltas",
+            "silver",
+            description="One row per metadata delta a broker applied that changed partitions it holds "
+            "(state-change.log 'Transitioning N partition(s)'): broker, role, partitions.",
+        ),
+        TableSpec(
+            "broker_configs",
+            "silver",
+            description="One row per broker setting the replay's rules rest on, as each broker logged it at each "
+            "start (server.log 'KafkaConfig values').",
+        ),
+        TableSpec(
+            "follower_leo_samples",
+            "silver",
+            ("cluster", "event_date"),
+            description="One row per JMX-exporter sample of a broker's log end offset or fetcher lag metric.",
+        ),
+        TableSpec(
+            "produce_replay",
+            "silver",
+            ("cluster", "event_date"),
+            ("topic", "partition", "policy", "outcome"),
+            "One row per (replayed produce, policy): outcome, ack time, producer-visible and broker latency, copies "
+            "at the ack, exposure and loss under a leader failure.",
+        ),
+        TableSpec(
+            "partitions",
+            "silver",
+            description="One row per partition from topics.txt: replica assignment, replication factor, "
+            "min.insync.replicas.",
+        ),
+        TableSpec(
+            "batch_send_times",
+            "silver",
+            ("cluster",),
+            description="One row per batch a producer sent: its send time (the first record's CreateTime, a "
+            "client log's time, or the topic's), records and each record's own send time.",
+        ),
+        TableSpec(
+            "latency_percentiles",
+            "gold",
+            description="Producer-visible latency per (cluster, topic, policy, window): P50, P99, P999, P9999 and "
+            "max per record.",
+        ),
+        TableSpec(
+            "risk_exposure",
+            "gold",
+            description="Durability risk per (cluster, topic, policy, window): acks below min ISR, exposure, "
+            "single-copy acks, acks a leader failure would lose.",
+        ),
+        TableSpec(
+            "availability",
+            "gold",
+            description="Availability per (cluster, topic, partition, policy, window): rejections, timeouts, time "
+            "under min ISR, and the KIP-637 routing what-if.",
+        ),
+        TableSpec(
+            "routing",
+            "gold",
+            description="KIP-637 per (cluster, topic, policy, window): rejected batches a producer aware of min ISR "
+            "would send to another partition or hold, and what each costs.",
+        ),
+        TableSpec(
+            "policy_summary",
+            "gold",
+            description="The decision table per (cluster, topic, policy): latency, risk and availability over the "
+            "whole run against the replayed acks=all.",
+        ),
+        TableSpec(
+            "ingested_files",
+            "meta",
+            description="The scheduler's ledger: one row per input file a run has seen, with its fingerprint, "
+            "event time range, and the runs that covered it.",
+        ),
+        TableSpec(
+            "replay_checks",
+            "meta",
+            description="The latest replay's self-check per cluster: the replayed acks=all against the brokers' own "
+            "acks, and the ISR re-simulated at the cluster's own lag.",
+        ),
+        TableSpec(
+            "dq_results",
+            "quality",
+            description="One row per (data-quality run, check) and per reconciliation count between stages.",
+        ),
     )
 }
+
+
+def table_contract(name: str) -> StructType:
+    """The column contract (schemas/) of table `name`, its columns' descriptions included."""
+    from ackreplay.schemas import broker_logs, dq, gold, ledger, metrics, replay, tables
+
+    for module in (tables, broker_logs, metrics, replay, gold, ledger, dq):
+        contract = getattr(module, table_spec(name).name.upper(), None)
+        if isinstance(contract, StructType):
+            return contract
+    raise ValueError(f"table {name} has no contract in schemas/")
+
+
+def column_comments(name: str) -> dict[str, str]:
+    """Column name -> description of table `name`'s contract."""
+    return {f.name: f.metadata["comment"] for f in table_contract(name).fields if f.metadata.get("comment")}
+
+
+def with_column_comments(df: DataFrame, name: str) -> DataFrame:
+    """`df` with each column carrying its description from table `name`'s contract (Delta stores it as the
+    column's comment when the write creates the table)."""
+    contract = {f.name: f for f in table_contract(name).fields}
+    return df.select(
+        *[
+            F.col(c).alias(c, metadata=contract[c].metadata) if c in contract and contract[c].metadata else F.col(c)
+            for c in df.columns
+        ]
+    )
 
 
 def table_spec(name: str) -> TableSpec:
@@ -170,7 +318,8 @@ def replace_rows(df: DataFrame, lakehouse: str, name: str, predicate: str, run_i
     """
     spec = table_spec(name)
     writer = (
-        df.write.format("delta")
+        with_column_comments(df, name)
+        .write.format("delta")
         .mode("overwrite")
         .option("replaceWhere", predicate)
         .option("userMetadata", run_id)
@@ -184,6 +333,12 @@ def replace_rows(df: DataFrame, lakehouse: str, name: str, predicate: str, run_i
     writer.save(table_path(lakehouse, name))
     log.debug("replaced rows of %s where %s", name, predicate)
     commit = _last_commit(df.sparkSession, lakehouse, name)
+    if commit["version"] == 0 and commit["userMetadata"] == run_id and spec.description:
+        # this write created the table: its description (Spark's writer takes none; one commit, once a table)
+        description = sql_string(spec.description)
+        df.sparkSession.sql(
+            f"ALTER TABLE {delta_sql_name(lakehouse, name)} SET TBLPROPERTIES ('comment' = {description})"
+        )
     # An empty replace that matches no files commits nothing (OptimisticTransaction.commitIfNeeded), so
     # the last commit is this write's only if it is a replace by this run on the same predicate. An
     # earlier such commit can only be last if it left no row matching the predicate (else this write
@@ -207,13 +362,13 @@ def source_files_predicate(files) -> str:
 
 
 def _last_commit(spark: SparkSession, lakehouse: str, name: str) -> dict:
-    """The table's last commit: userMetadata, operationParameters and operationMetrics, from the commitInfo
+    """The table's last commit: version, userMetadata, operationParameters and operationMetrics, from the commitInfo
     action of its newest `_delta_log/<version>.json` (the values `DeltaTable.history` shows, read without
     the Spark queries a history read runs: two per write, a tenth of a small run's queries)."""
     if is_connect(spark):  # the log's files are the server's: Delta's own history, one query
         (row,) = spark.sql(f"DESCRIBE HISTORY {delta_sql_name(lakehouse, name)} LIMIT 1").collect()
         history = row.asDict()
-        return {k: history[k] for k in ("userMetadata", "operationParameters", "operationMetrics")}
+        return {k: history[k] for k in ("version", "userMetadata", "operationParameters", "operationMetrics")}
     files = HadoopFiles(spark, lakehouse)
     logged = files.glob(f"{table_path(lakehouse, name)}/_delta_log/*.json")
     newest = max(p for p in logged if _COMMIT_FILE.fullmatch(p.rsplit("/", 1)[-1]))  # zero-padded: by name
@@ -223,7 +378,8 @@ def _last_commit(spark: SparkSession, lakehouse: str, name: str) -> dict:
     # history() shows each parameter and metric as text (a boolean as `true`)
     as_text = {k: {n: v if isinstance(v, str) else json.dumps(v) for n, v in (info.get(k) or {}).items()} or None
                for k in ("operationParameters", "operationMetrics")}  # fmt: skip
-    return {"userMetadata": info.get("userMetadata"), **as_text}
+    version = int(newest.rsplit("/", 1)[-1].split(".")[0])
+    return {"version": version, "userMetadata": info.get("userMetadata"), **as_text}
 
 
 _COMMIT_FILE = re.compile(r"\d{20}\.json")

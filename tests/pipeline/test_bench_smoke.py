@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from chispa import assert_df_equality
 
 from tests.conftest import CHILD_JVM_OPTIONS, TEST_SPARK_CONF
+from tests.helpers import assert_df_equality
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from chispa import assert_df_equality
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 from pyspark.sql.types import MapType
@@ -39,7 +38,7 @@ from ackreplay.kafka_lines import (
 )
 from ackreplay.storage.lakehouse import TABLES, read_table, table_exists, table_path
 from tests.conftest import CHILD_JVM_OPTIONS, spark_conf_yaml
-from tests.helpers import TOPIC_ID
+from tests.helpers import TOPIC_ID, assert_df_equality
 from tests.pipeline.test_ingest_stage import T0, _write
 
 # Columns naming the run that wrote a row: they differ between the interrupted and the clean lakehouse

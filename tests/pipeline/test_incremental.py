@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType
 
@@ -35,6 +34,7 @@ from ackreplay.kafka_lines import (
 )
 from ackreplay.storage.lakehouse import read_table
 from tests.conftest import spark_conf_yaml
+from tests.helpers import assert_df_equality
 
 # Hourly rotated request logs of one UTC broker on three UTC dates, in offset order.
 HOURS = (

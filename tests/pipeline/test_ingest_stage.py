@@ -7,7 +7,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql.types import MapType
 
@@ -28,7 +27,7 @@ from ackreplay.quality.catalog import STAGE_TABLES
 from ackreplay.storage.inputs import InputError, InputFile
 from ackreplay.storage.lakehouse import read_table, table_exists
 from ackreplay.storage.line_reader import read_lines
-from tests.helpers import TOPIC_ID
+from tests.helpers import TOPIC_ID, assert_df_equality
 
 CONFIG = parse_config({"clusters": {"c1": {"log_timezone": "Europe/Berlin"}}})
 T0 = datetime(2026, 11, 20, 12, 0, 0)

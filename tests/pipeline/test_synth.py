@@ -12,7 +12,6 @@ import shutil
 
 import numpy as np
 import pytest
-from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from ackreplay.config import load_config
@@ -20,6 +19,7 @@ from ackreplay.ingest.stage import run_ingest
 from ackreplay.replay.stage import run_replay
 from ackreplay.storage.lakehouse import read_table
 from ackreplay.synth import SynthParams, generate
+from tests.helpers import assert_df_equality
 
 PARAMS = SynthParams(
     produces=4000,

@@ -7,16 +7,17 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from chispa import assert_df_equality
 from delta.tables import DeltaTable
 
 from ackreplay.storage.arrow_delta import (
     ArrowFileWriter,
+    ConcurrentReplaceError,
     arrow_writable,
     commit_files,
     escape_partition_value,
     local_path,
 )
+from tests.helpers import assert_df_equality
 
 SCHEMA = pa.schema([("cluster", pa.string()), ("topic", pa.string()), ("n", pa.int64()), ("event_date", pa.date32())])
 SPARK_SCHEMA = "cluster string, topic string, n long, event_date date"
@@ -36,10 +37,10 @@ def write_files(root: Path, rows: list[tuple[str, str, int, date]]) -> list[dict
     return files
 
 
-def replacing(clusters: set[str], days: set[date] | None = None):
-    return lambda values: (
-        values["cluster"] in clusters and (days is None or date.fromisoformat(values["event_date"]) in days)
-    )
+def replacing(clusters: set[str], day: date | None = None) -> list[list[tuple[str, str, str]]]:
+    """The partition filters of a replace of `clusters` (on `day` only, if given): one conjunction a cluster."""
+    on_day = [("event_date", ">=", day.isoformat()), ("event_date", "<=", day.isoformat())] if day else []
+    return [[("cluster", "=", c), *on_day] for c in sorted(clusters)]
 
 
 def test_committed_files_are_the_table_spark_reads(spark, tmp_path):
@@ -69,7 +70,7 @@ def test_a_commit_replaces_only_the_partitions_it_names_and_a_rerun_changes_noth
     again = [("a", "t", 10, date(2026, 11, 20))]
     for run in ("run-2", "run-3"):  # the same replacement twice: the second leaves the same rows
         files = write_files(tmp_path, again)
-        commit_files(str(tmp_path), SCHEMA, PARTITION_BY, files, replacing({"a"}, {date(2026, 11, 20)}), run)
+        commit_files(str(tmp_path), SCHEMA, PARTITION_BY, files, replacing({"a"}, date(2026, 11, 20)), run)
         expected = [
             ("a", "t", 10, date(2026, 11, 20)),
             ("a", "t", 2, date(2026, 11, 21)),
@@ -82,6 +83,43 @@ def test_a_commit_replaces_only_the_partitions_it_names_and_a_rerun_changes_noth
     # replacing a partition with nothing removes its rows (as Spark's replaceWhere does)
     commit_files(str(tmp_path), SCHEMA, PARTITION_BY, [], replacing({"b"}), "run-4")
     assert sorted(r["cluster"] for r in spark.read.format("delta").load(str(tmp_path)).collect()) == ["a", "a"]
+
+
+def test_a_replace_is_recorded_as_an_overwrite_per_cluster_and_a_concurrent_one_is_refused(
+    spark, tmp_path, monkeypatch
+):
+    first = [("a", "t", 1, date(2026, 11, 20)), ("b", "t", 2, date(2026, 11, 21))]
+    commit_files(str(tmp_path), SCHEMA, PARTITION_BY, write_files(tmp_path, first), replacing({"a", "b"}), "run-1")
+    again = [("a", "t", 5, date(2026, 11, 20)), ("b", "t", 6, date(2026, 11, 21))]
+    assert commit_files(str(tmp_path), SCHEMA, PARTITION_BY, write_files(tmp_path, again), replacing({"a", "b"}),
+                        "run-2") == 2  # fmt: skip
+    # as Spark records a replaceWhere: a WRITE in Overwrite mode with its metrics, here one commit per cluster
+    replaces = DeltaTable.forPath(spark, str(tmp_path)).history(2).orderBy("version").collect()
+    assert [
+        (r["operation"], r["operationParameters"]["mode"], r["userMetadata"],
+         *(r["operationMetrics"][m] for m in ("numOutputRows", "numAddedFiles", "numRemovedFiles")))
+        for r in replaces
+    ] == [("WRITE", "Overwrite", "run-2", "1", "1", "1")] * 2  # fmt: skip
+
+    # Another replay of the same new cluster commits between this one's reading of the table and its commit: a
+    # commit rebased on it would add this replay's rows beside the other's. It is refused, as Spark refuses a
+    # replaceWhere whose partitions another writer appended to (ConcurrentAppendException); the table keeps the
+    # other's rows only, and this replay's error says what happened.
+    from deltalake import DeltaTable as RustTable
+
+    theirs, ours = (write_files(tmp_path, [("c", "t", n, date(2026, 11, 22))]) for n in (7, 8))
+    commit = RustTable.create_write_transaction
+
+    def other_writer_first(self, *args, **kwargs):
+        monkeypatch.setattr(RustTable, "create_write_transaction", commit)
+        commit_files(str(tmp_path), SCHEMA, PARTITION_BY, theirs, replacing({"c"}), "run-3")
+        return commit(self, *args, **kwargs)
+
+    monkeypatch.setattr(RustTable, "create_write_transaction", other_writer_first)
+    with pytest.raises(ConcurrentReplaceError, match=r"changed while this run replaced its rows where cluster = 'c' "
+                       r"\(another writer committed after version 2\)"):  # fmt: skip
+        commit_files(str(tmp_path), SCHEMA, PARTITION_BY, ours, replacing({"c"}), "run-4")
+    assert sorted(r["n"] for r in spark.read.format("delta").load(str(tmp_path)).collect()) == [5, 6, 7]
 
 
 def test_nothing_to_add_or_remove_in_a_table_commits_nothing(spark, tmp_path):
@@ -134,3 +172,28 @@ def test_only_local_lakehouses_are_written_from_arrow_and_relative_paths_become_
     monkeypatch.chdir(tmp_path)  # executors resolve relative paths against their own folder: never send one
     assert local_path("lakehouse/silver/x") == str(tmp_path / "lakehouse/silver/x")
     assert local_path(f"file://{tmp_path}/y") == str(tmp_path / "y")
+
+
+def test_auto_writes_from_arrow_only_where_a_commit_of_files_is_right(spark, tmp_path):
+    from ackreplay.replay.stage import choose_writer
+
+    lakehouse = str(tmp_path / "lakehouse")
+    assert choose_writer("auto", lakehouse) == "arrow"  # no table yet: created by the commit
+    assert [choose_writer("auto", root) for root in ("/dbfs/lh", "/Volumes/main/kafka/lh", "s3a://bucket/lh")] == [
+        "spark"
+    ] * 3
+    assert choose_writer("auto", lakehouse, connect=True) == "spark"
+    table = tmp_path / "lakehouse" / "silver" / "produce_replay"
+    row = spark.createDataFrame([("a", "t", 1, date(2026, 11, 20))], SPARK_SCHEMA)
+    row.write.format("delta").partitionBy(*PARTITION_BY).option("delta.enableDeletionVectors", "true").save(str(table))
+    assert choose_writer("auto", lakehouse) == "arrow"  # a replace removes whole files
+    # Databricks enables row tracking on new tables: committing files would not keep it
+    spark.sql(f"ALTER TABLE delta.`{table}` SET TBLPROPERTIES ('delta.enableRowTracking' = 'true')")
+    assert choose_writer("auto", lakehouse) == "spark"
+    with pytest.raises(ValueError, match=r"has writer features a commit of the replay's own files would not keep "
+                       r"\(domainMetadata, rowTracking\)\. Set replay.writer to spark"):  # fmt: skip
+        choose_writer("arrow", lakehouse)
+    # and a commit that delta-rs refuses is its error, not taken for a concurrent writer's
+    with pytest.raises(Exception, match="Unsupported table features required") as refused:
+        commit_files(str(table), SCHEMA, PARTITION_BY, [], replacing({"a"}), "run-1")
+    assert not isinstance(refused.value, ConcurrentReplaceError)

@@ -11,7 +11,6 @@ are checked in tests/pipeline/test_corpus.py.
 from datetime import date, datetime
 
 import pytest
-from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from ackreplay.transforms.broker_logs import (
@@ -27,7 +26,7 @@ from ackreplay.transforms.broker_logs import (
     with_broker_message,
 )
 from ackreplay.transforms.request_log import with_event_time, with_log_fields
-from tests.helpers import lines_frame, micros
+from tests.helpers import assert_df_equality, lines_frame, micros
 
 PARTITION = "(kafka.cluster.Partition)"
 STATE = "(state.change.logger)"

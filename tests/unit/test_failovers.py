@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from ackreplay.transforms.failovers import failover_truncations
+from tests.helpers import assert_df_equality
 
 T0 = dt.datetime(2026, 11, 26, 1, 33, 0)
 

@@ -2,12 +2,10 @@
 
 from datetime import datetime, timedelta
 
-from chispa import assert_df_equality
-
 from ackreplay.kafka_lines import FetchPartition, FetchTopic, Timing, fetch_body, request_log_line
 from ackreplay.transforms.follower_fetches import build_follower_fetches
 from ackreplay.transforms.request_log import with_event_time, with_local_log_time
-from tests.helpers import TOPIC_ID, TOPIC_IDS, lines_frame, parse_request_log_lines
+from tests.helpers import TOPIC_ID, TOPIC_IDS, assert_df_equality, lines_frame, parse_request_log_lines
 
 T0 = datetime(2026, 11, 20, 13, 0, 0)
 

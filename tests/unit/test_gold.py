@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from chispa import assert_approx_df_equality, assert_df_equality
 from pyspark.sql import functions as F
 
 from ackreplay.schemas.broker_logs import ISR_CHANGES
@@ -27,6 +26,7 @@ from ackreplay.transforms.gold import (
     risk_exposure,
     with_window,
 )
+from tests.helpers import assert_approx_df_equality, assert_df_equality
 
 INF = float("inf")
 T10 = dt.datetime(2026, 11, 20, 10, 0, 0)

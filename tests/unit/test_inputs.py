@@ -8,12 +8,12 @@ from datetime import date, datetime
 from pathlib import Path
 
 import pytest
-from chispa import assert_df_equality
 
 from ackreplay.config import parse_config
 from ackreplay.ledger import DateRange, _outside_by_name, _parse_time
 from ackreplay.storage.fingerprint import SAMPLE_BYTES, FileFacts, collect_facts, read_facts
 from ackreplay.storage.inputs import InputError, InputFile, discover_all, rotation_period
+from tests.helpers import assert_df_equality
 
 CONFIG = parse_config(
     {"clusters": {"berlin": {"log_timezone": "Europe/Berlin", "broker_clock_offsets_ms": {2: 1500.0}}}}

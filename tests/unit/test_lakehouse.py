@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from datetime import date, datetime
 
-from chispa import assert_df_equality
-from pyspark.sql.types import DateType, DoubleType, IntegerType, LongType, StringType, StructType, TimestampType
+from pyspark.sql.types import (
+    BooleanType,
+    DateType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructType,
+    TimestampType,
+)
 
 from ackreplay.schemas.tables import PRODUCE_REQUESTS
 from ackreplay.storage.lakehouse import read_table, replace_rows
+from tests.helpers import assert_df_equality
 
-_VALUES = {StringType(): "x", IntegerType(): 1, LongType(): 1, DoubleType(): 1.0, DateType(): date(2026, 11, 20),
+_VALUES = {BooleanType(): False, StringType(): "x", IntegerType(): 1, LongType(): 1, DoubleType(): 1.0, DateType(): date(2026, 11, 20),
            TimestampType(): datetime(2026, 11, 20, 12)}  # fmt: skip
 
 
@@ -88,9 +97,56 @@ def test_the_last_commit_is_read_as_delta_history_shows_it(spark, tmp_path):
             f"run-{version}",
         )
     history = DeltaTable.forPath(spark, table_path(lakehouse, "produce_requests")).history(1)
-    expected = history.select("userMetadata", "operationParameters", "operationMetrics").first().asDict()
+    expected = history.select("version", "userMetadata", "operationParameters", "operationMetrics").first().asDict()
     assert _last_commit(spark, lakehouse, "produce_requests") == expected
     assert expected["userMetadata"] == "run-2" and expected["operationMetrics"]["numOutputRows"] == "1"
+
+
+def test_a_created_table_has_its_description_and_its_columns_their_contracts_descriptions(spark, tmp_path):
+    from ackreplay.storage.lakehouse import TABLES, delta_sql_name
+
+    lakehouse = str(tmp_path / "lakehouse")
+    rows = spark.createDataFrame([_row(PRODUCE_REQUESTS, source_file="a.log")], PRODUCE_REQUESTS)
+    # the rows' own schema without its descriptions, as most stages' frames reach the writer
+    bare = rows.select(*rows.columns)
+    bare = spark.createDataFrame(
+        bare.rdd, StructType([f.__class__(f.name, f.dataType, f.nullable) for f in rows.schema])
+    )
+    replace_rows(bare, lakehouse, "produce_requests", "source_file = 'a.log'", "run-1")
+    table = delta_sql_name(lakehouse, "produce_requests")
+    assert spark.sql(f"DESCRIBE DETAIL {table}").first()["description"] == TABLES["produce_requests"].description
+    comments = {r["col_name"]: r["comment"] for r in spark.sql(f"DESCRIBE {table}").collect() if r["col_name"]}
+    assert {f.name: comments[f.name] for f in PRODUCE_REQUESTS} == {
+        f.name: f.metadata["comment"] for f in PRODUCE_REQUESTS
+    }
+    # a second write leaves both as they are, and its rows are counted as before
+    assert replace_rows(rows, lakehouse, "produce_requests", "source_file = 'a.log'", "run-2") == 1
+    assert spark.sql(f"DESCRIBE DETAIL {table}").first()["description"] == TABLES["produce_requests"].description
+
+
+def test_a_table_an_older_release_partitioned_keeps_its_partitioning(spark, tmp_path):
+    """Gold tables were partitioned by cluster; they are not any more, and a lakehouse written before still
+    takes the replacement of one cluster's rows (Delta applies the table's own partition columns)."""
+    from ackreplay.schemas.gold import ROUTING
+    from ackreplay.storage.lakehouse import table_path
+
+    lakehouse = str(tmp_path / "lakehouse")
+    old = spark.createDataFrame([_row(ROUTING, cluster=c, gold_run_id="run-1") for c in "ab"], ROUTING)
+    old.write.format("delta").partitionBy("cluster").save(table_path(lakehouse, "routing"))
+    new = spark.createDataFrame([_row(ROUTING, cluster="a", gold_run_id="run-2")], ROUTING)
+    assert replace_rows(new, lakehouse, "routing", "cluster IN ('a')", "run-2") == 1
+    assert sorted(
+        tuple(r) for r in read_table(spark, lakehouse, "routing").select("cluster", "gold_run_id").collect()
+    ) == [
+        ("a", "run-2"),
+        ("b", "run-1"),
+    ]
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{table_path(lakehouse, 'routing')}`").first()
+    assert list(detail["partitionColumns"]) == ["cluster"]
+    # a new lakehouse's gold tables are not partitioned
+    fresh = str(tmp_path / "fresh")
+    replace_rows(new, fresh, "routing", "cluster IN ('a')", "run-2")
+    assert list(spark.sql(f"DESCRIBE DETAIL delta.`{table_path(fresh, 'routing')}`").first()["partitionColumns"]) == []
 
 
 def test_delta_sql_names_a_relative_lakehouse_by_its_absolute_path(spark, tmp_path):

@@ -121,9 +121,8 @@ def test_a_broker_silent_for_longer_than_a_running_leader_ever_is_did_not_run(sp
     exactly the threshold (1 s, from 10.0 s to 11.0 s) is not a silence, one of 1.0001 s is. Broker 2 logs
     twice, 30 s apart; broker 1 of another cluster is a broker of its own. The spans run from the last line
     before to the first after, to the microsecond, across the quarter-second bins the lines are reduced to."""
-    from chispa import assert_df_equality
-
     from ackreplay.transforms.replay_inputs import broker_silences
+    from tests.helpers import assert_df_equality
 
     times = [400 * i for i in range(6)] + [8_500.25, 9_000, 10_000, 11_000, 12_000.1]
     rows = [("c", 1, _at(ms)) for ms in times] + [("c", 2, _at(0)), ("c", 2, _at(30_000)), ("d", 1, _at(40_000))]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from chispa import assert_df_equality
 
 from ackreplay.config import ConfigError, MetastoreSettings, parse_config
 from ackreplay.storage.lakehouse import read_table, replace_rows
 from ackreplay.storage.metastore import MetastoreError, register_tables, table_name
+from tests.helpers import assert_df_equality
 
 PARTITIONS_DDL = "cluster STRING, topic STRING, partition INT, replication_factor INT"
 

@@ -6,11 +6,11 @@ follows partitions 2 and 5 of leader 1 and 1 and 3 of leader 3); the malformed o
 
 from datetime import date, datetime
 
-from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from ackreplay.storage.line_reader import LINES_SCHEMA
 from ackreplay.transforms.metrics import build_follower_leo_samples, classify_metric_lines, metric_quarantine
+from tests.helpers import assert_df_equality
 
 FILE = "lab/metrics/broker-2.prom"
 LEO = "kafka_log_log_logendoffset"

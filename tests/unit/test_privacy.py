@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from chispa import assert_column_equality, assert_df_equality
+from chispa import assert_column_equality
 from pyspark.sql import functions as F
 
 from ackreplay.config import ConfigError, parse_config
 from ackreplay.transforms.privacy import salted_sha256, with_hashed_identities
+from tests.helpers import assert_df_equality
 
 
 def _sha(text: str) -> str:

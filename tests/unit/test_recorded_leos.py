@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from chispa import assert_df_equality
-
 from ackreplay.schemas.broker_logs import FOLLOWER_LEO_RECORDS
 from ackreplay.transforms.replay_inputs import with_recorded_leos
+from tests.helpers import assert_df_equality
 
 T0 = dt.datetime(2026, 12, 7, 0, 53, 0)
 T0_US = int(T0.replace(tzinfo=dt.UTC).timestamp() * 1_000_000)

@@ -12,7 +12,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from chispa import assert_df_equality
 from pyspark.sql import Row
 
 from ackreplay.replay.groups import (
@@ -26,6 +25,7 @@ from ackreplay.replay.groups import (
 from ackreplay.schemas.vocabulary import NEVER, policy_order
 from ackreplay.storage.arrow_delta import ArrowFileWriter
 from ackreplay.transforms.replay_inputs import event_side, group_key, leo_evidence
+from tests.helpers import assert_df_equality
 
 MS = 1000
 T0 = 1_795_300_000_000_000  # µs

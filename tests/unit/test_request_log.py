@@ -2,7 +2,6 @@
 
 from datetime import datetime
 
-from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from ackreplay.kafka_lines import (
@@ -26,6 +25,7 @@ from tests.helpers import (
     REAL_TOPIC_IDS,
     TOPIC_ID,
     TOPIC_IDS,
+    assert_df_equality,
     lines_frame,
     micros,
     parse_request_log_lines,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from ackreplay.config import AppConfig
@@ -14,6 +13,7 @@ from ackreplay.schemas.tables import PRODUCE_REQUESTS
 from ackreplay.transforms.common import conform
 from ackreplay.transforms.gold import isr_segments, observed_until
 from ackreplay.transforms.routing import routing
+from tests.helpers import assert_df_equality
 from tests.unit.test_gold import T10, _row, isr_frame, partitions_frame, replay_frame
 from tests.unit.test_lakehouse import _row as contract_row
 

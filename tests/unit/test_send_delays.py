@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
-from chispa import assert_df_equality
 from pyspark.sql.types import (
     DoubleType,
     IntegerType,
@@ -19,6 +18,7 @@ from pyspark.sql.types import (
 from ackreplay.replay.send_delays import MIN_REQUESTS, SendDelay, cluster_columns, measured, summary_lines
 from ackreplay.transforms.common import PerCluster
 from ackreplay.transforms.replay_inputs import send_delays
+from tests.helpers import assert_df_equality
 
 T0 = datetime(2026, 11, 20, 10, 0, 0)
 PRODUCES = StructType(

@@ -2,7 +2,6 @@
 
 from datetime import date, datetime, timedelta
 
-from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -18,7 +17,7 @@ from ackreplay.transforms.send_times import (
     topic_send_times,
     with_truncation,
 )
-from tests.helpers import classify_dump_lines
+from tests.helpers import assert_df_equality, classify_dump_lines
 
 _BATCH = (
     "baseOffset: {base} lastOffset: {last} count: {count} baseSequence: 0 lastSequence: 1 producerId: 0"

@@ -1,10 +1,9 @@
 """topics.txt (kafka-topics --describe) -> partitions (chispa)."""
 
-from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from ackreplay.transforms.topics import build_partitions, with_topics_line_kind
-from tests.helpers import lines_frame
+from tests.helpers import assert_df_equality, lines_frame
 
 DESCRIBE = [
     # 3.9 / 4.x tool: TopicId and Elr fields
