@@ -197,6 +197,8 @@ def test_the_pipeline_api_runs_every_stage_and_returns_each_ones_report(single_p
 
 
 def test_overlapping_date_ranges_and_a_late_file_equal_one_run_over_their_union(spark, single_run, tmp_path, capsys):
+    """Runs over overlapping date ranges and a file that arrives late give the tables of one run over their
+    union, and a run with nothing new changes no table. About a minute: three whole `ackreplay run`s."""
     inputs = _input(tmp_path / "input", (0, 2, 3))
     lakehouse = tmp_path / "lakehouse"
     conf = _conf(tmp_path, lakehouse)
