@@ -70,6 +70,58 @@ _LOSS_WINDOW_SUMS = (
     ),
 )
 
+# time from the ack until on all assigned replicas, over the acked batches that got there (exact p99)
+_FULL_REPLICATION = (
+    (
+        "full_replication_p99_ms",
+        DoubleType(),
+        True,
+        "P99 of the time from the ack until on all replicas, over the acked batches that got there, ms; null: none did",
+    ),
+    (
+        "full_replication_max_ms",
+        DoubleType(),
+        True,
+        "Longest time from the ack until on all replicas, over the acked batches that got there, ms; null: none did",
+    ),
+)
+
+_LOSSES = (
+    # acked batches a leader failure at t_ack loses: at most (the leader had not learned that a follower
+    # holds them), and at least (no follower had been sent them)
+    (
+        "loss_kafka_election",
+        LongType(),
+        False,
+        "Acked batches a leader failure at t_ack loses under Kafka's election, at most",
+    ),
+    (
+        "loss_longest_log_election",
+        LongType(),
+        False,
+        "Acked batches a leader failure at t_ack loses under the longest-log election, at most",
+    ),
+    (
+        "loss_kafka_election_min",
+        LongType(),
+        False,
+        "Acked batches a leader failure at t_ack loses under Kafka's election, at least",
+    ),
+    (
+        "loss_longest_log_election_min",
+        LongType(),
+        False,
+        "Acked batches a leader failure at t_ack loses under the longest-log election, at least",
+    ),
+    (
+        "offline_at_failure_acks",
+        LongType(),
+        False,
+        "Acked batches with nobody to elect at t_ack (no ISR follower, no live ELR member): a failure leaves the "
+        "partition offline",
+    ),
+)
+
 # Percentiles are Spark's exact `percentile` (linear interpolation between closest ranks, see
 # transforms/gold.py). A percentile that needs more samples than the window has is null and flagged.
 LATENCY_PERCENTILES = _schema(
@@ -147,55 +199,11 @@ RISK_EXPOSURE = _schema(
     ),
     ("never_min_isr_bytes", LongType(), False, "Bytes of the batches counted in never_min_isr_acks"),
     ("single_copy_acks", LongType(), False, "Acked batches with copies_at_ack = 1 (only the leader held them)"),
-    # acked batches a leader failure at t_ack loses: at most (the leader had not learned that a follower
-    # holds them), and at least (no follower had been sent them)
-    (
-        "loss_kafka_election",
-        LongType(),
-        False,
-        "Acked batches a leader failure at t_ack loses under Kafka's election, at most",
-    ),
-    (
-        "loss_longest_log_election",
-        LongType(),
-        False,
-        "Acked batches a leader failure at t_ack loses under the longest-log election, at most",
-    ),
-    (
-        "loss_kafka_election_min",
-        LongType(),
-        False,
-        "Acked batches a leader failure at t_ack loses under Kafka's election, at least",
-    ),
-    (
-        "loss_longest_log_election_min",
-        LongType(),
-        False,
-        "Acked batches a leader failure at t_ack loses under the longest-log election, at least",
-    ),
-    (
-        "offline_at_failure_acks",
-        LongType(),
-        False,
-        "Acked batches with nobody to elect at t_ack (no ISR follower, no live ELR member): a failure leaves the "
-        "partition offline",
-    ),
+    *_LOSSES,
     # batch·s a leader failure would have lost: the acked batches' loss windows summed (finite ones), most and
     # least, under each election; times a leader failure rate (per s) = the acked batches it loses on average
     *_LOSS_WINDOW_SUMS,
-    # time from the ack until on all assigned replicas, over the acked batches that got there (exact p99)
-    (
-        "full_replication_p99_ms",
-        DoubleType(),
-        True,
-        "P99 of the time from the ack until on all replicas, over the acked batches that got there, ms; null: none did",
-    ),
-    (
-        "full_replication_max_ms",
-        DoubleType(),
-        True,
-        "Longest time from the ack until on all replicas, over the acked batches that got there, ms; null: none did",
-    ),
+    *_FULL_REPLICATION,
     (
         "never_full_replication_acks",
         LongType(),
@@ -563,37 +571,7 @@ POLICY_SUMMARY = _schema(
         "Acked batches never on min.insync.replicas replicas in the data (exposure_ms = +inf)",
     ),
     ("single_copy_acks", LongType(), False, "Acked batches only the leader held at the ack (copies_at_ack = 1)"),
-    (
-        "loss_kafka_election",
-        LongType(),
-        False,
-        "Acked batches a leader failure at t_ack loses under Kafka's election, at most",
-    ),
-    (
-        "loss_longest_log_election",
-        LongType(),
-        False,
-        "Acked batches a leader failure at t_ack loses under the longest-log election, at most",
-    ),
-    (
-        "loss_kafka_election_min",
-        LongType(),
-        False,
-        "Acked batches a leader failure at t_ack loses under Kafka's election, at least",
-    ),
-    (
-        "loss_longest_log_election_min",
-        LongType(),
-        False,
-        "Acked batches a leader failure at t_ack loses under the longest-log election, at least",
-    ),
-    (
-        "offline_at_failure_acks",
-        LongType(),
-        False,
-        "Acked batches with nobody to elect at t_ack (no ISR follower, no live ELR member): a failure leaves the "
-        "partition offline",
-    ),
+    *_LOSSES,
     *_LOSS_WINDOW_SUMS,
     (
         "not_enough_replicas",
@@ -609,18 +587,7 @@ POLICY_SUMMARY = _schema(
     ),
     ("timeouts", LongType(), False, "Produces not acked within the request's timeout (error 7)"),
     ("not_leader", LongType(), False, "Produces whose leader lost its leadership while they waited (error 6)"),
-    (
-        "full_replication_p99_ms",
-        DoubleType(),
-        True,
-        "P99 of the time from the ack until on all replicas, over the acked batches that got there, ms; null: none did",
-    ),
-    (
-        "full_replication_max_ms",
-        DoubleType(),
-        True,
-        "Longest time from the ack until on all replicas, over the acked batches that got there, ms; null: none did",
-    ),
+    *_FULL_REPLICATION,
     (
         "never_full_replication_acks",
         LongType(),
