@@ -11,47 +11,32 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
-from ackreplay.schemas.broker_logs import (
-    BROKER_REGISTRATIONS,
-    FOLLOWER_LEO_RECORDS,
-    FOLLOWER_STARTS,
-    ISR_CHANGES,
-    LEADER_EPOCHS,
-    METADATA_DELTAS,
-)
-from ackreplay.schemas.gold import AVAILABILITY, LATENCY_PERCENTILES, POLICY_SUMMARY, RISK_EXPOSURE, ROUTING
-from ackreplay.schemas.metrics import FOLLOWER_LEO_SAMPLES
-from ackreplay.schemas.replay import PRODUCE_REPLAY
-from ackreplay.schemas.tables import (
-    BATCH_SEND_TIMES,
-    FOLLOWER_FETCHES,
-    PARTITIONS,
-    PRODUCE_REQUESTS,
-    QUARANTINE,
-    REQUEST_LOG_LINES,
-)
 from ackreplay.schemas.vocabulary import MIN_INSYNC, QUORUM_PREFIX
+from ackreplay.storage.lakehouse import table_contract
 
 CONTRACTS: dict[str, StructType] = {
-    "request_log_lines": REQUEST_LOG_LINES,
-    "quarantine": QUARANTINE,
-    "produce_requests": PRODUCE_REQUESTS,
-    "follower_fetches": FOLLOWER_FETCHES,
-    "partitions": PARTITIONS,
-    "isr_changes": ISR_CHANGES,
-    "leader_epochs": LEADER_EPOCHS,
-    "follower_starts": FOLLOWER_STARTS,
-    "follower_leo_records": FOLLOWER_LEO_RECORDS,
-    "broker_registrations": BROKER_REGISTRATIONS,
-    "metadata_deltas": METADATA_DELTAS,
-    "follower_leo_samples": FOLLOWER_LEO_SAMPLES,
-    "batch_send_times": BATCH_SEND_TIMES,
-    "produce_replay": PRODUCE_REPLAY,
-    "latency_percentiles": LATENCY_PERCENTILES,
-    "risk_exposure": RISK_EXPOSURE,
-    "availability": AVAILABILITY,
-    "routing": ROUTING,
-    "policy_summary": POLICY_SUMMARY,
+    name: table_contract(name)
+    for name in (
+        "request_log_lines",
+        "quarantine",
+        "produce_requests",
+        "follower_fetches",
+        "partitions",
+        "isr_changes",
+        "leader_epochs",
+        "follower_starts",
+        "follower_leo_records",
+        "broker_registrations",
+        "metadata_deltas",
+        "follower_leo_samples",
+        "batch_send_times",
+        "produce_replay",
+        "latency_percentiles",
+        "risk_exposure",
+        "availability",
+        "routing",
+        "policy_summary",
+    )
 }
 
 PARTITION_KEY = ["cluster", "topic", "partition"]

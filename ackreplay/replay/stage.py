@@ -71,7 +71,6 @@ from ackreplay.storage.arrow_delta import (
     Conjunction,
     arrow_writable,
     commit_files,
-    in_conjunction,
     local_path,
     on_fuse_mount,
     unwritable_features,
@@ -334,7 +333,7 @@ DateSpan = tuple[date | None, date | None]  # inclusive UTC dates; None: unbound
 class DateScope:
     """The rows a replay covers: per cluster, its inclusive UTC dates (a cluster without dates: all of it), in
     the three forms the stage needs, from one definition: a Column for reading, SQL for Delta's replaceWhere,
-    and a test of a data file's partition values for the Arrow writer's commit."""
+    and partition filters for the Arrow writer's delta-rs commits (one conjunction a cluster)."""
 
     clusters: tuple[str, ...]
     dates: Mapping[str, DateSpan]
@@ -371,10 +370,6 @@ class DateScope:
             terms += [("event_date", "<=", last.isoformat())] if last is not None else []
             filters.append(terms)
         return filters
-
-    def matches(self, values: Mapping[str, str | None]) -> bool:
-        """Whether a data file with these partition values (`cluster`, `event_date` as text) is in scope."""
-        return any(in_conjunction(values, conjunction) for conjunction in self.partition_filters())
 
 
 def choose_writer(setting: str, lakehouse: str, connect: bool = False) -> str:
